@@ -1,0 +1,51 @@
+//! Typed load errors. Every variant names the file and says what is wrong.
+
+use thiserror::Error;
+
+/// Why a file could not be loaded.
+#[derive(Debug, Error)]
+pub enum LoadError {
+    /// The file could not be opened or read.
+    #[error("{path}: cannot read the file: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file has no bytes.
+    #[error("{path}: the file is empty")]
+    Empty {
+        /// The file.
+        path: String,
+    },
+    /// The file starts like gzip but does not decompress.
+    #[error("{path}: corrupt gzip data: {msg}")]
+    Gzip {
+        /// The file.
+        path: String,
+        /// What the decoder said.
+        msg: String,
+    },
+    /// The content is not a format tracehound reads.
+    #[error("{path}: not a trace tracehound can read: {why}")]
+    NotATrace {
+        /// The file.
+        path: String,
+        /// What was found instead.
+        why: String,
+    },
+    /// The JSON is malformed before its end.
+    #[error("{path}: invalid JSON at line {line}, column {column}: {msg}")]
+    Json {
+        /// The file.
+        path: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What the JSON reader expected.
+        msg: String,
+    },
+}

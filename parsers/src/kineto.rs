@@ -1,0 +1,675 @@
+//! PyTorch profiler (Kineto) Chrome trace JSON, as written by `torch.profiler` /
+//! `export_chrome_trace` / `tensorboard_trace_handler` (<https://github.com/pytorch/kineto>).
+//!
+//! Handles every generation seen in real files (`../docs/trace-formats.md` of the shared
+//! docs): a `{"traceEvents": [...]}` object or a bare top-level array (Jan 2021), 2021 and
+//! 2022+ category names, `[memory]` events with or without `cat`, int or string pid/tid,
+//! int or float `ts`/`dur` (kept to the ns), `baseTimeNanoseconds`, ROCm memcpy names.
+//! Events are deserialized straight into the model with borrowed strings; no JSON tree is built.
+//! A file that ends early (a job killed mid-write) yields what was complete, with a warning.
+
+use crate::error::LoadError;
+use crate::lenient::{Dims, LStr, Num, us_text_to_ns};
+use crate::model::*;
+use rustc_hash::FxHashMap;
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+use std::fmt;
+
+/// Does `head` (the first bytes of a decompressed file) look like a Kineto / Chrome trace?
+/// `Some(true)`: yes; `Some(false)`: no; `None`: cannot tell from this much.
+pub fn is_applicable(head: &[u8]) -> Option<bool> {
+    let first = head.iter().find(|b| !b.is_ascii_whitespace() && **b != 0xEF && **b != 0xBB && **b != 0xBF);
+    match first {
+        None => None,
+        Some(b'{') | Some(b'[') => Some(true),
+        Some(_) => Some(false),
+    }
+}
+
+/// Parses a whole Kineto trace held in memory.
+pub fn parse(data: &[u8], source: &str) -> Result<Trace, LoadError> {
+    let mut b = Builder::new(source);
+    b.trace.stats.bytes_total = data.len() as u64;
+    let mut de = serde_json::Deserializer::from_slice(data);
+    let result = TopSeed { b: &mut b }.deserialize(&mut de).and_then(|_| de.end());
+    match result {
+        Ok(()) => {
+            b.trace.stats.bytes_parsed = data.len() as u64;
+        }
+        Err(e) if e.is_eof() && b.events > 0 => {
+            let offset = byte_offset(data, e.line(), e.column());
+            b.trace.stats.truncated = true;
+            b.trace.stats.bytes_parsed = offset as u64;
+            b.trace.warnings.push(format!(
+                "trace is truncated: the JSON ends after {} of {} bytes ({:.1}%); analysed the {} complete events before that point",
+                offset,
+                data.len(),
+                100.0 * offset as f64 / data.len().max(1) as f64,
+                b.events
+            ));
+        }
+        Err(e) => {
+            return Err(LoadError::Json {
+                path: source.to_string(),
+                line: e.line(),
+                column: e.column(),
+                msg: strip_position(&e.to_string()),
+            });
+        }
+    }
+    if !b.saw_events_container {
+        return Err(LoadError::NotATrace {
+            path: source.to_string(),
+            why: "JSON without a `traceEvents` array or a top-level array of events".into(),
+        });
+    }
+    if b.events > 0 && b.with_ph == 0 {
+        return Err(LoadError::NotATrace {
+            path: source.to_string(),
+            why: format!(
+                "a JSON array of {} items, none of them a trace event (no `ph` field)",
+                b.events
+            ),
+        });
+    }
+    Ok(b.finish())
+}
+
+fn strip_position(msg: &str) -> String {
+    match msg.rfind(" at line ") {
+        Some(i) => msg[..i].to_string(),
+        None => msg.to_string(),
+    }
+}
+
+fn byte_offset(data: &[u8], line: usize, column: usize) -> usize {
+    if line <= 1 {
+        return column.min(data.len());
+    }
+    let mut seen = 1;
+    for (i, &b) in data.iter().enumerate() {
+        if b == b'\n' {
+            seen += 1;
+            if seen == line {
+                return (i + 1 + column).min(data.len());
+            }
+        }
+    }
+    data.len()
+}
+
+#[derive(Deserialize, Default)]
+struct RawArgs<'a> {
+    #[serde(default)]
+    correlation: Num,
+    #[serde(default, rename = "External id", alias = "external id")]
+    external_id: Num,
+    #[serde(default)]
+    device: Num,
+    #[serde(default)]
+    stream: Num,
+    #[serde(default)]
+    bytes: Num,
+    #[serde(default)]
+    grid: Dims,
+    #[serde(default)]
+    block: Dims,
+    #[serde(default, rename = "registers per thread")]
+    registers: Num,
+    #[serde(default, rename = "shared memory")]
+    shared_mem: Num,
+    #[serde(default, rename = "est. achieved occupancy %")]
+    occupancy: Num,
+    #[serde(default, rename = "Bytes")]
+    mem_bytes: Num,
+    #[serde(default, rename = "Total Allocated")]
+    total_allocated: Num,
+    #[serde(default, rename = "Total Reserved")]
+    total_reserved: Num,
+    #[serde(default, rename = "Device Type")]
+    device_type: Num,
+    #[serde(default, rename = "Device Id")]
+    device_id: Num,
+    #[serde(default, rename = "Addr")]
+    addr: Num,
+    #[serde(borrow, default, rename = "Input Dims", alias = "Input dims")]
+    input_dims: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "Input type")]
+    input_type: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "Call stack")]
+    call_stack: LStr<'a>,
+    #[serde(borrow, default)]
+    kind: LStr<'a>,
+}
+
+#[derive(Deserialize)]
+struct RawEvent<'a> {
+    #[serde(borrow, default)]
+    ph: LStr<'a>,
+    #[serde(borrow, default)]
+    cat: LStr<'a>,
+    #[serde(borrow, default)]
+    name: LStr<'a>,
+    #[serde(borrow, default)]
+    ts: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    dur: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pid: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    tid: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    args: Option<RawArgs<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+struct RawDeviceProps<'a> {
+    #[serde(default)]
+    id: Num,
+    #[serde(borrow, default)]
+    name: LStr<'a>,
+    #[serde(default, rename = "totalGlobalMem")]
+    total_mem: Num,
+    #[serde(default, rename = "computeMajor")]
+    major: Num,
+    #[serde(default, rename = "computeMinor")]
+    minor: Num,
+    #[serde(default, rename = "numSms")]
+    sms: Num,
+}
+
+#[derive(Deserialize, Default)]
+struct RawDistributed {
+    #[serde(default)]
+    rank: Num,
+    #[serde(default)]
+    world_size: Num,
+}
+
+/// What a Kineto category means for the model.
+#[derive(Clone, Copy)]
+enum Cat {
+    Gpu(GpuOpKind),
+    Host(HostKind),
+    Memory,
+    Skip,
+}
+
+fn category(cat: &str, name: &str, ph: &str) -> Cat {
+    match cat {
+        "kernel" | "Kernel" => Cat::Gpu(GpuOpKind::Kernel),
+        "gpu_memcpy" | "Memcpy" => Cat::Gpu(GpuOpKind::Memcpy),
+        "gpu_memset" | "Memset" => Cat::Gpu(GpuOpKind::Memset),
+        "cuda_sync" => Cat::Gpu(GpuOpKind::Sync),
+        "cpu_op" | "Operator" => Cat::Host(HostKind::CpuOp),
+        "cuda_runtime" | "Runtime" => Cat::Host(HostKind::Runtime),
+        "cuda_driver" => Cat::Host(HostKind::Driver),
+        "python_function" => Cat::Host(HostKind::Python),
+        "user_annotation" => Cat::Host(HostKind::Annotation),
+        "gpu_user_annotation" => Cat::Host(HostKind::GpuAnnotation),
+        _ if ph == "i" && (name == "[memory]" || name == "[OutOfMemory]") => Cat::Memory,
+        _ => Cat::Skip,
+    }
+}
+
+struct Builder {
+    trace: Trace,
+    events: u64,
+    with_ph: u64,
+    saw_events_container: bool,
+    skipped: FxHashMap<String, u64>,
+    string_tids: FxHashMap<String, i64>,
+    base_time_ns: Option<i64>,
+    schema_version: Option<i64>,
+    cupti_version: Option<i64>,
+    legacy_categories: bool,
+}
+
+impl Builder {
+    fn new(source: &str) -> Self {
+        let mut trace = Trace {
+            source: source.to_string(),
+            ..Default::default()
+        };
+        trace.meta.format = Some(SourceFormat::Kineto);
+        trace.strings.intern("");
+        Builder {
+            trace,
+            events: 0,
+            with_ph: 0,
+            saw_events_container: false,
+            skipped: FxHashMap::default(),
+            string_tids: FxHashMap::default(),
+            base_time_ns: None,
+            schema_version: None,
+            cupti_version: None,
+            legacy_categories: false,
+        }
+    }
+
+    fn skip(&mut self, what: &str) {
+        *self.skipped.entry(what.to_string()).or_default() += 1;
+    }
+
+    /// An id from a pid/tid value: ints as they are, numeric strings parsed, other strings
+    /// interned above 2^40 so they never collide with OS ids.
+    fn id_of(&mut self, v: Option<&RawValue>) -> i64 {
+        let Some(v) = v else { return 0 };
+        let t = v.get();
+        if let Ok(i) = t.parse::<i64>() {
+            return i;
+        }
+        let s: String = serde_json::from_str::<String>(t).unwrap_or_else(|_| t.to_string());
+        let s = s.trim();
+        if let Ok(i) = s.parse::<i64>() {
+            return i;
+        }
+        let next = (1i64 << 40) + self.string_tids.len() as i64;
+        *self.string_tids.entry(s.to_string()).or_insert(next)
+    }
+
+    fn add(&mut self, ev: RawEvent<'_>) {
+        self.events += 1;
+        let ph = ev.ph.as_str();
+        if ph.is_empty() {
+            self.skip("no ph");
+            return;
+        }
+        self.with_ph += 1;
+        let cat_s = ev.cat.as_str();
+        let name = ev.name.as_str();
+        let kind = category(cat_s, name, ph);
+        if matches!(cat_s, "Kernel" | "Runtime" | "Operator" | "Memcpy" | "Memset") {
+            self.legacy_categories = true;
+        }
+        match (kind, ph) {
+            (Cat::Memory, _) => self.add_memory(&ev),
+            (Cat::Gpu(k), "X") => self.add_gpu(k, &ev),
+            (Cat::Host(k), "X") => self.add_host(k, &ev),
+            _ => {
+                let what = if ph == "X" || ph == "i" {
+                    if cat_s.is_empty() { "(no cat)" } else { cat_s }
+                } else {
+                    match ph {
+                        "s" | "f" | "t" => "flow",
+                        "M" => "metadata",
+                        _ => "other ph",
+                    }
+                };
+                self.skip(what);
+            }
+        }
+    }
+
+    fn times(&mut self, ev: &RawEvent<'_>) -> Option<(i64, i64)> {
+        let ts = ev.ts.and_then(|v| us_text_to_ns(v.get()));
+        let Some(ts) = ts else {
+            self.skip("missing ts");
+            return None;
+        };
+        let dur = ev.dur.and_then(|v| us_text_to_ns(v.get())).unwrap_or(0).max(0);
+        Some((ts, ts + dur))
+    }
+
+    fn add_gpu(&mut self, kind: GpuOpKind, ev: &RawEvent<'_>) {
+        let Some((start, end)) = self.times(ev) else { return };
+        let empty = RawArgs::default();
+        let a = ev.args.as_ref().unwrap_or(&empty);
+        let pid = self.id_of(ev.pid);
+        let device = a.device.i64().unwrap_or(pid) as i32;
+        let stream = match a.stream.i64() {
+            Some(s) => s,
+            None => {
+                let t = ev.tid.map(|v| v.get()).unwrap_or("0");
+                let digits: String = t.chars().filter(|c| c.is_ascii_digit()).collect();
+                digits.parse().unwrap_or(0)
+            }
+        };
+        let name_s = ev.name.as_str();
+        let name = self.trace.strings.intern(name_s);
+        let (mut direction, mut src_kind, mut dst_kind) =
+            (CopyDirection::Unknown, MemKind::Unknown, MemKind::Unknown);
+        if kind == GpuOpKind::Memcpy {
+            (direction, src_kind, dst_kind) = parse_memcpy_name(name_s);
+            if direction == CopyDirection::Unknown {
+                // ROCm puts the direction in args.kind.
+                direction = direction_from_label(a.kind.as_str());
+            }
+        }
+        let kernel = (kind == GpuOpKind::Kernel).then(|| {
+            let d3 = |d: &Dims| {
+                let mut r = [1u32; 3];
+                for (k, v) in d.0.iter().take(3).enumerate() {
+                    r[k] = (*v).clamp(0, u32::MAX as i64) as u32;
+                }
+                r
+            };
+            KernelInfo {
+                grid: d3(&a.grid),
+                block: d3(&a.block),
+                registers: a.registers.i64().unwrap_or(0).clamp(0, u16::MAX as i64) as u16,
+                shared_mem: a.shared_mem.i64().unwrap_or(0).clamp(0, u32::MAX as i64) as u32,
+                occupancy_pct: a.occupancy.f64().map(|v| v as f32),
+            }
+        });
+        self.trace.gpu_ops.push(GpuOp {
+            kind,
+            device,
+            stream,
+            start,
+            end,
+            correlation: a.correlation.u64().unwrap_or(0),
+            external_id: a.external_id.u64().unwrap_or(0),
+            name,
+            bytes: a.bytes.u64().unwrap_or(0),
+            direction,
+            src_kind,
+            dst_kind,
+            kernel,
+        });
+    }
+
+    fn add_host(&mut self, kind: HostKind, ev: &RawEvent<'_>) {
+        let Some((start, end)) = self.times(ev) else { return };
+        let empty = RawArgs::default();
+        let a = ev.args.as_ref().unwrap_or(&empty);
+        let pid = self.id_of(ev.pid);
+        let tid = self.id_of(ev.tid);
+        let name = self.trace.strings.intern(ev.name.as_str());
+        let input_dims = a.input_dims.map_or(0, |v| self.trace.strings.intern(v.get()));
+        let input_types = a.input_type.map_or(0, |v| self.trace.strings.intern(v.get()));
+        let call_stack = match &a.call_stack.0 {
+            Some(s) if !s.is_empty() => self.trace.strings.intern(s),
+            _ => 0,
+        };
+        self.trace.host_spans.push(HostSpan {
+            kind,
+            pid,
+            tid,
+            start,
+            end,
+            name,
+            correlation: a.correlation.u64().unwrap_or(0),
+            external_id: a.external_id.u64().unwrap_or(0),
+            input_dims,
+            input_types,
+            call_stack,
+            depth: 0,
+            parent: NONE,
+        });
+    }
+
+    fn add_memory(&mut self, ev: &RawEvent<'_>) {
+        let Some((ts, _)) = self.times(ev) else { return };
+        let empty = RawArgs::default();
+        let a = ev.args.as_ref().unwrap_or(&empty);
+        // Device Type 1 is CUDA (Device Id = GPU index); 0 is CPU memory.
+        let device = match a.device_type.i64() {
+            Some(0) => -1,
+            _ => a.device_id.i64().unwrap_or(-1) as i32,
+        };
+        self.trace.memory.push(MemorySample {
+            ts,
+            device,
+            addr: a.addr.u64().unwrap_or(0),
+            bytes: a.mem_bytes.i64().unwrap_or(0),
+            total_allocated: a.total_allocated.i64(),
+            total_reserved: a.total_reserved.i64(),
+            oom: ev.name.as_str() == "[OutOfMemory]",
+        });
+    }
+
+    fn finish(mut self) -> Trace {
+        let mut skipped: Vec<(String, u64)> = self.skipped.into_iter().collect();
+        skipped.sort();
+        self.trace.stats.events_total = self.events;
+        self.trace.stats.skipped = skipped;
+        self.trace.meta.epoch_offset_ns = Some(self.base_time_ns.unwrap_or(0));
+        let mut v = Vec::new();
+        match self.schema_version {
+            Some(s) => v.push(format!("schemaVersion {s}")),
+            None => v.push("no schemaVersion".into()),
+        }
+        if let Some(c) = self.cupti_version {
+            v.push(format!("CUPTI {c}"));
+        }
+        if self.legacy_categories {
+            v.push("2021 category names".into());
+        }
+        if self.base_time_ns.is_some() {
+            v.push("baseTimeNanoseconds".into());
+        }
+        self.trace.meta.format_version = v.join(", ");
+        if self.events == 0 {
+            self.trace
+                .warnings
+                .push("the trace holds no events".to_string());
+        }
+        self.trace.finish();
+        self.trace
+    }
+}
+
+struct TopSeed<'b> {
+    b: &'b mut Builder,
+}
+
+impl<'de> DeserializeSeed<'de> for TopSeed<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TopSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a trace object with traceEvents, or an array of events")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
+        self.b.saw_events_container = true;
+        EventsSeed { b: self.b }.visit_seq(seq)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<LStr<'de>>()? {
+            match key.as_str() {
+                "traceEvents" => {
+                    self.b.saw_events_container = true;
+                    map.next_value_seed(EventsSeed { b: self.b })?;
+                }
+                "deviceProperties" => {
+                    let props: Vec<RawDeviceProps<'de>> =
+                        map.next_value::<Option<Vec<RawDeviceProps<'de>>>>()?.unwrap_or_default();
+                    self.b.trace.meta.gpus = props
+                        .iter()
+                        .enumerate()
+                        .map(|(k, p)| GpuInfo {
+                            id: p.id.i64().unwrap_or(k as i64) as i32,
+                            name: p.name.as_str().to_string(),
+                            compute_capability: match (p.major.u64(), p.minor.u64()) {
+                                (Some(a), Some(b)) => Some((a as u32, b as u32)),
+                                _ => None,
+                            },
+                            sm_count: p.sms.u64().map(|v| v as u32),
+                            memory_bytes: p.total_mem.u64(),
+                        })
+                        .collect();
+                }
+                "distributedInfo" => {
+                    let d: Option<RawDistributed> = map.next_value()?;
+                    if let Some(d) = d {
+                        self.b.trace.meta.rank = d.rank.i64();
+                        self.b.trace.meta.world_size = d.world_size.i64();
+                    }
+                }
+                "baseTimeNanoseconds" => {
+                    let n: Num = map.next_value()?;
+                    self.b.base_time_ns = n.i64();
+                }
+                "schemaVersion" => {
+                    let n: Num = map.next_value()?;
+                    self.b.schema_version = n.i64();
+                }
+                "cupti_version" => {
+                    let n: Num = map.next_value()?;
+                    self.b.cupti_version = n.i64();
+                }
+                k @ ("record_shapes" | "profile_memory" | "with_stack" | "with_flops"
+                | "with_modules") => {
+                    let k = k.to_string();
+                    let v: &RawValue = map.next_value()?;
+                    self.b.trace.meta.capture_options.push((k, v.get().to_string()));
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+struct EventsSeed<'b> {
+    b: &'b mut Builder,
+}
+
+impl<'de> DeserializeSeed<'de> for EventsSeed<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(self)
+    }
+}
+
+impl<'de> Visitor<'de> for EventsSeed<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an array of trace events")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(el) = seq.next_element::<Element<'de>>()? {
+            match el.0 {
+                Some(ev) => self.b.add(ev),
+                None => {
+                    self.b.events += 1;
+                    self.b.skip("not an object");
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One element of the events array: an event object, or anything else (counted, skipped).
+struct Element<'a>(Option<RawEvent<'a>>);
+
+struct ElementVisitor<'a>(std::marker::PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for ElementVisitor<'a> {
+    type Value = Element<'a>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a trace event")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Element<'a>, A::Error> {
+        RawEvent::deserialize(de::value::MapAccessDeserializer::new(map)).map(|e| Element(Some(e)))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Element<'a>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Element(None))
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Element<'a>, E> {
+        Ok(Element(None))
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Element<'a>, E> {
+        Ok(Element(None))
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Element<'a>, E> {
+        Ok(Element(None))
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Element<'a>, E> {
+        Ok(Element(None))
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Element<'a>, E> {
+        Ok(Element(None))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Element<'a>, E> {
+        Ok(Element(None))
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Element<'a> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ElementVisitor(std::marker::PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(s: &str) -> Result<Trace, LoadError> {
+        parse(s.as_bytes(), "test.json")
+    }
+
+    #[test]
+    fn legacy_array_with_string_tids() {
+        let t = parse_str(
+            r#"[
+            {"ph":"X","cat":"Operator","name":"aten::add","pid":1,"tid":"25738","ts":10,"dur":5,"args":{"external id":3}},
+            {"ph":"X","cat":"Runtime","name":"cudaLaunchKernel","pid":1,"tid":"25738","ts":11,"dur":1,"args":{"correlation":9,"external id":3}},
+            {"ph":"X","cat":"Kernel","name":"k","pid":0,"tid":"stream 7","ts":20.5,"dur":0.25,"args":{"device":0,"stream":7,"correlation":9}},
+            {"ph":"i","name":"[memory]","pid":1,"tid":"25738","ts":12,"args":{"Device Type":1,"Device Id":0,"Bytes":-512}}
+        ]"#,
+        )
+        .unwrap();
+        assert_eq!(t.gpu_ops.len(), 1);
+        assert_eq!(t.gpu_ops[0].start, 20_500);
+        assert_eq!(t.gpu_ops[0].end, 20_750);
+        assert_eq!(t.host_spans.len(), 2);
+        assert_eq!(t.host_spans[0].tid, 25738);
+        assert_eq!(t.memory.len(), 1);
+        assert_eq!(t.memory[0].bytes, -512);
+        assert_eq!(t.memory[0].total_reserved, None);
+        assert_eq!(t.str(t.host_spans[t.index.op_cpu_op[0] as usize].name), "aten::add");
+    }
+
+    #[test]
+    fn truncated_is_partial_with_warning() {
+        let full = r#"{"traceEvents":[
+{"ph":"X","cat":"kernel","name":"a","pid":0,"tid":7,"ts":1,"dur":1,"args":{"device":0}},
+{"ph":"X","cat":"kernel","name":"b","pid":0,"tid":7,"ts":3,"dur":1,"args":{"device":0}},
+{"ph":"X","cat":"kernel","name":"c","pid":0,"tid":7,"ts":5,"du"#;
+        let t = parse_str(full).unwrap();
+        assert_eq!(t.gpu_ops.len(), 2);
+        assert!(t.stats.truncated);
+        assert!(t.warnings[0].contains("truncated"), "{:?}", t.warnings);
+    }
+
+    #[test]
+    fn not_a_trace() {
+        assert!(matches!(parse_str(r#"{"a":1}"#), Err(LoadError::NotATrace { .. })));
+        assert!(matches!(parse_str(r#"[1,2,3]"#), Err(LoadError::NotATrace { .. })));
+        assert!(matches!(parse_str(r#"{"traceEvents":[}"#), Err(LoadError::Json { .. })));
+    }
+
+    #[test]
+    fn unknown_categories_and_odd_values_are_tolerated() {
+        let t = parse_str(
+            r#"{"schemaVersion":1,"traceEvents":[
+            {"ph":"X","cat":"mtia_thing","name":"x","pid":1,"tid":1,"ts":1,"dur":1},
+            {"ph":"X","cat":"gpu_memcpy","name":"Memcpy HtoD (Host -> Device)","pid":2,"tid":3,"ts":"7","dur":2,"args":{"device":2,"bytes":"64","kind":"HtoD"}},
+            {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":1,"dur":1,"args":{"grid":"odd","block":[128,1,1]}}
+        ],"baseTimeNanoseconds":1000}"#,
+        )
+        .unwrap();
+        assert_eq!(t.gpu_ops.len(), 2);
+        let m = t.gpu_ops.iter().find(|o| o.kind == GpuOpKind::Memcpy).unwrap();
+        assert_eq!((m.device, m.bytes, m.direction), (2, 64, CopyDirection::HtoD));
+        assert_eq!(m.src_kind, MemKind::Host);
+        assert_eq!(t.meta.epoch_offset_ns, Some(1000));
+        assert_eq!(t.stats.skipped, vec![("mtia_thing".to_string(), 1)]);
+    }
+}

@@ -1,0 +1,256 @@
+//! Lenient JSON leaf types: real traces mix ints, floats, strings and nulls in the same field
+//! across versions, and one odd value must not reject a whole file.
+
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use std::borrow::Cow;
+use std::fmt;
+
+/// A number that may arrive as int, float, numeric string, null or something else (-> None).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Num(pub Option<f64>, pub Option<i64>);
+
+impl Num {
+    /// As i64 (floats truncated toward zero).
+    pub fn i64(self) -> Option<i64> {
+        self.1.or(self.0.map(|f| f as i64))
+    }
+    /// As u64 (negative -> None).
+    pub fn u64(self) -> Option<u64> {
+        self.i64().and_then(|v| u64::try_from(v).ok())
+    }
+    /// As f64.
+    pub fn f64(self) -> Option<f64> {
+        self.0.or(self.1.map(|v| v as f64))
+    }
+}
+
+struct NumVisitor;
+
+impl<'de> Visitor<'de> for NumVisitor {
+    type Value = Num;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a number")
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Num, E> {
+        Ok(Num(None, Some(v)))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Num, E> {
+        Ok(match i64::try_from(v) {
+            Ok(i) => Num(None, Some(i)),
+            Err(_) => Num(Some(v as f64), None),
+        })
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Num, E> {
+        Ok(Num(Some(v), None))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Num, E> {
+        Ok(Num(None, Some(v as i64)))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Num, E> {
+        let v = v.trim();
+        if let Ok(i) = v.parse::<i64>() {
+            return Ok(Num(None, Some(i)));
+        }
+        Ok(Num(v.parse::<f64>().ok(), None))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Num, E> {
+        Ok(Num::default())
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Num, E> {
+        Ok(Num::default())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Num, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(Num::default())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Num, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Num::default())
+    }
+}
+
+impl<'de> Deserialize<'de> for Num {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NumVisitor)
+    }
+}
+
+/// A string borrowed from the input when it has no escapes; anything that is not a string -> None.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LStr<'a>(pub Option<Cow<'a, str>>);
+
+impl<'a> LStr<'a> {
+    /// The string, or "".
+    pub fn as_str(&self) -> &str {
+        self.0.as_deref().unwrap_or("")
+    }
+}
+
+struct LStrVisitor<'a>(std::marker::PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> Visitor<'de> for LStrVisitor<'a> {
+    type Value = LStr<'a>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<LStr<'a>, E> {
+        Ok(LStr(Some(Cow::Borrowed(v))))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<LStr<'a>, E> {
+        Ok(LStr(Some(Cow::Owned(v.to_owned()))))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<LStr<'a>, E> {
+        Ok(LStr(Some(Cow::Owned(v))))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<LStr<'a>, E> {
+        Ok(LStr(Some(Cow::Owned(v.to_string()))))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<LStr<'a>, E> {
+        Ok(LStr(Some(Cow::Owned(v.to_string()))))
+    }
+    fn visit_f64<E: de::Error>(self, _v: f64) -> Result<LStr<'a>, E> {
+        Ok(LStr(None))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<LStr<'a>, E> {
+        Ok(LStr(Some(Cow::Owned(v.to_string()))))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<LStr<'a>, E> {
+        Ok(LStr(None))
+    }
+    fn visit_none<E: de::Error>(self) -> Result<LStr<'a>, E> {
+        Ok(LStr(None))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<LStr<'a>, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(LStr(None))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<LStr<'a>, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(LStr(None))
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for LStr<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(LStrVisitor(std::marker::PhantomData))
+    }
+}
+
+/// A list of numbers (`grid`, `block`); anything else -> empty.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Dims(pub Vec<i64>);
+
+struct DimsVisitor;
+
+impl<'de> Visitor<'de> for DimsVisitor {
+    type Value = Dims;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a list of numbers")
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Dims, A::Error> {
+        let mut v = Vec::with_capacity(3);
+        while let Some(n) = seq.next_element::<Num>()? {
+            v.push(n.i64().unwrap_or(0));
+        }
+        Ok(Dims(v))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Dims, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Dims::default())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Dims, E> {
+        Ok(Dims::default())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Dims, E> {
+        Ok(Dims::default())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Dims, E> {
+        Ok(Dims::default())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Dims, E> {
+        Ok(Dims::default())
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Dims, E> {
+        Ok(Dims::default())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Dims, E> {
+        Ok(Dims::default())
+    }
+}
+
+impl<'de> Deserialize<'de> for Dims {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(DimsVisitor)
+    }
+}
+
+/// Parses a JSON number of microseconds (`123`, `88437691101.729`, `1.6e3`, `"12"`) into
+/// integer nanoseconds without going through f64 when the text is plain decimal, so that
+/// epoch-scale timestamps keep their ns digits.
+pub fn us_text_to_ns(text: &str) -> Option<i64> {
+    let t = text.trim().trim_matches('"');
+    let (neg, digits) = match t.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, t),
+    };
+    let (int_part, frac_part) = match digits.split_once('.') {
+        Some((i, f)) => (i, f),
+        None => (digits, ""),
+    };
+    let plain = !int_part.is_empty()
+        && int_part.bytes().all(|b| b.is_ascii_digit())
+        && frac_part.bytes().all(|b| b.is_ascii_digit());
+    if !plain {
+        let f: f64 = t.parse().ok()?;
+        if !f.is_finite() {
+            return None;
+        }
+        return Some((f * 1000.0).round() as i64);
+    }
+    let mut v: i64 = 0;
+    for b in int_part.bytes() {
+        v = v.checked_mul(10)?.checked_add((b - b'0') as i64)?;
+    }
+    let mut frac: i64 = 0;
+    let fb = frac_part.as_bytes();
+    for k in 0..3 {
+        frac = frac * 10 + fb.get(k).map_or(0, |b| (b - b'0') as i64);
+    }
+    // Round on the fourth fractional digit (sub-ns digits appear in float dumps).
+    if fb.get(3).is_some_and(|&b| b >= b'5') {
+        frac += 1;
+    }
+    let ns = v.checked_mul(1000)?.checked_add(frac)?;
+    Some(if neg { -ns } else { ns })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn us_to_ns_keeps_precision() {
+        assert_eq!(us_text_to_ns("88437691101.729"), Some(88_437_691_101_729));
+        assert_eq!(us_text_to_ns("1700000000123456"), Some(1_700_000_000_123_456_000));
+        assert_eq!(us_text_to_ns("0.01"), Some(10));
+        assert_eq!(us_text_to_ns("5.0005"), Some(5001));
+        assert_eq!(us_text_to_ns("-2.5"), Some(-2500));
+        assert_eq!(us_text_to_ns("1.5e3"), Some(1_500_000));
+        assert_eq!(us_text_to_ns("\"12\""), Some(12_000));
+        assert_eq!(us_text_to_ns("abc"), None);
+        assert_eq!(us_text_to_ns("null"), None);
+    }
+
+    #[test]
+    fn lenient_values() {
+        let n: Num = serde_json::from_str("\"42\"").unwrap();
+        assert_eq!(n.i64(), Some(42));
+        let n: Num = serde_json::from_str("[1,2]").unwrap();
+        assert_eq!(n.i64(), None);
+        let s: LStr = serde_json::from_str("{\"a\":1}").unwrap();
+        assert_eq!(s.0, None);
+        let d: Dims = serde_json::from_str("[1, 2.0, 3]").unwrap();
+        assert_eq!(d.0, vec![1, 2, 3]);
+    }
+}

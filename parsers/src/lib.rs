@@ -1,0 +1,104 @@
+//! tracehound-parsers: the event model ([`model`]) and one module per input format.
+//!
+//! [`load`] reads a file, detects compression and format from its content (never from its
+//! extension) and returns a [`Trace`]. The file is only ever opened for reading.
+
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod kineto;
+pub mod lenient;
+pub mod model;
+
+pub use error::LoadError;
+pub use model::*;
+
+use std::io::Read;
+use std::path::Path;
+
+/// The formats tracehound can sniff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// PyTorch profiler / Kineto Chrome trace JSON.
+    Kineto,
+}
+
+/// True when `data` starts with the gzip magic bytes.
+pub fn is_gzip(data: &[u8]) -> bool {
+    data.len() >= 2 && data[0] == 0x1f && data[1] == 0x8b
+}
+
+/// Reads a file into memory, decompressing gzip (detected by magic bytes).
+/// A gzip stream that ends early yields what was decompressed, plus a warning.
+pub fn read_input(path: &Path) -> Result<(Vec<u8>, Vec<String>), LoadError> {
+    let name = path.display().to_string();
+    let raw = std::fs::read(path).map_err(|source| LoadError::Io {
+        path: name.clone(),
+        source,
+    })?;
+    if raw.is_empty() {
+        return Err(LoadError::Empty { path: name });
+    }
+    if !is_gzip(&raw) {
+        return Ok((raw, Vec::new()));
+    }
+    let mut out = Vec::with_capacity(raw.len().saturating_mul(8));
+    let mut dec = flate2::read::MultiGzDecoder::new(&raw[..]);
+    match dec.read_to_end(&mut out) {
+        Ok(_) => Ok((out, Vec::new())),
+        Err(e) if !out.is_empty() && e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            let warning = format!(
+                "gzip stream ends early: decompressed {} bytes from {} compressed bytes",
+                out.len(),
+                raw.len()
+            );
+            Ok((out, vec![warning]))
+        }
+        Err(e) => Err(LoadError::Gzip {
+            path: name,
+            msg: e.to_string(),
+        }),
+    }
+}
+
+/// Detects the format of decompressed content.
+pub fn sniff(data: &[u8]) -> Option<Format> {
+    let head = &data[..data.len().min(4096)];
+    if kineto::is_applicable(head) == Some(true) {
+        return Some(Format::Kineto);
+    }
+    None
+}
+
+/// Loads one trace file of any supported format.
+pub fn load(path: &Path) -> Result<Trace, LoadError> {
+    let name = path.display().to_string();
+    let (data, mut warnings) = read_input(path)?;
+    let trace = match sniff(&data) {
+        Some(Format::Kineto) => kineto::parse(&data, &name),
+        None => Err(LoadError::NotATrace {
+            path: name.clone(),
+            why: describe_content(&data),
+        }),
+    };
+    let mut trace = trace?;
+    warnings.append(&mut trace.warnings);
+    trace.warnings = warnings;
+    Ok(trace)
+}
+
+fn describe_content(data: &[u8]) -> String {
+    if data.starts_with(b"SQLite format 3\0") {
+        return "an SQLite database (Nsight Systems exports are not supported yet)".into();
+    }
+    let text = data.iter().take(512).filter(|b| **b == 0 || (**b < 0x20 && !b" \t\r\n".contains(b))).count();
+    if text > 0 {
+        return "binary data, not JSON".into();
+    }
+    let first_line: String = String::from_utf8_lossy(&data[..data.len().min(60)])
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string();
+    format!("text that is not JSON (starts with {first_line:?})")
+}

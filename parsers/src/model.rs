@@ -1,0 +1,734 @@
+//! The common event model every parser fills and every rule reads.
+//!
+//! One timeline in integer nanoseconds, strings interned once, events stored by kind in
+//! compact structs. Joins that every analysis needs (runtime call <-> GPU op, GPU op ->
+//! launching CPU operator, host span nesting) are built once by [`Trace::finish`] as indexes,
+//! so rules never re-derive them.
+
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+/// Index of an interned string in [`Strings`].
+pub type StrId = u32;
+/// Marker for "no index" in the `u32` link fields.
+pub const NONE: u32 = u32::MAX;
+
+/// Interned strings: kernel and operator names repeat millions of times in real traces.
+#[derive(Debug, Default, Clone)]
+pub struct Strings {
+    values: Vec<Box<str>>,
+    ids: FxHashMap<Box<str>, StrId>,
+}
+
+impl Strings {
+    /// Interns `s` and returns its id; the empty string is always id 0.
+    pub fn intern(&mut self, s: &str) -> StrId {
+        if self.values.is_empty() {
+            self.values.push("".into());
+            self.ids.insert("".into(), 0);
+        }
+        if let Some(&id) = self.ids.get(s) {
+            return id;
+        }
+        let id = self.values.len() as StrId;
+        self.values.push(s.into());
+        self.ids.insert(s.into(), id);
+        id
+    }
+
+    /// The string behind `id` ("" for an unknown id).
+    pub fn get(&self, id: StrId) -> &str {
+        self.values.get(id as usize).map(|s| &**s).unwrap_or("")
+    }
+
+    /// The id of `s` when it was interned.
+    pub fn lookup(&self, s: &str) -> Option<StrId> {
+        self.ids.get(s).copied()
+    }
+
+    /// Number of distinct strings.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// True when nothing was interned.
+    pub fn is_empty(&self) -> bool {
+        self.values.len() <= 1
+    }
+}
+
+/// The input format a trace came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceFormat {
+    /// PyTorch profiler / Kineto Chrome trace JSON.
+    Kineto,
+}
+
+/// One GPU as the trace describes it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct GpuInfo {
+    /// Device index as used by the trace's events.
+    pub id: i32,
+    /// Product name, e.g. `NVIDIA H200`.
+    pub name: String,
+    /// Compute capability (major, minor) when known.
+    pub compute_capability: Option<(u32, u32)>,
+    /// Number of SMs (compute units on ROCm).
+    pub sm_count: Option<u32>,
+    /// Global memory in bytes.
+    pub memory_bytes: Option<u64>,
+}
+
+/// What the trace says about itself.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TraceMeta {
+    /// The format the trace was read from.
+    pub format: Option<SourceFormat>,
+    /// Format details, e.g. `schemaVersion 1, CUPTI 28`.
+    pub format_version: String,
+    /// GPUs listed by the trace (every GPU visible to the process, not only the used ones).
+    pub gpus: Vec<GpuInfo>,
+    /// Distributed rank, when recorded.
+    pub rank: Option<i64>,
+    /// Distributed world size, when recorded.
+    pub world_size: Option<i64>,
+    /// Absolute time of timeline 0 in ns since the Unix epoch (UTC), when the source gives one.
+    pub epoch_offset_ns: Option<i64>,
+    /// Capture options recorded by the profiler (`record_shapes`, `profile_memory`, `with_stack`).
+    pub capture_options: Vec<(String, String)>,
+}
+
+/// The kind of a GPU operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GpuOpKind {
+    /// A kernel.
+    Kernel,
+    /// A memory copy.
+    Memcpy,
+    /// A memset.
+    Memset,
+    /// A synchronisation record on the GPU timeline (waits, not work).
+    Sync,
+}
+
+/// Direction of a memory copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum CopyDirection {
+    /// Host to device.
+    HtoD,
+    /// Device to host.
+    DtoH,
+    /// Device to device (same GPU).
+    DtoD,
+    /// Host to host.
+    HtoH,
+    /// Peer to peer (between GPUs).
+    PtoP,
+    /// Not stated by the trace.
+    Unknown,
+}
+
+impl CopyDirection {
+    /// Short label as the profilers print it.
+    pub fn label(self) -> &'static str {
+        match self {
+            CopyDirection::HtoD => "HtoD",
+            CopyDirection::DtoH => "DtoH",
+            CopyDirection::DtoD => "DtoD",
+            CopyDirection::HtoH => "HtoH",
+            CopyDirection::PtoP => "PtoP",
+            CopyDirection::Unknown => "?",
+        }
+    }
+
+    /// True when one side of the copy is host memory.
+    pub fn crosses_host(self) -> bool {
+        matches!(self, CopyDirection::HtoD | CopyDirection::DtoH)
+    }
+}
+
+/// Kind of memory on one side of a copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum MemKind {
+    /// Pageable host memory: the driver stages it through a pinned buffer, synchronously.
+    Pageable,
+    /// Page-locked host memory.
+    Pinned,
+    /// Device memory.
+    Device,
+    /// Managed (unified) memory.
+    Managed,
+    /// Host memory whose pageability the trace does not state (ROCm).
+    Host,
+    /// Not stated.
+    Unknown,
+}
+
+impl MemKind {
+    /// Label as Kineto prints it.
+    pub fn label(self) -> &'static str {
+        match self {
+            MemKind::Pageable => "Pageable",
+            MemKind::Pinned => "Pinned",
+            MemKind::Device => "Device",
+            MemKind::Managed => "Managed",
+            MemKind::Host => "Host",
+            MemKind::Unknown => "Unknown",
+        }
+    }
+}
+
+/// Launch configuration of a kernel.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct KernelInfo {
+    /// Grid dimensions.
+    pub grid: [u32; 3],
+    /// Block dimensions.
+    pub block: [u32; 3],
+    /// Registers per thread.
+    pub registers: u16,
+    /// Shared memory per block in bytes.
+    pub shared_mem: u32,
+    /// Estimated achieved occupancy in percent, when recorded.
+    pub occupancy_pct: Option<f32>,
+}
+
+/// One operation on a GPU: kernel, memcpy, memset or sync.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct GpuOp {
+    /// What it is.
+    pub kind: GpuOpKind,
+    /// Device index.
+    pub device: i32,
+    /// Stream id.
+    pub stream: i64,
+    /// Start, ns.
+    pub start: i64,
+    /// End, ns.
+    pub end: i64,
+    /// CUDA correlation id (0 when absent).
+    pub correlation: u64,
+    /// Profiler external id linking to the CPU operator (0 when absent).
+    pub external_id: u64,
+    /// Name (kernel name, `Memcpy HtoD (Pageable -> Device)` ...).
+    pub name: StrId,
+    /// Bytes moved or set (memcpy, memset).
+    pub bytes: u64,
+    /// Copy direction (memcpy only).
+    pub direction: CopyDirection,
+    /// Source memory kind (memcpy only).
+    pub src_kind: MemKind,
+    /// Destination memory kind (memcpy only).
+    pub dst_kind: MemKind,
+    /// Launch configuration (kernels only).
+    pub kernel: Option<KernelInfo>,
+}
+
+impl GpuOp {
+    /// Duration in ns (never negative).
+    pub fn dur(&self) -> i64 {
+        (self.end - self.start).max(0)
+    }
+
+    /// True for operations that occupy the GPU (kernels, copies, memsets; not sync records).
+    pub fn is_work(&self) -> bool {
+        self.kind != GpuOpKind::Sync
+    }
+
+    /// True when either side of the copy is pageable host memory.
+    pub fn is_pageable_copy(&self) -> bool {
+        self.kind == GpuOpKind::Memcpy
+            && (self.src_kind == MemKind::Pageable || self.dst_kind == MemKind::Pageable)
+    }
+}
+
+/// The kind of a span on a host thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostKind {
+    /// A framework operator (`aten::copy_` ...).
+    CpuOp,
+    /// A CUDA / HIP runtime API call.
+    Runtime,
+    /// A CUDA driver API call (`cuLaunchKernel`).
+    Driver,
+    /// A Python function frame (traces recorded with stacks).
+    Python,
+    /// A user annotation: `record_function`, NVTX range, `ProfilerStep#N`.
+    Annotation,
+    /// A user annotation projected onto a GPU stream.
+    GpuAnnotation,
+}
+
+/// A span of time on a host thread.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct HostSpan {
+    /// What it is.
+    pub kind: HostKind,
+    /// Process id.
+    pub pid: i64,
+    /// Thread id (strings that are not numbers are interned and offset by 2^40).
+    pub tid: i64,
+    /// Start, ns.
+    pub start: i64,
+    /// End, ns.
+    pub end: i64,
+    /// Name.
+    pub name: StrId,
+    /// CUDA correlation id (runtime and driver calls; 0 otherwise).
+    pub correlation: u64,
+    /// Profiler external id (0 when absent).
+    pub external_id: u64,
+    /// Input shapes as recorded (`Input Dims`, raw JSON), 0 when absent.
+    pub input_dims: StrId,
+    /// Input types as recorded (`Input type`, raw JSON), 0 when absent.
+    pub input_types: StrId,
+    /// Python call stack as recorded by old traces (`Call stack`), 0 when absent.
+    pub call_stack: StrId,
+    /// Nesting depth on its thread (0 = outermost); set by [`Trace::finish`].
+    pub depth: u16,
+    /// Index of the enclosing span on the same thread, or [`NONE`]; set by [`Trace::finish`].
+    pub parent: u32,
+}
+
+impl HostSpan {
+    /// Duration in ns (never negative).
+    pub fn dur(&self) -> i64 {
+        (self.end - self.start).max(0)
+    }
+}
+
+/// One caching-allocator event (`[memory]` in Kineto).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MemorySample {
+    /// Time, ns.
+    pub ts: i64,
+    /// Device index, -1 for host memory.
+    pub device: i32,
+    /// Address of the block (0 when not recorded).
+    pub addr: u64,
+    /// Bytes allocated (positive) or freed (negative).
+    pub bytes: i64,
+    /// Total allocated on that device after the event, when recorded.
+    pub total_allocated: Option<i64>,
+    /// Total reserved by the allocator on that device after the event, when recorded.
+    pub total_reserved: Option<i64>,
+    /// True for an out-of-memory event (`[OutOfMemory]`): `bytes` is the failed request.
+    pub oom: bool,
+}
+
+/// A profiler step (`ProfilerStep#N`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    /// Step number.
+    pub number: i64,
+    /// Start, ns.
+    pub start: i64,
+    /// End, ns.
+    pub end: i64,
+}
+
+/// Counts of what a parser read and skipped, for `tracehound info` and for tests.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct LoadStats {
+    /// Events in the file.
+    pub events_total: u64,
+    /// Events skipped by category (unknown categories, bookkeeping), sorted by name.
+    pub skipped: Vec<(String, u64)>,
+    /// Bytes of (decompressed) input parsed.
+    pub bytes_parsed: u64,
+    /// Bytes of (decompressed) input.
+    pub bytes_total: u64,
+    /// True when the input ended before the trace was complete.
+    pub truncated: bool,
+}
+
+/// Indexes built once after loading.
+#[derive(Debug, Clone, Default)]
+pub struct Indexes {
+    /// For each GPU op, the runtime/driver call that launched it ([`NONE`] when unknown).
+    pub op_launch: Vec<u32>,
+    /// For each GPU op, the innermost CPU operator around its launch ([`NONE`] when unknown).
+    pub op_cpu_op: Vec<u32>,
+    /// GPU op indices per device, sorted by start (devices in ascending order).
+    pub ops_by_device: Vec<(i32, Vec<u32>)>,
+    /// Host span indices per thread `(pid, tid)`, sorted by start.
+    pub spans_by_thread: Vec<((i64, i64), Vec<u32>)>,
+}
+
+/// A loaded trace: the model every rule reads.
+#[derive(Debug, Clone, Default)]
+pub struct Trace {
+    /// Where the trace came from (a file name).
+    pub source: String,
+    /// Metadata.
+    pub meta: TraceMeta,
+    /// Interned strings.
+    pub strings: Strings,
+    /// GPU operations, sorted by (start, device, stream) after [`Trace::finish`].
+    pub gpu_ops: Vec<GpuOp>,
+    /// Host spans, sorted by (start, longer first) after [`Trace::finish`].
+    pub host_spans: Vec<HostSpan>,
+    /// Allocator events, sorted by time.
+    pub memory: Vec<MemorySample>,
+    /// Profiler steps, sorted by start.
+    pub steps: Vec<Step>,
+    /// What was read and skipped.
+    pub stats: LoadStats,
+    /// Warnings for the user (truncation, oddities), in the order found.
+    pub warnings: Vec<String>,
+    /// Indexes; valid after [`Trace::finish`].
+    pub index: Indexes,
+}
+
+impl Trace {
+    /// Name of a string id.
+    pub fn str(&self, id: StrId) -> &str {
+        self.strings.get(id)
+    }
+
+    /// Sorts the event vectors, detects steps and builds the indexes.
+    /// Parsers call it once after filling the vectors.
+    pub fn finish(&mut self) {
+        self.gpu_ops.sort_by(|a, b| {
+            (a.start, a.device, a.stream, a.end, a.correlation).cmp(&(
+                b.start,
+                b.device,
+                b.stream,
+                b.end,
+                b.correlation,
+            ))
+        });
+        self.host_spans.sort_by(|a, b| {
+            (a.start, std::cmp::Reverse(a.end), a.pid, a.tid, a.kind).cmp(&(
+                b.start,
+                std::cmp::Reverse(b.end),
+                b.pid,
+                b.tid,
+                b.kind,
+            ))
+        });
+        self.memory.sort_by_key(|m| m.ts);
+        self.detect_steps();
+        self.build_nesting();
+        self.build_launch_links();
+        self.build_device_index();
+    }
+
+    fn detect_steps(&mut self) {
+        let mut steps: Vec<Step> = Vec::new();
+        for s in &self.host_spans {
+            if s.kind != HostKind::Annotation {
+                continue;
+            }
+            let name = self.strings.get(s.name);
+            if let Some(n) = name.strip_prefix("ProfilerStep#")
+                && let Ok(number) = n.trim().parse::<i64>()
+            {
+                steps.push(Step {
+                    number,
+                    start: s.start,
+                    end: s.end,
+                });
+            }
+        }
+        steps.sort_by_key(|s| (s.start, s.number));
+        // Nested or repeated markers of the same step (record_function inside prof.step()) count once.
+        steps.dedup_by(|b, a| a.number == b.number);
+        self.steps = steps;
+    }
+
+    fn build_nesting(&mut self) {
+        let mut by_thread: FxHashMap<(i64, i64), Vec<u32>> = FxHashMap::default();
+        for (i, s) in self.host_spans.iter().enumerate() {
+            by_thread.entry((s.pid, s.tid)).or_default().push(i as u32);
+        }
+        let mut threads: Vec<((i64, i64), Vec<u32>)> = by_thread.into_iter().collect();
+        threads.sort_by_key(|(k, _)| *k);
+        let mut stack: Vec<u32> = Vec::new();
+        for (_, idx) in &threads {
+            stack.clear();
+            for &i in idx {
+                let (start, end) = {
+                    let s = &self.host_spans[i as usize];
+                    (s.start, s.end)
+                };
+                // Pop what ended before this span starts, and what it merely overlaps:
+                // a span is a child only when it lies entirely inside its parent.
+                while let Some(&top) = stack.last() {
+                    let t = &self.host_spans[top as usize];
+                    if t.end <= start || t.end < end {
+                        stack.pop();
+                    } else {
+                        break;
+                    }
+                }
+                let s = &mut self.host_spans[i as usize];
+                s.parent = stack.last().copied().unwrap_or(NONE);
+                s.depth = stack.len().min(u16::MAX as usize) as u16;
+                stack.push(i);
+            }
+        }
+        self.index.spans_by_thread = threads;
+    }
+
+    fn build_launch_links(&mut self) {
+        let mut by_corr: Vec<(u64, u32)> = self
+            .host_spans
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                matches!(s.kind, HostKind::Runtime | HostKind::Driver) && s.correlation != 0
+            })
+            .map(|(i, s)| (s.correlation, i as u32))
+            .collect();
+        by_corr.sort_unstable();
+        let mut op_launch = Vec::with_capacity(self.gpu_ops.len());
+        let mut op_cpu_op = Vec::with_capacity(self.gpu_ops.len());
+        for op in &self.gpu_ops {
+            let launch = if op.correlation == 0 {
+                NONE
+            } else {
+                match by_corr.binary_search_by_key(&op.correlation, |&(c, _)| c) {
+                    Ok(k) => by_corr[k].1,
+                    Err(_) => NONE,
+                }
+            };
+            op_launch.push(launch);
+            op_cpu_op.push(if launch == NONE {
+                NONE
+            } else {
+                self.enclosing(launch, HostKind::CpuOp)
+            });
+        }
+        self.index.op_launch = op_launch;
+        self.index.op_cpu_op = op_cpu_op;
+    }
+
+    fn build_device_index(&mut self) {
+        let mut by_dev: FxHashMap<i32, Vec<u32>> = FxHashMap::default();
+        for (i, op) in self.gpu_ops.iter().enumerate() {
+            by_dev.entry(op.device).or_default().push(i as u32);
+        }
+        let mut v: Vec<(i32, Vec<u32>)> = by_dev.into_iter().collect();
+        v.sort_by_key(|(d, _)| *d);
+        self.index.ops_by_device = v;
+    }
+
+    /// The innermost span of `kind` enclosing span `i` (not `i` itself), or [`NONE`].
+    pub fn enclosing(&self, i: u32, kind: HostKind) -> u32 {
+        let mut p = self.host_spans.get(i as usize).map_or(NONE, |s| s.parent);
+        while p != NONE {
+            let s = &self.host_spans[p as usize];
+            if s.kind == kind {
+                return p;
+            }
+            p = s.parent;
+        }
+        NONE
+    }
+
+    /// Ancestors of span `i`, innermost first (not including `i`).
+    pub fn ancestors(&self, i: u32) -> impl Iterator<Item = u32> + '_ {
+        let mut p = self.host_spans.get(i as usize).map_or(NONE, |s| s.parent);
+        std::iter::from_fn(move || {
+            if p == NONE {
+                return None;
+            }
+            let cur = p;
+            p = self.host_spans[p as usize].parent;
+            Some(cur)
+        })
+    }
+
+    /// The user's Python frame around span `i`: the innermost enclosing Python frame that is
+    /// not inside torch or another installed package, e.g. `train.py(106): step`.
+    /// Falls back to the recorded `Call stack` of an enclosing operator (older traces).
+    pub fn user_frame(&self, i: u32) -> Option<&str> {
+        let mut fallback: Option<&str> = None;
+        let start = self.host_spans.get(i as usize)?;
+        for a in std::iter::once(i).chain(self.ancestors(i)) {
+            let s = &self.host_spans[a as usize];
+            if s.kind == HostKind::Python {
+                let name = self.str(s.name);
+                if is_user_frame(name) {
+                    return Some(name);
+                }
+            } else if s.call_stack != 0 && fallback.is_none() {
+                let stack = self.str(s.call_stack);
+                fallback = stack.split(';').map(str::trim).find(|f| is_user_frame(f));
+            }
+        }
+        let _ = start;
+        fallback
+    }
+
+    /// GPU op indices of `device`, sorted by start.
+    pub fn device_ops(&self, device: i32) -> &[u32] {
+        self.index
+            .ops_by_device
+            .iter()
+            .find(|(d, _)| *d == device)
+            .map(|(_, v)| v.as_slice())
+            .unwrap_or(&[])
+    }
+
+    /// Devices that ran any GPU op, ascending.
+    pub fn devices(&self) -> Vec<i32> {
+        self.index.ops_by_device.iter().map(|(d, _)| *d).collect()
+    }
+
+    /// First and last timestamp of any event, or None for an empty trace.
+    pub fn span(&self) -> Option<(i64, i64)> {
+        let g = self.gpu_ops.iter().map(|o| (o.start, o.end));
+        let h = self.host_spans.iter().map(|s| (s.start, s.end));
+        let m = self.memory.iter().map(|m| (m.ts, m.ts));
+        g.chain(h)
+            .chain(m)
+            .fold(None, |acc: Option<(i64, i64)>, (s, e)| match acc {
+                None => Some((s, e)),
+                Some((a, b)) => Some((a.min(s), b.max(e))),
+            })
+    }
+}
+
+/// True for a Python frame that belongs to the user's code rather than torch or a library.
+pub fn is_user_frame(name: &str) -> bool {
+    let n = name.trim();
+    if n.is_empty() || n.starts_with('<') || n.starts_with("built-in") {
+        return false;
+    }
+    const LIB: [&str; 8] = [
+        "torch/",
+        "site-packages/",
+        "dist-packages/",
+        "/lib/python",
+        "threading.py",
+        "contextlib.py",
+        "runpy.py",
+        "<frozen",
+    ];
+    !LIB.iter().any(|l| n.contains(l))
+        && !n.starts_with("nn.Module:")
+        && !n.starts_with("torch::")
+        && !n.starts_with("<built-in")
+}
+
+/// Parses `Memcpy HtoD (Pageable -> Device)` into (direction, source kind, destination kind).
+pub fn parse_memcpy_name(name: &str) -> (CopyDirection, MemKind, MemKind) {
+    let rest = name.strip_prefix("Memcpy ").unwrap_or(name);
+    let (dir, kinds) = match rest.split_once(' ') {
+        Some((d, k)) => (d, k),
+        None => (rest, ""),
+    };
+    let direction = direction_from_label(dir);
+    let kinds = kinds.trim().trim_start_matches('(').trim_end_matches(')');
+    let (src, dst) = match kinds.split_once("->") {
+        Some((s, d)) => (mem_kind(s.trim()), mem_kind(d.trim())),
+        None => (MemKind::Unknown, MemKind::Unknown),
+    };
+    (direction, src, dst)
+}
+
+/// Direction from a label such as `HtoD`.
+pub fn direction_from_label(dir: &str) -> CopyDirection {
+    match dir {
+        "HtoD" => CopyDirection::HtoD,
+        "DtoH" => CopyDirection::DtoH,
+        "DtoD" => CopyDirection::DtoD,
+        "HtoH" => CopyDirection::HtoH,
+        "PtoP" => CopyDirection::PtoP,
+        _ => CopyDirection::Unknown,
+    }
+}
+
+fn mem_kind(s: &str) -> MemKind {
+    match s {
+        "Pageable" => MemKind::Pageable,
+        "Pinned" => MemKind::Pinned,
+        "Device" => MemKind::Device,
+        "Managed" => MemKind::Managed,
+        "Host" => MemKind::Host,
+        _ => MemKind::Unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memcpy_names() {
+        assert_eq!(
+            parse_memcpy_name("Memcpy HtoD (Pageable -> Device)"),
+            (CopyDirection::HtoD, MemKind::Pageable, MemKind::Device)
+        );
+        assert_eq!(
+            parse_memcpy_name("Memcpy DtoH (Device -> Pinned)"),
+            (CopyDirection::DtoH, MemKind::Device, MemKind::Pinned)
+        );
+        assert_eq!(
+            parse_memcpy_name("Memcpy HtoD (Host -> Device)"),
+            (CopyDirection::HtoD, MemKind::Host, MemKind::Device)
+        );
+        assert_eq!(
+            parse_memcpy_name("Memcpy"),
+            (CopyDirection::Unknown, MemKind::Unknown, MemKind::Unknown)
+        );
+    }
+
+    #[test]
+    fn user_frames() {
+        assert!(is_user_frame("gen.py(106): step"));
+        assert!(!is_user_frame("torch/nn/modules/module.py(1751): _call_impl"));
+        assert!(!is_user_frame("<built-in method to of Tensor object at 0x7f>"));
+        assert!(!is_user_frame("nn.Module: ResNet_0"));
+    }
+
+    #[test]
+    fn nesting_and_links() {
+        let mut t = Trace::default();
+        let op = t.strings.intern("aten::copy_");
+        let rt = t.strings.intern("cudaMemcpyAsync");
+        let span = |kind, start, end, name, corr| HostSpan {
+            kind,
+            pid: 1,
+            tid: 1,
+            start,
+            end,
+            name,
+            correlation: corr,
+            external_id: 0,
+            input_dims: 0,
+            input_types: 0,
+            call_stack: 0,
+            depth: 0,
+            parent: NONE,
+        };
+        t.host_spans.push(span(HostKind::Runtime, 20, 30, rt, 7));
+        t.host_spans.push(span(HostKind::CpuOp, 10, 100, op, 0));
+        t.gpu_ops.push(GpuOp {
+            kind: GpuOpKind::Memcpy,
+            device: 0,
+            stream: 7,
+            start: 40,
+            end: 50,
+            correlation: 7,
+            external_id: 0,
+            name: 0,
+            bytes: 8,
+            direction: CopyDirection::HtoD,
+            src_kind: MemKind::Pageable,
+            dst_kind: MemKind::Device,
+            kernel: None,
+        });
+        t.finish();
+        assert_eq!(t.host_spans[0].kind, HostKind::CpuOp);
+        assert_eq!(t.host_spans[1].parent, 0);
+        assert_eq!(t.host_spans[1].depth, 1);
+        assert_eq!(t.index.op_launch, vec![1]);
+        assert_eq!(t.index.op_cpu_op, vec![0]);
+    }
+}
