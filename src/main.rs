@@ -1,1 +1,10 @@
-fn main() {}
+//! tracehound: GPU performance triage for PyTorch profiler traces.
+//!
+//! Exit codes: 0 ok, 1 findings at or above `--fail-on`, 2 bad input or usage.
+
+mod cli;
+mod report;
+
+fn main() {
+    std::process::exit(cli::main());
+}

@@ -1,1 +1,56 @@
-//! placeholder
+//! tracehound-heuristics: findings, the rules that produce them, and their ranking.
+//!
+//! Every rule reads the event model of `tracehound-parsers` (never a file format) and returns
+//! [`Finding`]s with an impact in GPU time lost; [`analyze`] runs them all over the analysed
+//! window and ranks the findings by impact, so rules of different kinds compare.
+
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod finding;
+pub mod rules;
+pub mod summary;
+pub mod window;
+
+pub use config::Config;
+pub use finding::{Confidence, Finding, Instance, Row, Severity};
+pub use summary::TraceSummary;
+pub use window::Window;
+
+use tracehound_parsers::Trace;
+
+/// Everything `analyze` reports for one trace.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Analysis {
+    /// Ranked findings.
+    pub findings: Vec<Finding>,
+    /// The trace summary (includes the window).
+    pub summary: TraceSummary,
+}
+
+/// Runs every rule over `trace` and ranks the findings.
+pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
+    let cx = rules::Ctx {
+        trace,
+        config,
+        window: window::analysed_window(trace, config),
+    };
+    let mut findings: Vec<Finding> = rules::all().iter().flat_map(|r| r.check(&cx)).collect();
+    rank(&mut findings);
+    Analysis {
+        findings,
+        summary: summary::summarize(&cx),
+    }
+}
+
+/// Orders findings by impact (largest first), then severity, rule id and title, so the
+/// order is total and the output deterministic.
+pub fn rank(findings: &mut [Finding]) {
+    findings.sort_by(|a, b| {
+        b.impact_ns
+            .cmp(&a.impact_ns)
+            .then(b.severity.cmp(&a.severity))
+            .then(a.rule.cmp(b.rule))
+            .then(a.title.cmp(&b.title))
+    });
+}

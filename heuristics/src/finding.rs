@@ -1,0 +1,175 @@
+//! What a rule reports. Every output format (table, JSON, Markdown) prints these.
+
+use serde::Serialize;
+
+/// How much a finding matters, from its share of the analysed window and its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Worth knowing; costs under 1% of the window.
+    Info,
+    /// Costs 1-5% of the window.
+    Low,
+    /// Costs 5-25% of the window.
+    Medium,
+    /// Costs 25% of the window or more.
+    High,
+}
+
+impl Severity {
+    /// The lowercase name (`high`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Low => "low",
+            Severity::Medium => "medium",
+            Severity::High => "high",
+        }
+    }
+
+    /// Parses `info|low|medium|high`.
+    pub fn parse(s: &str) -> Option<Severity> {
+        match s.to_ascii_lowercase().as_str() {
+            "info" => Some(Severity::Info),
+            "low" => Some(Severity::Low),
+            "medium" => Some(Severity::Medium),
+            "high" => Some(Severity::High),
+            _ => None,
+        }
+    }
+
+    /// The default mapping from the share of the window a finding costs.
+    pub fn from_share(share: f64) -> Severity {
+        if share >= 0.25 {
+            Severity::High
+        } else if share >= 0.05 {
+            Severity::Medium
+        } else if share >= 0.01 {
+            Severity::Low
+        } else {
+            Severity::Info
+        }
+    }
+}
+
+/// How sure the rule is that the impact estimate is right.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Confidence {
+    /// Inferred from indirect evidence.
+    Low,
+    /// Measured, with an estimate in the impact.
+    Medium,
+    /// Measured directly.
+    High,
+}
+
+/// One row of a breakdown: a cause, a caller, a shape ... with what it costs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    /// What the row is about (`sync: aten::item (cudaStreamSynchronize)`).
+    pub label: String,
+    /// Occurrences.
+    pub count: u64,
+    /// Time in ns.
+    pub time_ns: i64,
+    /// Bytes, when the row is about data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// The user's Python frame most often involved, when the trace has stacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub python_frame: Option<String>,
+}
+
+/// One concrete instance, for the reader to find in a timeline viewer.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Instance {
+    /// Start on the trace's timeline, ns.
+    pub start_ns: i64,
+    /// Duration, ns.
+    pub dur_ns: i64,
+    /// Offset from the window start, ms (for people).
+    pub offset_ms: f64,
+    /// What happened.
+    pub what: String,
+    /// The CPU operator responsible, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_op: Option<String>,
+    /// The user's Python frame, when the trace has stacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub python_frame: Option<String>,
+}
+
+/// A problem found in a trace.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    /// Rule id (`idle_gaps`).
+    pub rule: &'static str,
+    /// One line saying what is wrong, with the key number.
+    pub title: String,
+    /// Severity.
+    pub severity: Severity,
+    /// Estimated GPU time lost, ns.
+    pub impact_ns: i64,
+    /// `impact_ns` as a share of the analysed window (0..1).
+    pub impact_share: f64,
+    /// Confidence in the impact estimate.
+    pub confidence: Confidence,
+    /// The device concerned, when one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<i32>,
+    /// The key evidence in one line (counts, bytes, bandwidth).
+    pub evidence: String,
+    /// Breakdown by cause / caller / shape, largest first.
+    pub breakdown: Vec<Row>,
+    /// The worst instances, largest first.
+    pub instances: Vec<Instance>,
+    /// What to change, concretely.
+    pub advice: Vec<String>,
+}
+
+/// Formats ns as a short human duration (`1.23 ms`, `456 µs`).
+pub fn fmt_ns(ns: i64) -> String {
+    let a = ns.unsigned_abs() as f64;
+    if a >= 1e9 {
+        format!("{:.2} s", ns as f64 / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.1} ms", ns as f64 / 1e6)
+    } else if a >= 1e3 {
+        format!("{:.0} µs", ns as f64 / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
+/// Formats bytes with binary units (`36.8 MiB`).
+pub fn fmt_bytes(b: u64) -> String {
+    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < U.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", U[u])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(fmt_ns(1_234_567), "1.2 ms");
+        assert_eq!(fmt_ns(456_000), "456 µs");
+        assert_eq!(fmt_ns(12), "12 ns");
+        assert_eq!(fmt_bytes(38_535_168), "36.8 MiB");
+        assert_eq!(fmt_bytes(4), "4 B");
+        assert_eq!(Severity::from_share(0.3), Severity::High);
+        assert_eq!(Severity::from_share(0.006), Severity::Info);
+    }
+}

@@ -1,0 +1,234 @@
+//! Caching-allocator fragmentation and churn, from the allocator's own events (Kineto
+//! `[memory]` with `Total Allocated` / `Total Reserved`, `[OutOfMemory]`) and the
+//! `cudaMalloc` / `cudaFree` calls in the steady state.
+//!
+//! Per device: reserved vs allocated over the window, the share of reserved memory that was
+//! never allocated while reserved stood at its peak (memory held by the cache but unusable
+//! for the requests that came), out-of-memory events with the free-but-reserved memory at that
+//! moment, and `cudaMalloc`/`cudaFree` after the first profiled step: a warmed-up caching
+//! allocator should not call them, and `cudaFree` synchronizes the device.
+//!
+//! Impact: host time in those calls, plus the whole step for each step that hit an OOM (its
+//! work was lost).
+
+use super::{Ctx, Rule};
+use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns};
+use tracehound_parsers::HostKind;
+
+/// The rule.
+pub struct AllocatorFragmentation;
+
+fn base_name(name: &str) -> &str {
+    name.split("_v").next().unwrap_or(name)
+}
+
+impl Rule for AllocatorFragmentation {
+    fn id(&self) -> &'static str {
+        "allocator_fragmentation"
+    }
+
+    fn description(&self) -> &'static str {
+        "caching-allocator fragmentation (reserved but unallocated memory), OOMs and cudaMalloc/cudaFree churn in the steady state"
+    }
+
+    fn check(&self, cx: &Ctx) -> Vec<Finding> {
+        let t = cx.trace;
+        let mut devices: Vec<i32> = t
+            .memory
+            .iter()
+            .filter(|m| m.device >= 0 && m.total_reserved.is_some())
+            .map(|m| m.device)
+            .collect();
+        devices.sort();
+        devices.dedup();
+        devices.into_iter().filter_map(|d| device_finding(cx, d)).collect()
+    }
+}
+
+fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
+    let t = cx.trace;
+    let w = &cx.window;
+    let samples: Vec<_> = t
+        .memory
+        .iter()
+        .filter(|m| m.device == device && m.ts >= w.start && m.ts <= w.end)
+        .collect();
+    let peak_reserved = samples.iter().filter_map(|m| m.total_reserved).max()?;
+    if peak_reserved <= 0 {
+        return None;
+    }
+    let peak_allocated = samples.iter().filter_map(|m| m.total_allocated).max().unwrap_or(0);
+    let alloc_at_peak = samples
+        .iter()
+        .filter(|m| m.total_reserved == Some(peak_reserved))
+        .filter_map(|m| m.total_allocated)
+        .max()
+        .unwrap_or(0);
+    let unalloc = (peak_reserved - alloc_at_peak).max(0);
+    let unalloc_share = unalloc as f64 / peak_reserved as f64;
+    let ooms: Vec<_> = samples.iter().filter(|m| m.oom).collect();
+    // Steady state: after the first profiled step (or the first tenth of the window).
+    let steady_from = match t.steps.first() {
+        Some(s) if t.steps.len() > 1 => s.end,
+        _ => w.start + w.len() / 10,
+    };
+    let (mut mallocs, mut frees, mut call_ns) = (0u64, 0u64, 0i64);
+    let mut calls: Vec<(i64, i64, String)> = Vec::new();
+    for s in &t.host_spans {
+        if !matches!(s.kind, HostKind::Runtime | HostKind::Driver) || s.start < steady_from || s.start > w.end {
+            continue;
+        }
+        let name = base_name(t.str(s.name));
+        match name {
+            "cudaMalloc" | "hipMalloc" => mallocs += 1,
+            "cudaFree" | "hipFree" => frees += 1,
+            _ => continue,
+        }
+        call_ns += s.dur();
+        calls.push((s.dur(), s.start, name.to_string()));
+    }
+    let mut lost_steps: Vec<(i64, i64)> = Vec::new();
+    for o in &ooms {
+        if let Some(st) = t.steps.iter().find(|s| o.ts >= s.start && o.ts <= s.end)
+            && !lost_steps.contains(&(st.start, st.end))
+        {
+            lost_steps.push((st.start, st.end));
+        }
+    }
+    let lost_ns: i64 = lost_steps.iter().map(|(s, e)| e - s).sum();
+    // Reserved-but-unused memory alone costs no time; report it (as info) only when it is large.
+    let fragmented = unalloc_share >= cx.config.fragmentation_share && unalloc >= 1 << 30;
+    if ooms.is_empty() && frees == 0 && mallocs == 0 && !fragmented {
+        return None;
+    }
+    let impact = call_ns + lost_ns;
+    let share = w.share(impact);
+    let mut severity = Severity::from_share(share);
+    if !ooms.is_empty() {
+        severity = Severity::High;
+    } else if frees > 0 {
+        severity = severity.max(Severity::Medium);
+    } else if mallocs > 0 {
+        severity = severity.max(Severity::Low);
+    }
+    // Spread of allocation sizes: distinct sizes among allocations of 1 MiB and more.
+    let mut sizes: Vec<i64> = samples.iter().filter(|m| !m.oom && m.bytes >= 1 << 20).map(|m| m.bytes).collect();
+    sizes.sort_unstable();
+    let n_sizes = sizes.len();
+    sizes.dedup();
+    let mut instances: Vec<Instance> = ooms
+        .iter()
+        .map(|o| {
+            let reserved = o.total_reserved.unwrap_or(0);
+            let allocated = o.total_allocated.unwrap_or(0);
+            Instance {
+                start_ns: o.ts,
+                dur_ns: 0,
+                offset_ms: w.offset_ms(o.ts),
+                what: format!(
+                    "out of memory: a {} request failed with {} reserved but unallocated ({} reserved, {} allocated)",
+                    fmt_bytes(o.bytes.max(0) as u64),
+                    fmt_bytes((reserved - allocated).max(0) as u64),
+                    fmt_bytes(reserved.max(0) as u64),
+                    fmt_bytes(allocated.max(0) as u64)
+                ),
+                cpu_op: None,
+                python_frame: None,
+            }
+        })
+        .collect();
+    calls.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (dur, start, name) in calls.iter().take(cx.config.max_instances.saturating_sub(instances.len())) {
+        instances.push(Instance {
+            start_ns: *start,
+            dur_ns: *dur,
+            offset_ms: w.offset_ms(*start),
+            what: format!("{name} in the steady state"),
+            cpu_op: None,
+            python_frame: None,
+        });
+    }
+    instances.truncate(cx.config.max_instances);
+    let mut breakdown = vec![
+        Row {
+            label: format!("reserved peak {} / allocated peak {}", fmt_bytes(peak_reserved as u64), fmt_bytes(peak_allocated.max(0) as u64)),
+            count: samples.len() as u64,
+            time_ns: 0,
+            bytes: Some(peak_reserved as u64),
+            python_frame: None,
+        },
+        Row {
+            label: format!("reserved but unallocated at the reserved peak: {:.0}%", 100.0 * unalloc_share),
+            count: 0,
+            time_ns: 0,
+            bytes: Some(unalloc as u64),
+            python_frame: None,
+        },
+    ];
+    if mallocs + frees > 0 {
+        breakdown.push(Row {
+            label: format!("cudaMalloc ×{mallocs}, cudaFree ×{frees} after the first step"),
+            count: mallocs + frees,
+            time_ns: call_ns,
+            bytes: None,
+            python_frame: None,
+        });
+    }
+    if !ooms.is_empty() {
+        breakdown.push(Row {
+            label: format!("steps lost to out-of-memory errors: {}", lost_steps.len()),
+            count: ooms.len() as u64,
+            time_ns: lost_ns,
+            bytes: None,
+            python_frame: None,
+        });
+    }
+    let title = if !ooms.is_empty() {
+        format!(
+            "GPU {device}: {} out-of-memory error(s) with {:.0}% of reserved memory unallocated: fragmentation",
+            ooms.len(),
+            100.0 * unalloc_share
+        )
+    } else if frees > 0 || mallocs > 0 {
+        format!(
+            "GPU {device}: caching allocator churns in the steady state: {mallocs} cudaMalloc, {frees} cudaFree after the first step"
+        )
+    } else {
+        format!(
+            "GPU {device}: {:.0}% of reserved memory ({}) never allocated at the reserved peak",
+            100.0 * unalloc_share,
+            fmt_bytes(unalloc as u64)
+        )
+    };
+    let mut advice = vec![
+        "Set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: segments grow in place instead of splitting into blocks that variable-size requests cannot reuse.".to_string(),
+    ];
+    if n_sizes > 0 && sizes.len() * 4 > n_sizes {
+        advice.push("Allocation sizes vary from step to step: pad or bucket batch and sequence lengths to a few fixed shapes so freed blocks fit the next requests.".to_string());
+    }
+    if frees > 0 {
+        advice.push("cudaFree in the steady state means the allocator hit its limit and released cached blocks (which synchronizes the device): lower peak memory (activation checkpointing, smaller micro-batches) or raise the limit (torch.cuda.set_per_process_memory_fraction), and avoid torch.cuda.empty_cache() in the loop.".to_string());
+    }
+    Some(Finding {
+        rule: "allocator_fragmentation",
+        title,
+        severity,
+        impact_ns: impact,
+        impact_share: share,
+        confidence: if ooms.is_empty() { Confidence::Medium } else { Confidence::High },
+        device: Some(device),
+        evidence: format!(
+            "reserved peak {}, allocated at that peak at most {} ({:.0}% unallocated); {} OOM; cudaMalloc ×{mallocs} / cudaFree ×{frees} after step 1 ({}); {} distinct sizes among {} allocations ≥ 1 MiB",
+            fmt_bytes(peak_reserved as u64),
+            fmt_bytes(alloc_at_peak.max(0) as u64),
+            100.0 * unalloc_share,
+            ooms.len(),
+            fmt_ns(call_ns),
+            sizes.len(),
+            n_sizes
+        ),
+        breakdown,
+        instances,
+        advice,
+    })
+}

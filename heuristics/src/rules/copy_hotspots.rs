@@ -1,0 +1,339 @@
+//! `aten::copy_` hotspots: copies made by `aten::copy_`, `aten::to`, `aten::_to_copy`,
+//! `aten::contiguous` and `aten::clone`, with the GPU work they launch (copy and cast
+//! kernels, device-to-device memcpys). Grouped by caller (the operator that asked for the
+//! copy, e.g. `aten::linear` for autocast's weight casts) and by shape and dtype conversion;
+//! dtype round trips (A -> B and B -> A on the same shape) are called out.
+//!
+//! The impact is the GPU time of that work. Host<->device memcpys are counted in the
+//! evidence but not in the impact: the transfer rules own them, and ranking must not count
+//! the same nanoseconds twice.
+
+use super::{Ctx, Rule, most_common};
+use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns};
+use rustc_hash::FxHashMap;
+use tracehound_parsers::{GpuOpKind, HostKind, NONE, Trace};
+
+/// The rule.
+pub struct CopyHotspots;
+
+/// Operators whose job is to copy or convert a tensor.
+pub fn is_copy_op(name: &str) -> bool {
+    matches!(
+        name,
+        "aten::copy_" | "aten::to" | "aten::_to_copy" | "aten::contiguous" | "aten::clone" | "aten::_copy_from"
+    )
+}
+
+/// The outermost copy-family operator around CPU operator `i`, or NONE.
+fn root_copy(t: &Trace, i: u32) -> u32 {
+    let mut root = NONE;
+    for a in std::iter::once(i).chain(t.ancestors(i)) {
+        let s = &t.host_spans[a as usize];
+        if s.kind == HostKind::CpuOp && is_copy_op(t.str(s.name)) {
+            root = a;
+        }
+    }
+    root
+}
+
+/// Who asked for the copy: the nearest enclosing operator or user annotation
+/// (`aten::linear`, `Optimizer.step#AdamW.step`), never the step marker itself.
+fn caller_of(t: &Trace, root: u32) -> Option<String> {
+    t.ancestors(root)
+        .map(|a| &t.host_spans[a as usize])
+        .find(|s| {
+            s.kind == HostKind::CpuOp
+                || (s.kind == HostKind::Annotation && !t.str(s.name).starts_with("ProfilerStep#"))
+        })
+        .map(|s| t.str(s.name).to_string())
+}
+
+/// `[16, 1024, 1024] float -> c10::BFloat16` from an `aten::copy_` (dst, src, ...) record.
+fn shape_dtype(t: &Trace, copy: u32) -> (String, Option<(String, String)>) {
+    let s = &t.host_spans[copy as usize];
+    let dims: Vec<serde_json_lite::Item> = serde_json_lite::parse_list(t.str(s.input_dims));
+    let types: Vec<serde_json_lite::Item> = serde_json_lite::parse_list(t.str(s.input_types));
+    let shape = dims.first().map(|d| d.text.clone()).unwrap_or_else(|| "?".into());
+    let conv = match (types.first(), types.get(1)) {
+        (Some(dst), Some(src)) if t.str(s.name) == "aten::copy_" => {
+            Some((src.text.clone(), dst.text.clone()))
+        }
+        _ => None,
+    };
+    (shape, conv)
+}
+
+/// A very small reader for the `Input Dims` / `Input type` lists Kineto records
+/// (`[[16, 1024], []]`, `["float", "Scalar"]`): top-level items as text.
+mod serde_json_lite {
+    pub struct Item {
+        pub text: String,
+    }
+
+    pub fn parse_list(s: &str) -> Vec<Item> {
+        let s = s.trim();
+        let Some(inner) = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let (mut depth, mut start, mut in_str) = (0i32, 0usize, false);
+        let bytes = inner.as_bytes();
+        for (k, &b) in bytes.iter().enumerate() {
+            match b {
+                b'"' => in_str = !in_str,
+                b'[' if !in_str => depth += 1,
+                b']' if !in_str => depth -= 1,
+                b',' if !in_str && depth == 0 => {
+                    out.push(item(&inner[start..k]));
+                    start = k + 1;
+                }
+                _ => {}
+            }
+        }
+        if !inner.trim().is_empty() {
+            out.push(item(&inner[start..]));
+        }
+        out
+    }
+
+    fn item(s: &str) -> Item {
+        let t: String = s.trim().trim_matches('"').split_whitespace().collect::<Vec<_>>().join(" ");
+        Item {
+            text: t.replace(",", ", ").replace(",  ", ", "),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Group {
+    count: u64,
+    gpu_ns: i64,
+    bytes: u64,
+    frames: Vec<Option<String>>,
+}
+
+impl Rule for CopyHotspots {
+    fn id(&self) -> &'static str {
+        "copy_hotspots"
+    }
+
+    fn description(&self) -> &'static str {
+        "GPU time spent in aten::copy_ / to / _to_copy / contiguous / clone, by caller and by shape and dtype"
+    }
+
+    fn check(&self, cx: &Ctx) -> Vec<Finding> {
+        let t = cx.trace;
+        let w = &cx.window;
+        let mut gpu_ns = 0i64;
+        let mut kernel_total = 0i64;
+        let mut transfer_bytes = 0u64;
+        let mut transfer_ns = 0i64;
+        let mut n_ops = 0u64;
+        let mut per_root: FxHashMap<u32, (i64, u64, u32)> = FxHashMap::default();
+        for (i, op) in t.gpu_ops.iter().enumerate() {
+            if !op.is_work() || op.start < w.start || op.start >= w.end {
+                continue;
+            }
+            if op.kind == GpuOpKind::Kernel {
+                kernel_total += op.dur();
+            }
+            let cpu = t.index.op_cpu_op[i];
+            if cpu == NONE {
+                continue;
+            }
+            let root = root_copy(t, cpu);
+            if root == NONE {
+                continue;
+            }
+            if op.kind == GpuOpKind::Memcpy && op.direction.crosses_host() {
+                transfer_bytes += op.bytes;
+                transfer_ns += op.dur();
+                continue;
+            }
+            n_ops += 1;
+            gpu_ns += op.dur();
+            let e = per_root.entry(root).or_insert((0, 0, cpu));
+            e.0 += op.dur();
+            e.1 += op.bytes;
+            // The innermost copy op records the dtype conversion; remember one.
+            if t.str(t.host_spans[cpu as usize].name) == "aten::copy_" {
+                e.2 = cpu;
+            }
+        }
+        if gpu_ns == 0 {
+            return Vec::new();
+        }
+        let cpu_ns: i64 = t
+            .host_spans
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| {
+                s.kind == HostKind::CpuOp
+                    && s.start >= w.start
+                    && s.start < w.end
+                    && is_copy_op(t.str(s.name))
+                    && root_copy(t, *i as u32) == *i as u32
+            })
+            .map(|(_, s)| s.dur())
+            .sum();
+        let mut by_caller: FxHashMap<String, Group> = FxHashMap::default();
+        let mut by_shape: FxHashMap<String, Group> = FxHashMap::default();
+        let mut conversions: FxHashMap<(String, String, String), (u64, i64)> = FxHashMap::default();
+        let mut roots: Vec<(&u32, &(i64, u64, u32))> = per_root.iter().collect();
+        roots.sort_by_key(|(r, _)| **r);
+        for &(&root, &(ns, bytes, copy)) in &roots {
+            let caller = caller_of(t, root);
+            let frame = t.user_frame(root).map(str::to_string);
+            let caller_label = caller
+                .clone()
+                .or_else(|| frame.clone())
+                .unwrap_or_else(|| "(called from Python directly)".into());
+            let g = by_caller.entry(caller_label).or_default();
+            g.count += 1;
+            g.gpu_ns += ns;
+            g.bytes += bytes;
+            g.frames.push(frame.clone());
+            let (shape, conv) = shape_dtype(t, copy);
+            let shape_label = match &conv {
+                Some((src, dst)) if src != dst => format!("{shape} {src} → {dst}"),
+                Some((src, _)) => format!("{shape} {src} (same dtype: layout copy)"),
+                None => format!("{shape} via {}", t.str(t.host_spans[root as usize].name)),
+            };
+            let g = by_shape.entry(shape_label).or_default();
+            g.count += 1;
+            g.gpu_ns += ns;
+            g.bytes += bytes;
+            g.frames.push(frame);
+            if let Some((src, dst)) = conv
+                && src != dst
+            {
+                let e = conversions.entry((shape, src, dst)).or_default();
+                e.0 += 1;
+                e.1 += ns;
+            }
+        }
+        let rows = |m: FxHashMap<String, Group>, prefix: &str| -> Vec<Row> {
+            let mut v: Vec<Row> = m
+                .into_iter()
+                .map(|(label, g)| Row {
+                    label: format!("{prefix}{label}"),
+                    count: g.count,
+                    time_ns: g.gpu_ns,
+                    bytes: None,
+                    python_frame: most_common(&g.frames),
+                })
+                .collect();
+            v.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.label.cmp(&b.label)));
+            v
+        };
+        let callers = rows(by_caller, "caller ");
+        let shapes = rows(by_shape, "");
+        let mut round_trips: Vec<(String, u64, i64)> = conversions
+            .iter()
+            .filter_map(|((shape, src, dst), &(n, ns))| {
+                let back = conversions.get(&(shape.clone(), dst.clone(), src.clone()))?;
+                (src < dst).then(|| {
+                    (
+                        format!("{shape}: {src} → {dst} → {src}"),
+                        n.min(back.0),
+                        ns + back.1,
+                    )
+                })
+            })
+            .collect();
+        round_trips.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)));
+        let steps = t.steps.len().max(1) as u64;
+        let half = cx.config.max_rows.div_ceil(2);
+        let mut breakdown: Vec<Row> = callers.iter().take(half).cloned().collect();
+        breakdown.extend(shapes.iter().take(cx.config.max_rows - half).cloned());
+        for (label, n, ns) in round_trips.iter().take(2) {
+            breakdown.push(Row {
+                label: format!("round trip {label}"),
+                count: *n,
+                time_ns: *ns,
+                bytes: None,
+                python_frame: None,
+            });
+        }
+        let mut worst: Vec<(&u32, &(i64, u64, u32))> = roots.clone();
+        worst.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(b.0)));
+        let instances = worst
+            .iter()
+            .take(cx.config.max_instances)
+            .map(|&(&root, &(ns, bytes, copy))| {
+                let s = &t.host_spans[root as usize];
+                let (shape, conv) = shape_dtype(t, copy);
+                let conv = conv.map(|(a, b)| format!(" {a} → {b}")).unwrap_or_default();
+                Instance {
+                    start_ns: s.start,
+                    dur_ns: ns,
+                    offset_ms: w.offset_ms(s.start),
+                    what: format!(
+                        "{} {shape}{conv}: {} of GPU work{}",
+                        t.str(s.name),
+                        fmt_ns(ns),
+                        if bytes > 0 { format!(", {}", fmt_bytes(bytes)) } else { String::new() }
+                    ),
+                    cpu_op: caller_of(t, root),
+                    python_frame: t.user_frame(root).map(str::to_string),
+                }
+            })
+            .collect();
+        let share = w.share(gpu_ns);
+        let mut advice = Vec::new();
+        let top_caller = callers.first().map(|r| r.label.trim_start_matches("caller ").to_string());
+        let autocast = callers.iter().take(3).any(|r| {
+            let c = r.label.trim_start_matches("caller ");
+            c == "aten::linear" || c == "aten::matmul" || c.starts_with("aten::conv")
+        });
+        if autocast {
+            advice.push("Many copies are autocast casting FP32 weights to half precision inside every forward: keep the weights in bf16 (model.to(torch.bfloat16) with FP32 master weights in the optimizer), or let torch.compile fuse the casts into the consumers.".to_string());
+        }
+        if !round_trips.is_empty() {
+            advice.push("Some tensors are converted and converted back (see round trips): keep them in one dtype across the boundary.".to_string());
+        }
+        advice.push("Avoid .contiguous(), .to(dtype) and .clone() in the hot loop: keep tensors in the dtype, layout and device their consumer needs, and fuse the rest with torch.compile.".to_string());
+        vec![Finding {
+            rule: "copy_hotspots",
+            title: format!(
+                "copy/convert operators take {} of GPU time ({:.0}% of kernel time), {:.0} copies per step",
+                fmt_ns(gpu_ns),
+                100.0 * gpu_ns as f64 / kernel_total.max(1) as f64,
+                per_root.len() as f64 / steps as f64
+            ),
+            severity: Severity::from_share(share),
+            impact_ns: gpu_ns,
+            impact_share: share,
+            confidence: Confidence::Medium,
+            device: None,
+            evidence: format!(
+                "{} GPU ops under {} copy operators; top caller {}; host time inside copy operators {} (includes time blocked on the GPU); host<->device copies under them (not counted here) {} in {}",
+                n_ops,
+                per_root.len(),
+                top_caller.unwrap_or_else(|| "-".into()),
+                fmt_ns(cpu_ns),
+                fmt_bytes(transfer_bytes),
+                fmt_ns(transfer_ns)
+            ),
+            breakdown,
+            instances,
+            advice,
+        }]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::serde_json_lite::parse_list;
+
+    #[test]
+    fn lists() {
+        let v = parse_list("[[16384, 32000], [16384,32000], []]");
+        assert_eq!(v.len(), 3);
+        assert_eq!(v[0].text, "[16384, 32000]");
+        assert_eq!(v[1].text, "[16384, 32000]");
+        let v = parse_list(r#"["c10::BFloat16", "float", "Scalar"]"#);
+        assert_eq!(v[1].text, "float");
+        assert!(parse_list("").is_empty());
+    }
+}

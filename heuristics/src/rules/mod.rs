@@ -1,0 +1,142 @@
+//! One module per rule. A rule reads the model (never a file format) and returns findings.
+
+pub mod allocator_fragmentation;
+pub mod copy_hotspots;
+pub mod idle_gaps;
+pub mod pageable_memcpy;
+
+use crate::config::Config;
+use crate::finding::Finding;
+use crate::window::Window;
+use tracehound_parsers::{HostKind, NONE, Trace};
+
+/// What a rule gets: the trace, the settings and the analysed window (computed once).
+pub struct Ctx<'a> {
+    /// The trace.
+    pub trace: &'a Trace,
+    /// The settings.
+    pub config: &'a Config,
+    /// The analysed window.
+    pub window: Window,
+}
+
+/// A heuristic.
+pub trait Rule: Sync {
+    /// Stable id used in output and `--rules` (`idle_gaps`).
+    fn id(&self) -> &'static str;
+    /// One sentence on what it looks for.
+    fn description(&self) -> &'static str;
+    /// Runs the rule.
+    fn check(&self, cx: &Ctx) -> Vec<Finding>;
+}
+
+/// Every rule, in a fixed order.
+pub fn all() -> Vec<Box<dyn Rule>> {
+    vec![
+        Box::new(idle_gaps::IdleGaps),
+        Box::new(pageable_memcpy::PageableMemcpy),
+        Box::new(copy_hotspots::CopyHotspots),
+        Box::new(allocator_fragmentation::AllocatorFragmentation),
+    ]
+}
+
+/// The outermost CPU operator enclosing host span `i` (or `i` itself when it is the outermost).
+pub(crate) fn outermost_cpu_op(trace: &Trace, i: u32) -> u32 {
+    let mut best = match trace.host_spans.get(i as usize) {
+        Some(s) if s.kind == HostKind::CpuOp => i,
+        Some(_) => NONE,
+        None => return NONE,
+    };
+    for a in trace.ancestors(i) {
+        if trace.host_spans[a as usize].kind == HostKind::CpuOp {
+            best = a;
+        }
+    }
+    best
+}
+
+/// Name of span `i`, or `fallback` for NONE.
+pub(crate) fn span_name<'t>(trace: &'t Trace, i: u32, fallback: &'t str) -> &'t str {
+    if i == NONE {
+        fallback
+    } else {
+        trace.str(trace.host_spans[i as usize].name)
+    }
+}
+
+/// CUDA / HIP calls that block the host until the GPU has drained.
+pub(crate) fn is_sync_call(name: &str) -> bool {
+    let n = name.split("_v").next().unwrap_or(name);
+    n.ends_with("Synchronize")
+        || matches!(n, "cudaMemcpy" | "cudaMemcpy2D" | "cudaFree" | "cudaFreeHost" | "hipMemcpy" | "hipFree" | "cudaMemset" | "cuMemcpyDtoH" | "cuMemFree")
+}
+
+/// Shortens a kernel or operator name for a table cell: drops template and argument lists.
+pub fn short_name(name: &str, max: usize) -> String {
+    if name.starts_with("Memcpy") || name.starts_with("Memset") {
+        return name.to_string();
+    }
+    let mut out = String::new();
+    let mut depth = 0i32;
+    for c in name.chars() {
+        match c {
+            '<' | '(' => {
+                if depth == 0 {
+                    out.push(if c == '<' { '<' } else { '(' });
+                    out.push('…');
+                    out.push(if c == '<' { '>' } else { ')' });
+                }
+                depth += 1;
+            }
+            '>' | ')' => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    let out = out.trim().trim_start_matches("void ").to_string();
+    if out.chars().count() > max {
+        let cut: String = out.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    } else {
+        out
+    }
+}
+
+/// Most frequent value of a list of optional strings (ties: first in sort order).
+pub(crate) fn most_common(items: &[Option<String>]) -> Option<String> {
+    let mut v: Vec<&String> = items.iter().flatten().collect();
+    v.sort();
+    let mut best: Option<(&String, usize)> = None;
+    let mut k = 0;
+    while k < v.len() {
+        let mut j = k;
+        while j < v.len() && v[j] == v[k] {
+            j += 1;
+        }
+        if best.is_none_or(|(_, n)| j - k > n) {
+            best = Some((v[k], j - k));
+        }
+        k = j;
+    }
+    best.map(|(s, _)| s.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(
+            short_name("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, float)", 80),
+            "at::native::vectorized_elementwise_kernel<…>(…)"
+        );
+        assert!(is_sync_call("cudaStreamSynchronize"));
+        assert!(is_sync_call("cudaDeviceSynchronize_v3020"));
+        assert!(!is_sync_call("cudaMemcpyAsync"));
+        assert_eq!(
+            most_common(&[Some("b".into()), None, Some("a".into()), Some("b".into())]),
+            Some("b".into())
+        );
+    }
+}

@@ -1,0 +1,210 @@
+//! Host<->device copies from or to pageable memory. The driver stages them through a pinned
+//! bounce buffer, synchronously for the host, at a fraction of the bandwidth of a pinned copy.
+//! Kineto states pageability in the memcpy name (`Memcpy HtoD (Pageable -> Device)`);
+//! Nsight Systems in `srcKind`/`dstKind`. Reported per direction once the copies move at
+//! least `pageable_min_bytes`; the impact is the time the copies took beyond what pinned
+//! copies would need at the bandwidth pinned copies of the same direction reached in this
+//! trace (or `assumed_pinned_gbps` when there are none).
+
+use super::{Ctx, Rule, most_common, outermost_cpu_op, span_name};
+use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns};
+use rustc_hash::FxHashMap;
+use tracehound_parsers::{CopyDirection, GpuOpKind, MemKind, NONE, Trace};
+
+/// The rule.
+pub struct PageableMemcpy;
+
+fn in_window(cx: &Ctx, start: i64) -> bool {
+    start >= cx.window.start && start < cx.window.end
+}
+
+/// Operator chain from the outermost CPU operator to the innermost one around a launch.
+fn op_chain(trace: &Trace, launch: u32) -> Option<String> {
+    let inner = trace.enclosing(launch, tracehound_parsers::HostKind::CpuOp);
+    if inner == NONE {
+        return None;
+    }
+    let mut names: Vec<&str> = std::iter::once(inner)
+        .chain(trace.ancestors(inner))
+        .filter(|&i| trace.host_spans[i as usize].kind == tracehound_parsers::HostKind::CpuOp)
+        .map(|i| trace.str(trace.host_spans[i as usize].name))
+        .collect();
+    names.reverse();
+    names.truncate(4);
+    Some(names.join(" > "))
+}
+
+impl Rule for PageableMemcpy {
+    fn id(&self) -> &'static str {
+        "pageable_memcpy"
+    }
+
+    fn description(&self) -> &'static str {
+        "host<->device copies from or to pageable (unpinned) host memory"
+    }
+
+    fn check(&self, cx: &Ctx) -> Vec<Finding> {
+        let t = cx.trace;
+        // Pinned bandwidth per direction, measured on this trace's own pinned copies.
+        let mut pinned: FxHashMap<CopyDirection, (u64, i64)> = FxHashMap::default();
+        let mut pageable: Vec<(CopyDirection, usize)> = Vec::new();
+        for (i, op) in t.gpu_ops.iter().enumerate() {
+            if op.kind != GpuOpKind::Memcpy || !op.direction.crosses_host() {
+                continue;
+            }
+            if op.is_pageable_copy() {
+                if in_window(cx, op.start) {
+                    pageable.push((op.direction, i));
+                }
+            } else if (op.src_kind == MemKind::Pinned || op.dst_kind == MemKind::Pinned)
+                && op.bytes >= 64 * 1024
+            {
+                let e = pinned.entry(op.direction).or_default();
+                e.0 += op.bytes;
+                e.1 += op.dur();
+            }
+        }
+        let mut dirs: Vec<CopyDirection> = pageable.iter().map(|p| p.0).collect();
+        dirs.sort();
+        dirs.dedup();
+        let mut out = Vec::new();
+        for dir in dirs {
+            let idx: Vec<usize> = pageable.iter().filter(|p| p.0 == dir).map(|p| p.1).collect();
+            let bytes: u64 = idx.iter().map(|&i| t.gpu_ops[i].bytes).sum();
+            if bytes < cx.config.pageable_min_bytes {
+                continue;
+            }
+            out.push(direction_finding(cx, dir, &idx, bytes, pinned.get(&dir).copied()));
+        }
+        out
+    }
+}
+
+fn direction_finding(
+    cx: &Ctx,
+    dir: CopyDirection,
+    idx: &[usize],
+    bytes: u64,
+    pinned: Option<(u64, i64)>,
+) -> Finding {
+    let t = cx.trace;
+    let time: i64 = idx.iter().map(|&i| t.gpu_ops[i].dur()).sum();
+    let gbps = |b: u64, ns: i64| b as f64 / ns.max(1) as f64;
+    let achieved = gbps(bytes, time);
+    let (ref_gbps, measured) = match pinned {
+        Some((b, ns)) if ns > 0 => (gbps(b, ns), true),
+        _ => (cx.config.assumed_pinned_gbps, false),
+    };
+    let impact: i64 = idx
+        .iter()
+        .map(|&i| {
+            let op = &t.gpu_ops[i];
+            let pinned_ns = (op.bytes as f64 / ref_gbps) as i64;
+            (op.dur() - pinned_ns).max(0)
+        })
+        .sum();
+    // Attribution: the outermost CPU operator (aten::to ...) and the user's frame.
+    let mut groups: FxHashMap<String, (u64, i64, u64, Vec<Option<String>>)> = FxHashMap::default();
+    let mut instances: Vec<(i64, Instance)> = Vec::new();
+    for &i in idx {
+        let op = &t.gpu_ops[i];
+        let launch = t.index.op_launch[i];
+        let chain = if launch != NONE { op_chain(t, launch) } else { None };
+        let outer = if launch != NONE { outermost_cpu_op(t, launch) } else { NONE };
+        let frame = if launch != NONE { t.user_frame(launch).map(str::to_string) } else { None };
+        let label = match (&chain, launch) {
+            (Some(c), _) => c.clone(),
+            (None, l) if l != NONE => span_name(t, l, "").to_string(),
+            _ => "(launch not in trace)".to_string(),
+        };
+        let e = groups.entry(label.clone()).or_default();
+        e.0 += 1;
+        e.1 += op.dur();
+        e.2 += op.bytes;
+        e.3.push(frame.clone());
+        instances.push((
+            op.dur(),
+            Instance {
+                start_ns: op.start,
+                dur_ns: op.dur(),
+                offset_ms: cx.window.offset_ms(op.start),
+                what: format!(
+                    "{} {} at {:.1} GB/s",
+                    t.str(op.name),
+                    fmt_bytes(op.bytes),
+                    gbps(op.bytes, op.dur())
+                ),
+                cpu_op: (outer != NONE).then(|| span_name(t, outer, "").to_string()),
+                python_frame: frame,
+            },
+        ));
+    }
+    let mut rows: Vec<Row> = groups
+        .into_iter()
+        .map(|(label, (count, time_ns, b, frames))| Row {
+            label,
+            count,
+            time_ns,
+            bytes: Some(b),
+            python_frame: most_common(&frames),
+        })
+        .collect();
+    rows.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.label.cmp(&b.label)));
+    rows.truncate(cx.config.max_rows);
+    instances.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.start_ns.cmp(&b.1.start_ns)));
+    let instances: Vec<Instance> = instances
+        .into_iter()
+        .take(cx.config.max_instances)
+        .map(|(_, i)| i)
+        .collect();
+    let share = cx.window.share(impact);
+    let (what, advice) = match dir {
+        CopyDirection::DtoH => (
+            "device-to-pageable",
+            vec![
+                "Copy into pinned memory: allocate the destination once with torch.empty(..., pin_memory=True), then dst.copy_(src, non_blocking=True) and wait on a CUDA event only where the values are needed.".to_string(),
+            ],
+        ),
+        _ => (
+            "pageable-to-device",
+            vec![
+                "Pin the source memory: DataLoader(pin_memory=True), or tensor.pin_memory() once for reused buffers.".to_string(),
+                "Then copy with .to(device, non_blocking=True) so the transfer overlaps compute instead of blocking the host.".to_string(),
+            ],
+        ),
+    };
+    Finding {
+        rule: "pageable_memcpy",
+        title: format!(
+            "{} {} copies from unpinned memory: {} in {} at {:.1} GB/s",
+            idx.len(),
+            what,
+            fmt_bytes(bytes),
+            fmt_ns(time),
+            achieved
+        ),
+        severity: Severity::from_share(share),
+        impact_ns: impact,
+        impact_share: share,
+        confidence: if measured {
+            Confidence::High
+        } else {
+            Confidence::Medium
+        },
+        device: idx.first().map(|&i| t.gpu_ops[i].device),
+        evidence: format!(
+            "{} {} copies, {}, {} on the GPU at {:.1} GB/s; pinned {} copies {} {:.1} GB/s",
+            idx.len(),
+            dir.label(),
+            fmt_bytes(bytes),
+            fmt_ns(time),
+            achieved,
+            dir.label(),
+            if measured { "in this trace reach" } else { "assumed at" },
+            ref_gbps
+        ),
+        breakdown: rows,
+        instances,
+        advice,
+    }
+}

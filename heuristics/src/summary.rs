@@ -1,0 +1,214 @@
+//! A short description of the trace for the end of every report: GPU, window, busy share,
+//! kernels, the top kernel, and a verdict on what bounds the run.
+
+use crate::finding::fmt_ns;
+use crate::rules::idle_gaps::{CauseKind, analyse_device};
+use crate::rules::{Ctx, short_name};
+use crate::window::Window;
+use serde::Serialize;
+use tracehound_parsers::GpuOpKind;
+
+/// Per-device activity over the window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceSummary {
+    /// Device index.
+    pub device: i32,
+    /// GPU name, when the trace says.
+    pub name: Option<String>,
+    /// Busy share of the window (union of streams).
+    pub busy_share: f64,
+    /// Kernels in the window.
+    pub kernels: u64,
+    /// Memcpys in the window.
+    pub memcpys: u64,
+    /// Memsets in the window.
+    pub memsets: u64,
+    /// Peak memory reserved by the caching allocator in the window, when recorded.
+    pub reserved_peak: Option<i64>,
+    /// Peak memory allocated in the window, when recorded.
+    pub allocated_peak: Option<i64>,
+}
+
+/// The kernel with the most GPU time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TopKernel {
+    /// Full name.
+    pub name: String,
+    /// Instances.
+    pub count: u64,
+    /// Total time, ns.
+    pub total_ns: i64,
+    /// Share of all kernel time.
+    pub share_of_kernel_time: f64,
+}
+
+/// The trace summary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TraceSummary {
+    /// The analysed window.
+    pub window: Window,
+    /// Per device.
+    pub devices: Vec<DeviceSummary>,
+    /// Kernels in the window, all devices.
+    pub kernels: u64,
+    /// Top kernel by time.
+    pub top_kernel: Option<TopKernel>,
+    /// What bounds the run: `GPU-bound`, `launch/host bound`, `input-bound`, `no GPU activity`.
+    pub bound: String,
+    /// The verdict in one sentence.
+    pub verdict: String,
+}
+
+/// Summarises a trace over the window of `cx`.
+pub fn summarize(cx: &Ctx) -> TraceSummary {
+    let t = cx.trace;
+    let w = &cx.window;
+    let mut devices = Vec::new();
+    let mut kernel_time: Vec<(u32, i64, u64)> = Vec::new();
+    let mut kernels = 0u64;
+    for d in t.devices() {
+        let (mut k, mut c, mut s) = (0, 0, 0);
+        for &i in t.device_ops(d) {
+            let op = &t.gpu_ops[i as usize];
+            if op.start < w.start || op.start >= w.end {
+                continue;
+            }
+            match op.kind {
+                GpuOpKind::Kernel => {
+                    k += 1;
+                    kernel_time.push((op.name, op.dur(), 1));
+                }
+                GpuOpKind::Memcpy => c += 1,
+                GpuOpKind::Memset => s += 1,
+                GpuOpKind::Sync => {}
+            }
+        }
+        kernels += k;
+        let busy = crate::window::total(&crate::window::busy_intervals(t, d, w));
+        devices.push(DeviceSummary {
+            device: d,
+            name: t.meta.gpus.iter().find(|g| g.id == d).map(|g| g.name.clone()),
+            busy_share: w.share(busy),
+            kernels: k,
+            memcpys: c,
+            memsets: s,
+            reserved_peak: mem_peak(cx, d, |m| m.total_reserved),
+            allocated_peak: mem_peak(cx, d, |m| m.total_allocated),
+        });
+    }
+    kernel_time.sort_unstable_by_key(|k| k.0);
+    let mut agg: Vec<(u32, i64, u64)> = Vec::new();
+    for (n, d, c) in kernel_time {
+        match agg.last_mut() {
+            Some(last) if last.0 == n => {
+                last.1 += d;
+                last.2 += c;
+            }
+            _ => agg.push((n, d, c)),
+        }
+    }
+    let all: i64 = agg.iter().map(|a| a.1).sum();
+    let top_kernel = agg
+        .iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+        .map(|&(n, d, c)| TopKernel {
+            name: t.str(n).to_string(),
+            count: c,
+            total_ns: d,
+            share_of_kernel_time: d as f64 / all.max(1) as f64,
+        });
+    let (bound, verdict) = verdict(cx, &devices);
+    TraceSummary {
+        window: w.clone(),
+        devices,
+        kernels,
+        top_kernel,
+        bound,
+        verdict,
+    }
+}
+
+fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (String, String) {
+    let Some(main) = devices
+        .iter()
+        .max_by(|a, b| a.busy_share.total_cmp(&b.busy_share).then(b.device.cmp(&a.device)))
+    else {
+        return ("no GPU activity".into(), "No GPU activity in the trace: CPU-only profile.".into());
+    };
+    let busy = main.busy_share;
+    if busy >= 0.7 {
+        return (
+            "GPU-bound".into(),
+            format!("GPU-bound: GPU {} is busy {:.0}% of the window; look at kernel efficiency next.", main.device, 100.0 * busy),
+        );
+    }
+    let idle = analyse_device(cx, main.device);
+    let kinds = idle.by_kind();
+    let gap_ns = idle.gap_ns();
+    let short = idle.short_idle_ns;
+    let loading = kinds.iter().find(|k| k.0 == CauseKind::DataLoading).map_or(0, |k| k.1);
+    let top = kinds.first().map(|k| k.0);
+    let cause = match top {
+        Some(k) => format!(
+            "{} {:.0}% of the idle time in gaps ≥ {}",
+            k.label(),
+            100.0 * kinds[0].1 as f64 / gap_ns.max(1) as f64,
+            fmt_ns(cx.config.gap_threshold_ns)
+        ),
+        None => "idle time spread over short gaps".into(),
+    };
+    let median = median_kernel_ns(cx, main.device);
+    if loading * 2 >= gap_ns + short && loading > 0 {
+        return (
+            "input-bound".into(),
+            format!(
+                "input-bound: GPU {} idles {:.0}% of the window waiting for data loading ({cause}).",
+                main.device,
+                100.0 * (1.0 - busy)
+            ),
+        );
+    }
+    (
+        "launch/host bound".into(),
+        format!(
+            "launch/host bound: GPU {} idles {:.0}% of the window because the host does not queue work fast enough ({cause}; {} more in {} gaps < {}; median kernel {}).",
+            main.device,
+            100.0 * (1.0 - busy),
+            fmt_ns(short),
+            idle.short_count,
+            fmt_ns(cx.config.gap_threshold_ns),
+            fmt_ns(median)
+        ),
+    )
+}
+
+fn mem_peak(cx: &Ctx, device: i32, f: impl Fn(&tracehound_parsers::MemorySample) -> Option<i64>) -> Option<i64> {
+    let w = &cx.window;
+    cx.trace
+        .memory
+        .iter()
+        .filter(|m| m.device == device && m.ts >= w.start && m.ts <= w.end)
+        .filter_map(f)
+        .max()
+}
+
+fn median_kernel_ns(cx: &Ctx, device: i32) -> i64 {
+    let t = cx.trace;
+    let mut d: Vec<i64> = t
+        .device_ops(device)
+        .iter()
+        .map(|&i| &t.gpu_ops[i as usize])
+        .filter(|o| o.kind == GpuOpKind::Kernel)
+        .map(|o| o.dur())
+        .collect();
+    if d.is_empty() {
+        return 0;
+    }
+    let mid = d.len() / 2;
+    *d.select_nth_unstable(mid).1
+}
+
+/// Short kernel name for tables.
+pub fn short_kernel(name: &str) -> String {
+    short_name(name, 70)
+}

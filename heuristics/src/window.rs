@@ -1,0 +1,201 @@
+//! The analysed window and the GPU busy timeline every rule shares.
+//!
+//! Kineto traces cover only the profiled steps, but an nsys capture covers start-up too, so
+//! rules judge the span of the `ProfilerStep#N` markers when there are any. GPU work
+//! launched inside the last step but finishing after its CPU-side end still belongs to it.
+
+use crate::config::Config;
+use serde::Serialize;
+use tracehound_parsers::{NONE, Trace};
+
+/// Where the window's bounds came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum WindowSource {
+    /// The profiler step markers.
+    Steps {
+        /// First step number.
+        first: i64,
+        /// Last step number.
+        last: i64,
+        /// Number of steps.
+        count: usize,
+    },
+    /// First to last GPU operation (no step markers).
+    GpuActivity,
+    /// First to last event (no GPU activity at all).
+    WholeTrace,
+    /// Set by the user (`--window`).
+    User,
+}
+
+/// The part of the timeline the rules judge.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Window {
+    /// Start, trace timeline ns.
+    pub start: i64,
+    /// End, trace timeline ns.
+    pub end: i64,
+    /// Where it came from.
+    pub source: WindowSource,
+}
+
+impl Window {
+    /// Length in ns (at least 1, so shares never divide by zero).
+    pub fn len(&self) -> i64 {
+        (self.end - self.start).max(1)
+    }
+
+    /// True when the window has no length.
+    pub fn is_empty(&self) -> bool {
+        self.end <= self.start
+    }
+
+    /// `ns` as a share of the window.
+    pub fn share(&self, ns: i64) -> f64 {
+        ns as f64 / self.len() as f64
+    }
+
+    /// Offset of `t` from the window start in ms.
+    pub fn offset_ms(&self, t: i64) -> f64 {
+        ((t - self.start) as f64 / 1e4).round() / 100.0
+    }
+
+    /// Human description (`steps 0-4 (5 steps)`).
+    pub fn describe(&self) -> String {
+        match &self.source {
+            WindowSource::Steps { first, last, count } => {
+                format!("ProfilerStep#{first}..#{last} ({count} steps)")
+            }
+            WindowSource::GpuActivity => "first to last GPU operation (no step markers)".into(),
+            WindowSource::WholeTrace => "the whole trace (no GPU activity)".into(),
+            WindowSource::User => "set with --window".into(),
+        }
+    }
+}
+
+/// Computes the analysed window of a trace.
+pub fn analysed_window(trace: &Trace, config: &Config) -> Window {
+    if let Some((start, end)) = config.window {
+        return Window {
+            start,
+            end,
+            source: WindowSource::User,
+        };
+    }
+    if let (Some(first), Some(last)) = (trace.steps.first(), trace.steps.last()) {
+        let start = first.start;
+        let cpu_end = trace.steps.iter().map(|s| s.end).max().unwrap_or(last.end);
+        let mut end = cpu_end;
+        for (i, op) in trace.gpu_ops.iter().enumerate() {
+            if !op.is_work() {
+                continue;
+            }
+            let launch = trace.index.op_launch.get(i).copied().unwrap_or(NONE);
+            let launched_inside = if launch != NONE {
+                let l = &trace.host_spans[launch as usize];
+                l.start >= start && l.start <= cpu_end
+            } else {
+                op.start >= start && op.start <= cpu_end
+            };
+            if launched_inside {
+                end = end.max(op.end);
+            }
+        }
+        return Window {
+            start,
+            end,
+            source: WindowSource::Steps {
+                first: first.number,
+                last: last.number,
+                count: trace.steps.len(),
+            },
+        };
+    }
+    let mut gpu = trace.gpu_ops.iter().filter(|o| o.is_work());
+    if let Some(first) = gpu.next() {
+        let (s, e) = gpu.fold((first.start, first.end), |(s, e), o| {
+            (s.min(o.start), e.max(o.end))
+        });
+        return Window {
+            start: s,
+            end: e,
+            source: WindowSource::GpuActivity,
+        };
+    }
+    let (start, end) = trace.span().unwrap_or((0, 0));
+    Window {
+        start,
+        end,
+        source: WindowSource::WholeTrace,
+    }
+}
+
+/// The union of GPU work (kernels, copies, memsets; all streams) on `device`, clipped to
+/// the window, as sorted disjoint intervals.
+pub fn busy_intervals(trace: &Trace, device: i32, window: &Window) -> Vec<(i64, i64)> {
+    let mut out: Vec<(i64, i64)> = Vec::new();
+    for &i in trace.device_ops(device) {
+        let op = &trace.gpu_ops[i as usize];
+        if !op.is_work() {
+            continue;
+        }
+        let (s, e) = (op.start.max(window.start), op.end.min(window.end));
+        if e <= s {
+            continue;
+        }
+        match out.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
+/// Total length of sorted disjoint intervals.
+pub fn total(intervals: &[(i64, i64)]) -> i64 {
+    intervals.iter().map(|(s, e)| e - s).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracehound_parsers::*;
+
+    fn op(device: i32, stream: i64, start: i64, end: i64) -> GpuOp {
+        GpuOp {
+            kind: GpuOpKind::Kernel,
+            device,
+            stream,
+            start,
+            end,
+            correlation: 0,
+            external_id: 0,
+            name: 0,
+            bytes: 0,
+            direction: CopyDirection::Unknown,
+            src_kind: MemKind::Unknown,
+            dst_kind: MemKind::Unknown,
+            kernel: None,
+        }
+    }
+
+    #[test]
+    fn overlapping_streams_merge() {
+        let mut t = Trace::default();
+        t.gpu_ops = vec![op(0, 7, 0, 100), op(0, 8, 50, 150), op(0, 7, 300, 400), op(1, 7, 0, 1000)];
+        t.finish();
+        let w = analysed_window(&t, &Config::default());
+        assert_eq!((w.start, w.end), (0, 1000));
+        assert_eq!(busy_intervals(&t, 0, &w), vec![(0, 150), (300, 400)]);
+        assert_eq!(total(&busy_intervals(&t, 1, &w)), 1000);
+    }
+
+    #[test]
+    fn empty_trace_window() {
+        let t = Trace::default();
+        let w = analysed_window(&t, &Config::default());
+        assert!(w.is_empty());
+        assert_eq!(w.len(), 1);
+    }
+}

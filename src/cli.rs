@@ -1,0 +1,174 @@
+//! Command-line interface: argument parsing, loading, and dispatch to the printers.
+
+use crate::report::{self, Format, TraceReport};
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand, ValueEnum};
+use std::io::Write;
+use std::path::PathBuf;
+use tracehound_heuristics::{Config, Severity};
+
+#[derive(Parser)]
+#[command(name = "tracehound", version, about = "Find where GPU time is lost in PyTorch profiler traces", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Rank what costs GPU time in one or more traces.
+    Analyze(AnalyzeArgs),
+    /// Show what was detected and loaded from each file.
+    Info {
+        /// Trace files (Kineto JSON, plain or gzip).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OutFormat {
+    /// A readable table.
+    Table,
+    /// JSON (schema: docs/json-output.md).
+    Json,
+    /// Markdown, for reviews and pull requests.
+    Md,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FailOn {
+    Low,
+    Medium,
+    High,
+}
+
+#[derive(clap::Args)]
+struct AnalyzeArgs {
+    /// Trace files (Kineto JSON, plain or gzip); each is analysed on its own.
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: OutFormat,
+    /// GPU idle intervals at least this long (µs) count as gaps.
+    #[arg(long, default_value_t = 100.0, value_name = "US")]
+    gap_threshold_us: f64,
+    /// Show at most N findings per trace.
+    #[arg(long, value_name = "N")]
+    top: Option<usize>,
+    /// Exit with code 1 when a finding of this severity or higher is found.
+    #[arg(long, value_enum, value_name = "SEVERITY")]
+    fail_on: Option<FailOn>,
+    /// Analyse only this window, in ms from the first event of the trace (e.g. --window 100 350).
+    #[arg(long, num_args = 2, value_names = ["START_MS", "END_MS"])]
+    window: Option<Vec<f64>>,
+}
+
+/// Runs the CLI and returns the process exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    let result = match cli.command {
+        Command::Analyze(args) => analyze(args),
+        Command::Info { files } => info(files),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            // A closed pipe (`tracehound analyze x | head`) is not an error worth a message.
+            if e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) {
+                return 0;
+            }
+            eprintln!("tracehound: error: {e:#}");
+            2
+        }
+    }
+}
+
+fn load_all(files: &[PathBuf]) -> Result<Vec<tracehound_parsers::Trace>, i32> {
+    let mut traces = Vec::new();
+    let mut failed = false;
+    for f in files {
+        match tracehound_parsers::load(f) {
+            Ok(t) => {
+                for w in &t.warnings {
+                    eprintln!("tracehound: warning: {}: {w}", f.display());
+                }
+                traces.push(t);
+            }
+            Err(e) => {
+                eprintln!("tracehound: error: {e}");
+                failed = true;
+            }
+        }
+    }
+    if failed { Err(2) } else { Ok(traces) }
+}
+
+fn analyze(args: AnalyzeArgs) -> Result<i32> {
+    if !(args.gap_threshold_us.is_finite() && args.gap_threshold_us > 0.0) {
+        eprintln!("tracehound: error: --gap-threshold-us must be a positive number of microseconds");
+        return Ok(2);
+    }
+    if let Some(w) = &args.window
+        && !(w[0].is_finite() && w[1].is_finite() && w[0] < w[1])
+    {
+        eprintln!("tracehound: error: --window START_MS END_MS needs START_MS < END_MS");
+        return Ok(2);
+    }
+    let traces = match load_all(&args.files) {
+        Ok(t) => t,
+        Err(code) => return Ok(code),
+    };
+    let mut reports = Vec::new();
+    for t in &traces {
+        let mut config = Config {
+            gap_threshold_ns: (args.gap_threshold_us * 1000.0).round() as i64,
+            ..Config::default()
+        };
+        if let Some(w) = &args.window {
+            let origin = t.span().map_or(0, |s| s.0);
+            config.window = Some((origin + (w[0] * 1e6) as i64, origin + (w[1] * 1e6) as i64));
+        }
+        let analysis = tracehound_heuristics::analyze(t, &config);
+        reports.push(TraceReport { trace: t, analysis });
+    }
+    let format = match args.format {
+        OutFormat::Table => Format::Table,
+        OutFormat::Json => Format::Json,
+        OutFormat::Md => Format::Markdown,
+    };
+    let text = report::render(&reports, format, args.top);
+    std::io::stdout().lock().write_all(text.as_bytes()).context("writing the report")?;
+    let threshold = args.fail_on.map(|f| match f {
+        FailOn::Low => Severity::Low,
+        FailOn::Medium => Severity::Medium,
+        FailOn::High => Severity::High,
+    });
+    let failed = threshold.is_some_and(|th| {
+        reports
+            .iter()
+            .any(|r| r.analysis.findings.iter().any(|f| f.severity >= th))
+    });
+    Ok(if failed { 1 } else { 0 })
+}
+
+fn info(files: Vec<PathBuf>) -> Result<i32> {
+    let traces = match load_all(&files) {
+        Ok(t) => t,
+        Err(code) => return Ok(code),
+    };
+    let mut out = String::new();
+    for t in &traces {
+        out.push_str(&report::info(t));
+    }
+    std::io::stdout().lock().write_all(out.as_bytes()).context("writing the report")?;
+    Ok(0)
+}

@@ -1,0 +1,108 @@
+//! Markdown output, to paste into a performance review or a pull request.
+
+use super::{TraceReport, gpu_names};
+use std::fmt::Write;
+use tracehound_heuristics::finding::{fmt_bytes, fmt_ns};
+use tracehound_heuristics::summary::short_kernel;
+
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace('\n', " ")
+}
+
+pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
+    let mut s = String::new();
+    for r in reports {
+        let t = r.trace;
+        let a = &r.analysis;
+        let w = &a.summary.window;
+        let _ = writeln!(s, "# tracehound: `{}`\n", t.source);
+        let _ = writeln!(s, "{} · window {} ({})\n", gpu_names(t), fmt_ns(w.len()), w.describe());
+        let _ = writeln!(s, "**Verdict:** {}\n", a.summary.verdict);
+        let shown: Vec<_> = a.findings.iter().take(top.unwrap_or(usize::MAX)).collect();
+        if shown.is_empty() {
+            let _ = writeln!(s, "No findings.\n");
+        } else {
+            let _ = writeln!(s, "| # | Severity | Rule | Impact | % of window | Finding |");
+            let _ = writeln!(s, "|---|---|---|---:|---:|---|");
+            for (i, f) in shown.iter().enumerate() {
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | `{}` | {} | {:.1}% | {} |",
+                    i + 1,
+                    f.severity.label(),
+                    f.rule,
+                    fmt_ns(f.impact_ns),
+                    100.0 * f.impact_share,
+                    cell(&f.title)
+                );
+            }
+            let _ = writeln!(s);
+            for (i, f) in shown.iter().enumerate() {
+                let _ = writeln!(s, "## {}. {}\n", i + 1, f.title);
+                let _ = writeln!(s, "*{}* · `{}` · confidence {:?}\n", f.severity.label(), f.rule, f.confidence);
+                let _ = writeln!(s, "{}\n", f.evidence);
+                if !f.breakdown.is_empty() {
+                    let _ = writeln!(s, "| Breakdown | Count | Time | Bytes | Python frame |");
+                    let _ = writeln!(s, "|---|---:|---:|---:|---|");
+                    for row in &f.breakdown {
+                        let _ = writeln!(
+                            s,
+                            "| {} | {} | {} | {} | {} |",
+                            cell(&row.label),
+                            row.count,
+                            fmt_ns(row.time_ns),
+                            row.bytes.map(fmt_bytes).unwrap_or_default(),
+                            cell(row.python_frame.as_deref().unwrap_or(""))
+                        );
+                    }
+                    let _ = writeln!(s);
+                }
+                if !f.instances.is_empty() {
+                    let _ = writeln!(s, "Worst instances:\n");
+                    for inst in &f.instances {
+                        let _ = writeln!(
+                            s,
+                            "- at +{:.2} ms, {}: {}{}{}",
+                            inst.offset_ms,
+                            fmt_ns(inst.dur_ns),
+                            inst.what,
+                            inst.cpu_op.as_deref().map(|o| format!(" — `{o}`")).unwrap_or_default(),
+                            inst.python_frame.as_deref().map(|p| format!(" @ `{p}`")).unwrap_or_default()
+                        );
+                    }
+                    let _ = writeln!(s);
+                }
+                let _ = writeln!(s, "**Fix:**\n");
+                for adv in &f.advice {
+                    let _ = writeln!(s, "- {adv}");
+                }
+                let _ = writeln!(s);
+            }
+        }
+        let _ = writeln!(s, "## Summary\n");
+        for d in &a.summary.devices {
+            let _ = writeln!(
+                s,
+                "- GPU {}{}: busy {:.1}%, {} kernels, {} memcpys, {} memsets",
+                d.device,
+                d.name.as_deref().map(|n| format!(" {n}")).unwrap_or_default(),
+                100.0 * d.busy_share,
+                d.kernels,
+                d.memcpys,
+                d.memsets
+            );
+        }
+        if let Some(k) = &a.summary.top_kernel {
+            let _ = writeln!(
+                s,
+                "- Top kernel: `{}`, {} in {} calls ({:.0}% of kernel time)",
+                short_kernel(&k.name),
+                fmt_ns(k.total_ns),
+                k.count,
+                100.0 * k.share_of_kernel_time
+            );
+        }
+        let _ = writeln!(s);
+    }
+    s
+}

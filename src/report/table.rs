@@ -1,0 +1,110 @@
+//! The terminal table: ranked findings, each with its key evidence, then the trace summary.
+
+use super::{TraceReport, gpu_names};
+use std::fmt::Write;
+use tracehound_heuristics::finding::{fmt_bytes, fmt_ns};
+use tracehound_heuristics::summary::short_kernel;
+
+pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
+    let mut s = String::new();
+    for (k, r) in reports.iter().enumerate() {
+        if k > 0 {
+            s.push('\n');
+        }
+        one(&mut s, r, top);
+    }
+    s
+}
+
+fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
+    let t = r.trace;
+    let a = &r.analysis;
+    let w = &a.summary.window;
+    let _ = writeln!(s, "{}", t.source);
+    let _ = writeln!(s, "  {} · window {} ({})", gpu_names(t), fmt_ns(w.len()), w.describe());
+    let _ = writeln!(s);
+    let shown: Vec<_> = a.findings.iter().take(top.unwrap_or(usize::MAX)).collect();
+    if shown.is_empty() {
+        let _ = writeln!(s, "  No findings: nothing in this trace costs measurable GPU time.");
+    } else {
+        let _ = writeln!(
+            s,
+            "  {:>2}  {:<8} {:<24} {:>10} {:>6}  FINDING",
+            "#", "SEVERITY", "RULE", "IMPACT", "WINDOW"
+        );
+        for (i, f) in shown.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "  {:>2}  {:<8} {:<24} {:>10} {:>5.1}%  {}",
+                i + 1,
+                f.severity.label(),
+                f.rule,
+                fmt_ns(f.impact_ns),
+                100.0 * f.impact_share,
+                f.title
+            );
+            let pad = " ".repeat(6);
+            let _ = writeln!(s, "{pad}evidence: {}", f.evidence);
+            for row in f.breakdown.iter().take(4) {
+                let mut line = format!("{pad}  · {}", row.label);
+                if row.count > 0 && row.time_ns > 0 {
+                    let _ = write!(line, " — {} ×{}", fmt_ns(row.time_ns), row.count);
+                }
+                if let (Some(b), true) = (row.bytes, row.time_ns > 0) {
+                    let _ = write!(line, ", {}", fmt_bytes(b));
+                }
+                if let Some(fr) = &row.python_frame {
+                    let _ = write!(line, " @ {fr}");
+                }
+                let _ = writeln!(s, "{line}");
+            }
+            if let Some(inst) = f.instances.first() {
+                let mut line = format!("{pad}worst: at +{:.2} ms, {}: {}", inst.offset_ms, fmt_ns(inst.dur_ns), inst.what);
+                if let Some(fr) = &inst.python_frame {
+                    let _ = write!(line, " @ {fr}");
+                }
+                let _ = writeln!(s, "{line}");
+            }
+            if let Some(adv) = f.advice.first() {
+                let _ = writeln!(s, "{pad}fix: {adv}");
+            }
+        }
+        if shown.len() < a.findings.len() {
+            let _ = writeln!(s, "  ({} more findings; drop --top to see them)", a.findings.len() - shown.len());
+        }
+    }
+    let _ = writeln!(s);
+    let sm = &a.summary;
+    let _ = writeln!(s, "  summary");
+    for d in &sm.devices {
+        let _ = writeln!(
+            s,
+            "    GPU {}{}: busy {:.1}% · {} kernels, {} memcpys, {} memsets in the window",
+            d.device,
+            d.name.as_deref().map(|n| format!(" {n}")).unwrap_or_default(),
+            100.0 * d.busy_share,
+            d.kernels,
+            d.memcpys,
+            d.memsets
+        );
+        if let (Some(r), Some(a)) = (d.reserved_peak, d.allocated_peak) {
+            let _ = writeln!(
+                s,
+                "      memory: reserved peak {}, allocated peak {}",
+                fmt_bytes(r.max(0) as u64),
+                fmt_bytes(a.max(0) as u64)
+            );
+        }
+    }
+    if let Some(k) = &sm.top_kernel {
+        let _ = writeln!(
+            s,
+            "    top kernel: {} — {} in {} calls ({:.0}% of kernel time)",
+            short_kernel(&k.name),
+            fmt_ns(k.total_ns),
+            k.count,
+            100.0 * k.share_of_kernel_time
+        );
+    }
+    let _ = writeln!(s, "    verdict: {}", sm.verdict);
+}
