@@ -1,6 +1,7 @@
 //! What a rule reports. Every output format (table, JSON, Markdown) prints these.
 
 use serde::Serialize;
+use std::collections::BTreeMap;
 
 /// How much a finding matters, from its share of the analysed window and its kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -126,6 +127,13 @@ pub struct Finding {
     pub instances: Vec<Instance>,
     /// What to change, concretely.
     pub advice: Vec<String>,
+    /// The key numbers, machine-readable (`gaps`, `bytes`, `ooms` ...), for CI and scripts.
+    pub metrics: BTreeMap<&'static str, f64>,
+}
+
+/// Builds a metrics map from pairs.
+pub fn metrics<const N: usize>(pairs: [(&'static str, f64); N]) -> BTreeMap<&'static str, f64> {
+    pairs.into_iter().collect()
 }
 
 /// Formats ns as a short human duration (`1.23 ms`, `456 µs`).

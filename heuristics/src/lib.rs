@@ -54,3 +54,6 @@ pub fn rank(findings: &mut [Finding]) {
             .then(a.title.cmp(&b.title))
     });
 }
+
+#[cfg(test)]
+mod testutil;

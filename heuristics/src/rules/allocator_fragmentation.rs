@@ -12,7 +12,7 @@
 //! work was lost).
 
 use super::{Ctx, Rule};
-use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns};
+use crate::finding::{metrics, Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns};
 use tracehound_parsers::HostKind;
 
 /// The rule.
@@ -230,5 +230,77 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
         breakdown,
         instances,
         advice,
+        metrics: metrics([
+            ("reserved_peak", peak_reserved as f64),
+            ("allocated_peak", peak_allocated as f64),
+            ("unallocated_at_peak_share", unalloc_share),
+            ("ooms", ooms.len() as f64),
+            ("steady_cuda_malloc", mallocs as f64),
+            ("steady_cuda_free", frees as f64),
+            ("steady_call_ns", call_ns as f64),
+            ("lost_steps", lost_steps.len() as f64),
+        ]),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::testutil::TB;
+    use crate::window::analysed_window;
+    use tracehound_parsers::{GpuOpKind, MemorySample, Trace};
+
+    const GIB: i64 = 1 << 30;
+
+    fn sample(ts: i64, alloc: i64, reserved: i64, oom: bool) -> MemorySample {
+        MemorySample { ts, device: 0, addr: 0, bytes: if oom { GIB } else { 1 << 20 }, total_allocated: Some(alloc), total_reserved: Some(reserved), oom }
+    }
+
+    fn check(t: &Trace) -> Vec<Finding> {
+        let config = Config::default();
+        let cx = Ctx { trace: t, config: &config, window: analysed_window(t, &config) };
+        AllocatorFragmentation.check(&cx)
+    }
+
+    fn base() -> TB {
+        let mut b = TB::new();
+        b.span(HostKind::Annotation, "ProfilerStep#0", 0, 1_000_000)
+            .span(HostKind::Annotation, "ProfilerStep#1", 1_000_000, 2_000_000)
+            .op(GpuOpKind::Kernel, "k", 7, 0, 2_000_000, None);
+        b
+    }
+
+    #[test]
+    fn a_warm_cache_is_quiet() {
+        let mut b = base();
+        b.t.memory = vec![sample(10, 8 * GIB, 9 * GIB, false), sample(20, 2 * GIB, 9 * GIB, false)];
+        assert!(check(&b.build()).is_empty());
+    }
+
+    #[test]
+    fn oom_with_free_reserved_memory_is_high() {
+        let mut b = base();
+        b.t.memory = vec![sample(10, 4 * GIB, 10 * GIB, false), sample(1_500_000, 6 * GIB, 10 * GIB, true)];
+        let f = check(&b.build());
+        assert_eq!(f[0].severity, Severity::High);
+        assert_eq!(f[0].metrics["ooms"], 1.0);
+        assert_eq!(f[0].metrics["lost_steps"], 1.0);
+        assert_eq!(f[0].impact_ns, 1_000_000, "the step that hit the OOM is lost");
+        assert!((f[0].metrics["unallocated_at_peak_share"] - 0.4).abs() < 1e-9);
+    }
+
+    #[test]
+    fn cuda_free_after_the_first_step_is_churn() {
+        let mut b = base();
+        b.span(HostKind::Runtime, "cudaMalloc", 100, 200)
+            .span(HostKind::Runtime, "cudaFree", 1_200_000, 1_300_000)
+            .span(HostKind::Runtime, "cudaMalloc", 1_400_000, 1_450_000);
+        b.t.memory = vec![sample(10, 4 * GIB, 5 * GIB, false)];
+        let f = check(&b.build());
+        assert_eq!(f[0].metrics["steady_cuda_free"], 1.0);
+        assert_eq!(f[0].metrics["steady_cuda_malloc"], 1.0);
+        assert_eq!(f[0].impact_ns, 150_000);
+        assert_eq!(f[0].severity, Severity::Medium);
+    }
 }

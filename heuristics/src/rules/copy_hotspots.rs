@@ -9,7 +9,7 @@
 //! the same nanoseconds twice.
 
 use super::{Ctx, Rule, most_common};
-use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns};
+use crate::finding::{metrics, Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns};
 use rustc_hash::FxHashMap;
 use tracehound_parsers::{GpuOpKind, HostKind, NONE, Trace};
 
@@ -318,6 +318,14 @@ impl Rule for CopyHotspots {
             breakdown,
             instances,
             advice,
+            metrics: metrics([
+                ("gpu_ns", gpu_ns as f64),
+                ("gpu_ops", n_ops as f64),
+                ("copy_operators", per_root.len() as f64),
+                ("share_of_kernel_time", gpu_ns as f64 / kernel_total.max(1) as f64),
+                ("host_ns", cpu_ns as f64),
+                ("round_trips", round_trips.len() as f64),
+            ]),
         }]
     }
 }

@@ -14,7 +14,7 @@
 //! 6. otherwise Python (or untraced) code between operators.
 
 use super::{Ctx, Rule, most_common, outermost_cpu_op, short_name, span_name};
-use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_ns};
+use crate::finding::{metrics, Confidence, Finding, Instance, Row, Severity, fmt_ns};
 use crate::window::{WindowSource, busy_intervals, total};
 use rustc_hash::{FxHashMap, FxHashSet};
 use tracehound_parsers::{HostKind, NONE, Trace};
@@ -515,5 +515,119 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
         breakdown: rows,
         instances,
         advice: advice_list,
+        metrics: metrics([
+            ("gaps", idle.gaps.len() as f64),
+            ("gap_ns", gap_ns as f64),
+            ("busy_share", w.share(idle.busy_ns)),
+            ("idle_share", idle_share),
+            ("short_gaps", idle.short_count as f64),
+            ("short_idle_ns", idle.short_idle_ns as f64),
+            ("largest_gap_ns", largest as f64),
+            ("host_sync_ns", kinds.iter().find(|k| k.0 == CauseKind::HostSync).map_or(0.0, |k| k.1 as f64)),
+            ("data_loading_ns", kinds.iter().find(|k| k.0 == CauseKind::DataLoading).map_or(0.0, |k| k.1 as f64)),
+        ]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::testutil::TB;
+    use crate::window::analysed_window;
+    use tracehound_parsers::GpuOpKind::{self, Kernel};
+
+    fn run(t: &Trace, config: &Config) -> (Vec<Finding>, DeviceIdle) {
+        let cx = Ctx { trace: t, config, window: analysed_window(t, config) };
+        (IdleGaps.check(&cx), analyse_device(&cx, 0))
+    }
+
+    #[test]
+    fn empty_trace_has_no_gaps() {
+        let t = TB::new().build();
+        assert!(run(&t, &Config::default()).0.is_empty());
+    }
+
+    #[test]
+    fn overlapping_streams_hide_each_others_gaps() {
+        // Stream 7 idles 200-700 µs, but stream 8 runs through it: no gap.
+        let t = TB::new()
+            .op(Kernel, "a", 7, 0, 200_000, Some(0))
+            .op(Kernel, "b", 8, 150_000, 750_000, Some(1_000))
+            .op(Kernel, "c", 7, 700_000, 900_000, Some(2_000))
+            .build();
+        let (f, idle) = run(&t, &Config::default());
+        assert!(f.is_empty());
+        assert_eq!(idle.busy_ns, 900_000);
+    }
+
+    #[test]
+    fn gaps_at_window_edges_count_with_step_markers() {
+        // Step 0..1000 µs; the GPU works 300-400 µs only: 300 µs idle at each edge.
+        let mut b = TB::new();
+        b.span(HostKind::Annotation, "ProfilerStep#0", 0, 1_000_000)
+            .span(HostKind::CpuOp, "aten::slow_cpu_op", 10_000, 290_000)
+            .op(Kernel, "k", 7, 300_000, 400_000, Some(295_000))
+            .span(HostKind::CpuOp, "aten::tail_op", 410_000, 990_000);
+        let t = b.build();
+        let (f, idle) = run(&t, &Config::default());
+        assert_eq!(idle.gaps.len(), 2);
+        assert_eq!((idle.gaps[0].start, idle.gaps[0].end), (0, 300_000));
+        assert_eq!(idle.gaps[0].kind, CauseKind::CpuOp);
+        assert_eq!(idle.gaps[0].label, "host busy in aten::slow_cpu_op");
+        assert_eq!((idle.gaps[1].start, idle.gaps[1].end), (400_000, 1_000_000));
+        assert!(idle.gaps[1].next_op.is_none());
+        assert_eq!(f[0].impact_ns, 900_000);
+        assert_eq!(f[0].severity, Severity::High);
+    }
+
+    #[test]
+    fn without_steps_the_window_starts_at_the_first_op() {
+        let t = TB::new()
+            .op(Kernel, "a", 7, 1_000_000, 1_100_000, None)
+            .op(Kernel, "b", 7, 1_150_000, 1_200_000, None)
+            .build();
+        let (f, idle) = run(&t, &Config::default());
+        assert!(f.is_empty(), "a 50 µs gap is under the threshold");
+        assert_eq!((idle.short_count, idle.short_idle_ns), (1, 50_000));
+        let (f, _) = run(&t, &Config { gap_threshold_ns: 10_000, ..Config::default() });
+        assert_eq!(f[0].impact_ns, 50_000);
+        assert_eq!(f[0].instances[0].offset_ms, 0.1);
+    }
+
+    #[test]
+    fn sync_then_late_launch_is_a_host_sync_gap() {
+        let mut b = TB::new();
+        b.op(Kernel, "a", 7, 0, 100_000, Some(0))
+            .span(HostKind::CpuOp, "aten::item", 5_000, 106_000)
+            .span(HostKind::Runtime, "cudaStreamSynchronize", 6_000, 105_000)
+            .op(Kernel, "b", 7, 600_000, 700_000, Some(590_000));
+        let t = b.build();
+        let (f, idle) = run(&t, &Config::default());
+        assert_eq!(idle.gaps.len(), 1);
+        assert_eq!(idle.gaps[0].kind, CauseKind::HostSync);
+        assert_eq!(idle.gaps[0].label, "host sync: aten::item (cudaStreamSynchronize)");
+        assert_eq!(f[0].breakdown[0].count, 1);
+    }
+
+    #[test]
+    fn op_launched_before_the_gap_is_a_gpu_wait() {
+        let t = TB::new()
+            .op(Kernel, "a", 7, 0, 100_000, Some(0))
+            .op(Kernel, "b", 8, 500_000, 600_000, Some(2_000))
+            .build();
+        let (_, idle) = run(&t, &Config::default());
+        assert_eq!(idle.gaps[0].kind, CauseKind::GpuWait);
+    }
+
+    #[test]
+    fn sync_records_are_not_busy_time() {
+        let t = TB::new()
+            .op(Kernel, "a", 7, 0, 100_000, None)
+            .op(GpuOpKind::Sync, "Stream Sync", 7, 100_000, 900_000, None)
+            .op(Kernel, "b", 7, 900_000, 1_000_000, None)
+            .build();
+        let (f, _) = run(&t, &Config::default());
+        assert_eq!(f[0].impact_ns, 800_000);
     }
 }

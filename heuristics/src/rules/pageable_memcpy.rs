@@ -7,7 +7,7 @@
 //! trace (or `assumed_pinned_gbps` when there are none).
 
 use super::{Ctx, Rule, most_common, outermost_cpu_op, span_name};
-use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns};
+use crate::finding::{metrics, Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns};
 use rustc_hash::FxHashMap;
 use tracehound_parsers::{CopyDirection, GpuOpKind, MemKind, NONE, Trace};
 
@@ -206,5 +206,65 @@ fn direction_finding(
         breakdown: rows,
         instances,
         advice,
+        metrics: metrics([
+            ("copies", idx.len() as f64),
+            ("bytes", bytes as f64),
+            ("time_ns", time as f64),
+            ("achieved_gbps", achieved),
+            ("reference_gbps", ref_gbps),
+            ("reference_measured", if measured { 1.0 } else { 0.0 }),
+        ]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::testutil::TB;
+    use crate::window::analysed_window;
+    use tracehound_parsers::GpuOpKind::Memcpy;
+
+    fn check(t: &Trace) -> Vec<Finding> {
+        let config = Config::default();
+        let cx = Ctx { trace: t, config: &config, window: analysed_window(t, &config) };
+        PageableMemcpy.check(&cx)
+    }
+
+    #[test]
+    fn measured_pinned_bandwidth_sets_the_impact() {
+        // Pageable: 100 MB in 10 ms (10 GB/s). Pinned: 100 MB in 2 ms (50 GB/s).
+        let t = TB::new()
+            .op(Memcpy, "Memcpy HtoD (Pageable -> Device)", 7, 0, 10_000_000, Some(0))
+            .bytes(100_000_000)
+            .op(Memcpy, "Memcpy HtoD (Pinned -> Device)", 7, 20_000_000, 22_000_000, Some(19_000_000))
+            .bytes(100_000_000)
+            .build();
+        let f = check(&t);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].metrics["copies"], 1.0);
+        assert_eq!(f[0].metrics["reference_measured"], 1.0);
+        assert_eq!(f[0].impact_ns, 8_000_000);
+        assert_eq!(f[0].confidence, Confidence::High);
+    }
+
+    #[test]
+    fn zero_byte_and_tiny_copies_are_not_reported() {
+        let t = TB::new()
+            .op(Memcpy, "Memcpy HtoD (Pageable -> Device)", 7, 0, 1_000, Some(0))
+            .bytes(0)
+            .op(Memcpy, "Memcpy DtoH (Device -> Pageable)", 7, 5_000, 6_000, Some(4_000))
+            .bytes(4)
+            .build();
+        assert!(check(&t).is_empty());
+    }
+
+    #[test]
+    fn rocm_host_copies_are_not_called_pageable() {
+        let t = TB::new()
+            .op(Memcpy, "Memcpy HtoD (Host -> Device)", 7, 0, 10_000_000, Some(0))
+            .bytes(100_000_000)
+            .build();
+        assert!(check(&t).is_empty());
     }
 }

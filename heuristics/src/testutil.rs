@@ -1,0 +1,77 @@
+//! Small hand-made traces for the rules' unit tests.
+
+use tracehound_parsers::*;
+
+/// A trace builder: one host thread (pid 1, tid 1), GPU ops on device 0.
+pub struct TB {
+    pub t: Trace,
+    corr: u64,
+}
+
+impl TB {
+    pub fn new() -> Self {
+        let mut t = Trace::default();
+        t.strings.intern("");
+        TB { t, corr: 0 }
+    }
+
+    pub fn span(&mut self, kind: HostKind, name: &str, start: i64, end: i64) -> &mut Self {
+        let name = self.t.strings.intern(name);
+        self.t.host_spans.push(HostSpan {
+            kind,
+            pid: 1,
+            tid: 1,
+            start,
+            end,
+            name,
+            correlation: 0,
+            external_id: 0,
+            input_dims: 0,
+            input_types: 0,
+            call_stack: 0,
+            depth: 0,
+            parent: NONE,
+        });
+        self
+    }
+
+    /// A GPU op launched by a runtime call at `launch` (1 µs long) on the host thread.
+    pub fn op(&mut self, kind: GpuOpKind, name: &str, stream: i64, start: i64, end: i64, launch: Option<i64>) -> &mut Self {
+        self.corr += 1;
+        let corr = self.corr;
+        if let Some(l) = launch {
+            let rt = if kind == GpuOpKind::Memcpy { "cudaMemcpyAsync" } else { "cudaLaunchKernel" };
+            self.span(HostKind::Runtime, rt, l, l + 1_000);
+            self.t.host_spans.last_mut().unwrap().correlation = corr;
+        }
+        let (direction, src_kind, dst_kind) = parse_memcpy_name(name);
+        let name = self.t.strings.intern(name);
+        self.t.gpu_ops.push(GpuOp {
+            kind,
+            device: 0,
+            stream,
+            start,
+            end,
+            correlation: corr,
+            external_id: 0,
+            name,
+            bytes: 0,
+            direction,
+            src_kind,
+            dst_kind,
+            kernel: None,
+        });
+        self
+    }
+
+    pub fn bytes(&mut self, b: u64) -> &mut Self {
+        self.t.gpu_ops.last_mut().unwrap().bytes = b;
+        self
+    }
+
+    pub fn build(&mut self) -> Trace {
+        let mut t = std::mem::take(&mut self.t);
+        t.finish();
+        t
+    }
+}

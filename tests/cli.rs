@@ -1,0 +1,158 @@
+//! The binary as a user meets it: tables, formats, exit codes, bad input.
+
+mod common;
+use common::*;
+use std::io::Write;
+
+fn tmp(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tracehound-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::File::create(&p).unwrap().write_all(bytes).unwrap();
+    p
+}
+
+fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn table_output_reads_well() {
+    let p = own("h200_resnet_unpinned_sync.pt.trace.json.gz");
+    let out = run(&["analyze", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let s = String::from_utf8(out.stdout).unwrap();
+    assert!(s.contains("SEVERITY"), "{s}");
+    assert!(s.contains("idle_gaps") && s.contains("pageable_memcpy"), "{s}");
+    assert!(s.contains("10 pageable-to-device copies"), "{s}");
+    assert!(s.contains("GPU 0 NVIDIA H200"), "{s}");
+    assert!(s.contains("verdict:"), "{s}");
+    assert!(s.contains("top kernel:"), "{s}");
+}
+
+#[test]
+fn markdown_and_json_formats() {
+    let p = own("h200_resnet_unpinned_sync.pt.trace.json.gz");
+    let out = run(&["analyze", "--format", "md", p.to_str().unwrap()]);
+    let s = String::from_utf8(out.stdout).unwrap();
+    assert!(s.starts_with("# tracehound:"), "{s}");
+    assert!(s.contains("| # | Severity | Rule |"), "{s}");
+    assert!(s.contains("**Fix:**"), "{s}");
+}
+
+#[test]
+fn output_is_deterministic() {
+    let p = own("h200_resnet_pinned_amp_clean.pt.trace.json.gz");
+    let a = run(&["analyze", "--format", "json", p.to_str().unwrap()]).stdout;
+    let b = run(&["analyze", "--format", "json", p.to_str().unwrap()]).stdout;
+    assert_eq!(a, b);
+    let a = run(&["analyze", p.to_str().unwrap()]).stdout;
+    let b = run(&["analyze", p.to_str().unwrap()]).stdout;
+    assert_eq!(a, b);
+}
+
+#[test]
+fn fail_on_sets_exit_code() {
+    let p = own("h200_resnet_unpinned_sync.pt.trace.json.gz");
+    assert_eq!(run(&["analyze", "--fail-on", "high", p.to_str().unwrap()]).status.code(), Some(1));
+    let clean = own("h200_gpt_train_gpu_bound_clean.pt.trace.json.gz");
+    assert_eq!(run(&["analyze", "--fail-on", "high", clean.to_str().unwrap()]).status.code(), Some(0));
+    assert_eq!(run(&["analyze", "--fail-on", "bogus", clean.to_str().unwrap()]).status.code(), Some(2));
+}
+
+#[test]
+fn bad_input_exits_2_with_a_named_error() {
+    let missing = run(&["analyze", "/nonexistent/trace.json"]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stderr(&missing).contains("/nonexistent/trace.json"), "{}", stderr(&missing));
+
+    let empty = tmp("empty.json", b"");
+    let o = run(&["analyze", empty.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("empty.json") && stderr(&o).contains("empty"), "{}", stderr(&o));
+
+    let text = tmp("notes.txt", b"hello, this is not a trace\n");
+    let o = run(&["analyze", text.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not a trace"), "{}", stderr(&o));
+
+    let json = tmp("config.json", br#"{"lr": 0.1}"#);
+    let o = run(&["info", json.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("traceEvents"), "{}", stderr(&o));
+
+    let gz = tmp("corrupt.json.gz", &[0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3]);
+    let o = run(&["analyze", gz.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("corrupt.json.gz") && stderr(&o).contains("gzip"), "{}", stderr(&o));
+
+    let o = run(&["analyze"]);
+    assert_eq!(o.status.code(), Some(2), "usage error");
+    for o in [&missing] {
+        assert!(!stderr(o).contains("panicked"));
+    }
+}
+
+#[test]
+fn truncated_trace_is_analysed_with_a_warning() {
+    let full = std::fs::read(own("kineto_docs_h100_before_fix.json")).unwrap();
+    let cut = &full[..full.len() * 6 / 10];
+    let p = tmp("killed_mid_write.json", cut);
+    let o = run(&["analyze", p.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("truncated"), "{}", stderr(&o));
+    let info = run(&["info", p.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&info.stdout).contains("TRUNCATED"));
+
+    // A gzip stream cut in the middle: decompressed as far as it goes.
+    let gz = std::fs::read(own("h200_resnet_unpinned_sync.pt.trace.json.gz")).unwrap();
+    let p = tmp("cut.json.gz", &gz[..gz.len() / 2]);
+    let o = run(&["analyze", "--format", "json", p.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("gzip stream ends early"), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["traces"][0]["truncated"], true);
+    assert!(doc["traces"][0]["events"].as_u64().unwrap() > 1000);
+}
+
+#[test]
+fn input_file_is_never_modified() {
+    let p = own("hta_alexnet_a100_pageable_memcpy.json.gz");
+    let before = std::fs::read(&p).unwrap();
+    let meta = std::fs::metadata(&p).unwrap().modified().unwrap();
+    assert_eq!(run(&["analyze", p.to_str().unwrap()]).status.code(), Some(0));
+    assert_eq!(run(&["info", p.to_str().unwrap()]).status.code(), Some(0));
+    assert_eq!(std::fs::read(&p).unwrap(), before);
+    assert_eq!(std::fs::metadata(&p).unwrap().modified().unwrap(), meta);
+}
+
+#[test]
+fn info_reports_what_was_loaded() {
+    let p = own("h200_resnet_unpinned_sync.pt.trace.json.gz");
+    let o = run(&["info", p.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0));
+    let s = String::from_utf8(o.stdout).unwrap();
+    // Python: 1915 kernels, 15 memcpys (10 pageable), 110 memsets, 4562 runtime calls.
+    assert!(s.contains("1915 kernels, 15 memcpys (10 pageable), 110 memsets"), "{s}");
+    assert!(s.contains("4562 runtime calls"), "{s}");
+    assert!(s.contains("steps: 5 (ProfilerStep#0..#4)"), "{s}");
+}
+
+#[test]
+fn every_shared_kineto_trace_analyses() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/sample-traces/kineto");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        eprintln!("skipping: ../shared is absent");
+        return;
+    };
+    let mut files: Vec<_> = entries.map(|e| e.unwrap().path()).collect();
+    files.sort();
+    let args: Vec<&str> = std::iter::once("analyze")
+        .chain(["--format", "json"])
+        .chain(files.iter().map(|p| p.to_str().unwrap()))
+        .collect();
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["traces"].as_array().unwrap().len(), files.len());
+}

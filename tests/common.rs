@@ -1,0 +1,62 @@
+//! Helpers shared by the integration tests: run the real binary, find sample traces.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The project's own sample traces (always present).
+pub fn own(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-traces/kineto").join(name)
+}
+
+/// A trace of the shared developer set, or None (with a message) when `../shared` is absent.
+pub fn shared(name: &str) -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/sample-traces/kineto")
+        .join(name);
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!("skipping: {} is absent (../shared is not next to this clone)", p.display());
+        None
+    }
+}
+
+/// Runs `tracehound ARGS...`.
+pub fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tracehound"))
+        .args(args)
+        .output()
+        .expect("the tracehound binary runs")
+}
+
+/// Runs `tracehound analyze --format json FILE` and returns the first trace's document.
+pub fn analyze_json(path: &Path, extra: &[&str]) -> serde_json::Value {
+    let p = path.to_str().unwrap();
+    let mut args = vec!["analyze", "--format", "json", p];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    assert!(
+        out.status.code() == Some(0),
+        "analyze {p} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    assert_eq!(doc["schema_version"], 1);
+    doc["traces"][0].clone()
+}
+
+/// The findings of a rule.
+pub fn findings<'a>(doc: &'a serde_json::Value, rule: &str) -> Vec<&'a serde_json::Value> {
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == rule)
+        .collect()
+}
+
+/// A metric of a finding.
+pub fn metric(f: &serde_json::Value, key: &str) -> f64 {
+    f["metrics"][key].as_f64().unwrap_or_else(|| panic!("metric {key} in {f}"))
+}
