@@ -83,7 +83,9 @@ pub fn main() -> i32 {
         Ok(code) => code,
         Err(e) => {
             // A closed pipe (`tracehound analyze x | head`) is not an error worth a message.
-            if e.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) {
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            {
                 return 0;
             }
             eprintln!("tracehound: error: {e:#}");
@@ -114,7 +116,9 @@ fn load_all(files: &[PathBuf]) -> Result<Vec<tracehound_parsers::Trace>, i32> {
 
 fn analyze(args: AnalyzeArgs) -> Result<i32> {
     if !(args.gap_threshold_us.is_finite() && args.gap_threshold_us > 0.0) {
-        eprintln!("tracehound: error: --gap-threshold-us must be a positive number of microseconds");
+        eprintln!(
+            "tracehound: error: --gap-threshold-us must be a positive number of microseconds"
+        );
         return Ok(2);
     }
     if let Some(w) = &args.window
@@ -146,7 +150,10 @@ fn analyze(args: AnalyzeArgs) -> Result<i32> {
         OutFormat::Md => Format::Markdown,
     };
     let text = report::render(&reports, format, args.top);
-    std::io::stdout().lock().write_all(text.as_bytes()).context("writing the report")?;
+    std::io::stdout()
+        .lock()
+        .write_all(text.as_bytes())
+        .context("writing the report")?;
     let threshold = args.fail_on.map(|f| match f {
         FailOn::Low => Severity::Low,
         FailOn::Medium => Severity::Medium,
@@ -169,6 +176,9 @@ fn info(files: Vec<PathBuf>) -> Result<i32> {
     for t in &traces {
         out.push_str(&report::info(t));
     }
-    std::io::stdout().lock().write_all(out.as_bytes()).context("writing the report")?;
+    std::io::stdout()
+        .lock()
+        .write_all(out.as_bytes())
+        .context("writing the report")?;
     Ok(0)
 }

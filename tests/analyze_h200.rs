@@ -8,28 +8,50 @@ use common::*;
 fn unpinned_sync_pageable_copies_and_sync_gaps() {
     let doc = analyze_json(&own("h200_resnet_unpinned_sync.pt.trace.json.gz"), &[]);
     let pageable = findings(&doc, "pageable_memcpy");
-    assert_eq!(pageable.len(), 1, "one HtoD pageable finding; the 4-byte .item() copies are not a bandwidth problem");
+    assert_eq!(
+        pageable.len(),
+        1,
+        "one HtoD pageable finding; the 4-byte .item() copies are not a bandwidth problem"
+    );
     let f = pageable[0];
     // Python: 10 `Memcpy HtoD (Pageable -> Device)` events, sum(args.bytes), sum(dur) in ns.
     assert_eq!(metric(f, "copies"), 10.0);
     assert_eq!(metric(f, "bytes"), 192_678_400.0);
     assert_eq!(metric(f, "time_ns"), 20_459_908.0);
     let callers = f["breakdown"].as_array().unwrap();
-    assert!(callers[0]["label"].as_str().unwrap().starts_with("aten::to > aten::_to_copy > aten::copy_"));
+    assert!(
+        callers[0]["label"]
+            .as_str()
+            .unwrap()
+            .starts_with("aten::to > aten::_to_copy > aten::copy_")
+    );
     assert_eq!(callers[0]["count"], 10);
-    assert!(f["instances"][0]["python_frame"].as_str().unwrap().starts_with("gen.py("));
+    assert!(
+        f["instances"][0]["python_frame"]
+            .as_str()
+            .unwrap()
+            .starts_with("gen.py(")
+    );
 
     let idle = findings(&doc, "idle_gaps");
     assert_eq!(idle[0]["severity"], "high");
     let rows = idle[0]["breakdown"].as_array().unwrap();
     let item = rows
         .iter()
-        .find(|r| r["label"].as_str().unwrap().starts_with("host sync: aten::item (cudaStreamSynchronize)"))
+        .find(|r| {
+            r["label"]
+                .as_str()
+                .unwrap()
+                .starts_with("host sync: aten::item (cudaStreamSynchronize)")
+        })
         .expect("the per-step loss.item() sync is a gap cause");
     // One .item() per step, 5 profiled steps (Python: 5 aten::item ops).
     assert_eq!(item["count"], 5);
     assert!(metric(idle[0], "host_sync_ns") > 0.5 * metric(idle[0], "gap_ns"));
-    assert_eq!(doc["findings"][0]["rule"], "idle_gaps", "idle time is the largest cost");
+    assert_eq!(
+        doc["findings"][0]["rule"], "idle_gaps",
+        "idle time is the largest cost"
+    );
 }
 
 #[test]
@@ -66,7 +88,9 @@ fn gpu_bound_baseline_has_nothing_high() {
 
 #[test]
 fn gpt_amp_clean_is_launch_bound() {
-    let Some(p) = shared("h200_gpt_train_amp_clean.pt.trace.json.gz") else { return };
+    let Some(p) = shared("h200_gpt_train_amp_clean.pt.trace.json.gz") else {
+        return;
+    };
     let doc = analyze_json(&p, &[]);
     assert!(findings(&doc, "pageable_memcpy").is_empty());
     let idle = findings(&doc, "idle_gaps");
@@ -78,11 +102,18 @@ fn gpt_amp_clean_is_launch_bound() {
 
 #[test]
 fn decode_gaps_rank_first_and_run_is_launch_bound() {
-    let Some(p) = shared("h200_gpt_decode_launch_bound.pt.trace.json.gz") else { return };
+    let Some(p) = shared("h200_gpt_decode_launch_bound.pt.trace.json.gz") else {
+        return;
+    };
     let doc = analyze_json(&p, &[]);
     assert_eq!(doc["findings"][0]["rule"], "idle_gaps");
     assert_eq!(doc["summary"]["bound"], "launch/host bound");
-    assert!(doc["summary"]["verdict"].as_str().unwrap().starts_with("launch/host bound"));
+    assert!(
+        doc["summary"]["verdict"]
+            .as_str()
+            .unwrap()
+            .starts_with("launch/host bound")
+    );
 }
 
 #[test]

@@ -87,7 +87,12 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
         let busy = crate::window::total(&crate::window::busy_intervals(t, d, w));
         devices.push(DeviceSummary {
             device: d,
-            name: t.meta.gpus.iter().find(|g| g.id == d).map(|g| g.name.clone()),
+            name: t
+                .meta
+                .gpus
+                .iter()
+                .find(|g| g.id == d)
+                .map(|g| g.name.clone()),
             busy_share: w.share(busy),
             kernels: k,
             memcpys: c,
@@ -129,24 +134,35 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
 }
 
 fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (String, String) {
-    let Some(main) = devices
-        .iter()
-        .max_by(|a, b| a.busy_share.total_cmp(&b.busy_share).then(b.device.cmp(&a.device)))
-    else {
-        return ("no GPU activity".into(), "No GPU activity in the trace: CPU-only profile.".into());
+    let Some(main) = devices.iter().max_by(|a, b| {
+        a.busy_share
+            .total_cmp(&b.busy_share)
+            .then(b.device.cmp(&a.device))
+    }) else {
+        return (
+            "no GPU activity".into(),
+            "No GPU activity in the trace: CPU-only profile.".into(),
+        );
     };
     let busy = main.busy_share;
     if busy >= 0.7 {
         return (
             "GPU-bound".into(),
-            format!("GPU-bound: GPU {} is busy {:.0}% of the window; look at kernel efficiency next.", main.device, 100.0 * busy),
+            format!(
+                "GPU-bound: GPU {} is busy {:.0}% of the window; look at kernel efficiency next.",
+                main.device,
+                100.0 * busy
+            ),
         );
     }
     let idle = analyse_device(cx, main.device);
     let kinds = idle.by_kind();
     let gap_ns = idle.gap_ns();
     let short = idle.short_idle_ns;
-    let loading = kinds.iter().find(|k| k.0 == CauseKind::DataLoading).map_or(0, |k| k.1);
+    let loading = kinds
+        .iter()
+        .find(|k| k.0 == CauseKind::DataLoading)
+        .map_or(0, |k| k.1);
     let top = kinds.first().map(|k| k.0);
     let cause = match top {
         Some(k) => format!(
@@ -182,7 +198,11 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (String, String) {
     )
 }
 
-fn mem_peak(cx: &Ctx, device: i32, f: impl Fn(&tracehound_parsers::MemorySample) -> Option<i64>) -> Option<i64> {
+fn mem_peak(
+    cx: &Ctx,
+    device: i32,
+    f: impl Fn(&tracehound_parsers::MemorySample) -> Option<i64>,
+) -> Option<i64> {
     let w = &cx.window;
     cx.trace
         .memory

@@ -36,11 +36,23 @@ impl TB {
     }
 
     /// A GPU op launched by a runtime call at `launch` (1 µs long) on the host thread.
-    pub fn op(&mut self, kind: GpuOpKind, name: &str, stream: i64, start: i64, end: i64, launch: Option<i64>) -> &mut Self {
+    pub fn op(
+        &mut self,
+        kind: GpuOpKind,
+        name: &str,
+        stream: i64,
+        start: i64,
+        end: i64,
+        launch: Option<i64>,
+    ) -> &mut Self {
         self.corr += 1;
         let corr = self.corr;
         if let Some(l) = launch {
-            let rt = if kind == GpuOpKind::Memcpy { "cudaMemcpyAsync" } else { "cudaLaunchKernel" };
+            let rt = if kind == GpuOpKind::Memcpy {
+                "cudaMemcpyAsync"
+            } else {
+                "cudaLaunchKernel"
+            };
             self.span(HostKind::Runtime, rt, l, l + 1_000);
             self.t.host_spans.last_mut().unwrap().correlation = corr;
         }

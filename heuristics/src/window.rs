@@ -182,8 +182,15 @@ mod tests {
 
     #[test]
     fn overlapping_streams_merge() {
-        let mut t = Trace::default();
-        t.gpu_ops = vec![op(0, 7, 0, 100), op(0, 8, 50, 150), op(0, 7, 300, 400), op(1, 7, 0, 1000)];
+        let mut t = Trace {
+            gpu_ops: vec![
+                op(0, 7, 0, 100),
+                op(0, 8, 50, 150),
+                op(0, 7, 300, 400),
+                op(1, 7, 0, 1000),
+            ],
+            ..Default::default()
+        };
         t.finish();
         let w = analysed_window(&t, &Config::default());
         assert_eq!((w.start, w.end), (0, 1000));

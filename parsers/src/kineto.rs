@@ -20,7 +20,9 @@ use std::fmt;
 /// Does `head` (the first bytes of a decompressed file) look like a Kineto / Chrome trace?
 /// `Some(true)`: yes; `Some(false)`: no; `None`: cannot tell from this much.
 pub fn is_applicable(head: &[u8]) -> Option<bool> {
-    let first = head.iter().find(|b| !b.is_ascii_whitespace() && **b != 0xEF && **b != 0xBB && **b != 0xBF);
+    let first = head
+        .iter()
+        .find(|b| !b.is_ascii_whitespace() && **b != 0xEF && **b != 0xBB && **b != 0xBF);
     match first {
         None => None,
         Some(b'{') | Some(b'[') => Some(true),
@@ -33,7 +35,9 @@ pub fn parse(data: &[u8], source: &str) -> Result<Trace, LoadError> {
     let mut b = Builder::new(source);
     b.trace.stats.bytes_total = data.len() as u64;
     let mut de = serde_json::Deserializer::from_slice(data);
-    let result = TopSeed { b: &mut b }.deserialize(&mut de).and_then(|_| de.end());
+    let result = TopSeed { b: &mut b }
+        .deserialize(&mut de)
+        .and_then(|_| de.end());
     match result {
         Ok(()) => {
             b.trace.stats.bytes_parsed = data.len() as u64;
@@ -281,7 +285,10 @@ impl Builder {
         let cat_s = ev.cat.as_str();
         let name = ev.name.as_str();
         let kind = category(cat_s, name, ph);
-        if matches!(cat_s, "Kernel" | "Runtime" | "Operator" | "Memcpy" | "Memset") {
+        if matches!(
+            cat_s,
+            "Kernel" | "Runtime" | "Operator" | "Memcpy" | "Memset"
+        ) {
             self.legacy_categories = true;
         }
         match (kind, ph) {
@@ -309,12 +316,18 @@ impl Builder {
             self.skip("missing ts");
             return None;
         };
-        let dur = ev.dur.and_then(|v| us_text_to_ns(v.get())).unwrap_or(0).max(0);
+        let dur = ev
+            .dur
+            .and_then(|v| us_text_to_ns(v.get()))
+            .unwrap_or(0)
+            .max(0);
         Some((ts, ts + dur))
     }
 
     fn add_gpu(&mut self, kind: GpuOpKind, ev: &RawEvent<'_>) {
-        let Some((start, end)) = self.times(ev) else { return };
+        let Some((start, end)) = self.times(ev) else {
+            return;
+        };
         let empty = RawArgs::default();
         let a = ev.args.as_ref().unwrap_or(&empty);
         let pid = self.id_of(ev.pid);
@@ -372,14 +385,20 @@ impl Builder {
     }
 
     fn add_host(&mut self, kind: HostKind, ev: &RawEvent<'_>) {
-        let Some((start, end)) = self.times(ev) else { return };
+        let Some((start, end)) = self.times(ev) else {
+            return;
+        };
         let empty = RawArgs::default();
         let a = ev.args.as_ref().unwrap_or(&empty);
         let pid = self.id_of(ev.pid);
         let tid = self.id_of(ev.tid);
         let name = self.trace.strings.intern(ev.name.as_str());
-        let input_dims = a.input_dims.map_or(0, |v| self.trace.strings.intern(v.get()));
-        let input_types = a.input_type.map_or(0, |v| self.trace.strings.intern(v.get()));
+        let input_dims = a
+            .input_dims
+            .map_or(0, |v| self.trace.strings.intern(v.get()));
+        let input_types = a
+            .input_type
+            .map_or(0, |v| self.trace.strings.intern(v.get()));
         let call_stack = match &a.call_stack.0 {
             Some(s) if !s.is_empty() => self.trace.strings.intern(s),
             _ => 0,
@@ -402,7 +421,9 @@ impl Builder {
     }
 
     fn add_memory(&mut self, ev: &RawEvent<'_>) {
-        let Some((ts, _)) = self.times(ev) else { return };
+        let Some((ts, _)) = self.times(ev) else {
+            return;
+        };
         let empty = RawArgs::default();
         let a = ev.args.as_ref().unwrap_or(&empty);
         // Device Type 1 is CUDA (Device Id = GPU index); 0 is CPU memory.
@@ -482,8 +503,9 @@ impl<'de> Visitor<'de> for TopSeed<'_> {
                     map.next_value_seed(EventsSeed { b: self.b })?;
                 }
                 "deviceProperties" => {
-                    let props: Vec<RawDeviceProps<'de>> =
-                        map.next_value::<Option<Vec<RawDeviceProps<'de>>>>()?.unwrap_or_default();
+                    let props: Vec<RawDeviceProps<'de>> = map
+                        .next_value::<Option<Vec<RawDeviceProps<'de>>>>()?
+                        .unwrap_or_default();
                     self.b.trace.meta.gpus = props
                         .iter()
                         .enumerate()
@@ -522,7 +544,11 @@ impl<'de> Visitor<'de> for TopSeed<'_> {
                 | "with_modules") => {
                     let k = k.to_string();
                     let v: &RawValue = map.next_value()?;
-                    self.b.trace.meta.capture_options.push((k, v.get().to_string()));
+                    self.b
+                        .trace
+                        .meta
+                        .capture_options
+                        .push((k, v.get().to_string()));
                 }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -633,7 +659,10 @@ mod tests {
         assert_eq!(t.memory.len(), 1);
         assert_eq!(t.memory[0].bytes, -512);
         assert_eq!(t.memory[0].total_reserved, None);
-        assert_eq!(t.str(t.host_spans[t.index.op_cpu_op[0] as usize].name), "aten::add");
+        assert_eq!(
+            t.str(t.host_spans[t.index.op_cpu_op[0] as usize].name),
+            "aten::add"
+        );
     }
 
     #[test]
@@ -650,9 +679,18 @@ mod tests {
 
     #[test]
     fn not_a_trace() {
-        assert!(matches!(parse_str(r#"{"a":1}"#), Err(LoadError::NotATrace { .. })));
-        assert!(matches!(parse_str(r#"[1,2,3]"#), Err(LoadError::NotATrace { .. })));
-        assert!(matches!(parse_str(r#"{"traceEvents":[}"#), Err(LoadError::Json { .. })));
+        assert!(matches!(
+            parse_str(r#"{"a":1}"#),
+            Err(LoadError::NotATrace { .. })
+        ));
+        assert!(matches!(
+            parse_str(r#"[1,2,3]"#),
+            Err(LoadError::NotATrace { .. })
+        ));
+        assert!(matches!(
+            parse_str(r#"{"traceEvents":[}"#),
+            Err(LoadError::Json { .. })
+        ));
     }
 
     #[test]
@@ -666,8 +704,15 @@ mod tests {
         )
         .unwrap();
         assert_eq!(t.gpu_ops.len(), 2);
-        let m = t.gpu_ops.iter().find(|o| o.kind == GpuOpKind::Memcpy).unwrap();
-        assert_eq!((m.device, m.bytes, m.direction), (2, 64, CopyDirection::HtoD));
+        let m = t
+            .gpu_ops
+            .iter()
+            .find(|o| o.kind == GpuOpKind::Memcpy)
+            .unwrap();
+        assert_eq!(
+            (m.device, m.bytes, m.direction),
+            (2, 64, CopyDirection::HtoD)
+        );
         assert_eq!(m.src_kind, MemKind::Host);
         assert_eq!(t.meta.epoch_offset_ns, Some(1000));
         assert_eq!(t.stats.skipped, vec![("mtia_thing".to_string(), 1)]);

@@ -1,8 +1,8 @@
 //! Lenient JSON leaf types: real traces mix ints, floats, strings and nulls in the same field
 //! across versions, and one odd value must not reject a whole file.
 
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::borrow::Cow;
 use std::fmt;
 
@@ -232,7 +232,10 @@ mod tests {
     #[test]
     fn us_to_ns_keeps_precision() {
         assert_eq!(us_text_to_ns("88437691101.729"), Some(88_437_691_101_729));
-        assert_eq!(us_text_to_ns("1700000000123456"), Some(1_700_000_000_123_456_000));
+        assert_eq!(
+            us_text_to_ns("1700000000123456"),
+            Some(1_700_000_000_123_456_000)
+        );
         assert_eq!(us_text_to_ns("0.01"), Some(10));
         assert_eq!(us_text_to_ns("5.0005"), Some(5001));
         assert_eq!(us_text_to_ns("-2.5"), Some(-2500));

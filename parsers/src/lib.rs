@@ -91,7 +91,11 @@ fn describe_content(data: &[u8]) -> String {
     if data.starts_with(b"SQLite format 3\0") {
         return "an SQLite database (Nsight Systems exports are not supported yet)".into();
     }
-    let text = data.iter().take(512).filter(|b| **b == 0 || (**b < 0x20 && !b" \t\r\n".contains(b))).count();
+    let text = data
+        .iter()
+        .take(512)
+        .filter(|b| **b == 0 || (**b < 0x20 && !b" \t\r\n".contains(b)))
+        .count();
     if text > 0 {
         return "binary data, not JSON".into();
     }

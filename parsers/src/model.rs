@@ -682,8 +682,12 @@ mod tests {
     #[test]
     fn user_frames() {
         assert!(is_user_frame("gen.py(106): step"));
-        assert!(!is_user_frame("torch/nn/modules/module.py(1751): _call_impl"));
-        assert!(!is_user_frame("<built-in method to of Tensor object at 0x7f>"));
+        assert!(!is_user_frame(
+            "torch/nn/modules/module.py(1751): _call_impl"
+        ));
+        assert!(!is_user_frame(
+            "<built-in method to of Tensor object at 0x7f>"
+        ));
         assert!(!is_user_frame("nn.Module: ResNet_0"));
     }
 

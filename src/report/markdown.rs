@@ -16,13 +16,22 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
         let a = &r.analysis;
         let w = &a.summary.window;
         let _ = writeln!(s, "# tracehound: `{}`\n", t.source);
-        let _ = writeln!(s, "{} · window {} ({})\n", gpu_names(t), fmt_ns(w.len()), w.describe());
+        let _ = writeln!(
+            s,
+            "{} · window {} ({})\n",
+            gpu_names(t),
+            fmt_ns(w.len()),
+            w.describe()
+        );
         let _ = writeln!(s, "**Verdict:** {}\n", a.summary.verdict);
         let shown: Vec<_> = a.findings.iter().take(top.unwrap_or(usize::MAX)).collect();
         if shown.is_empty() {
             let _ = writeln!(s, "No findings.\n");
         } else {
-            let _ = writeln!(s, "| # | Severity | Rule | Impact | % of window | Finding |");
+            let _ = writeln!(
+                s,
+                "| # | Severity | Rule | Impact | % of window | Finding |"
+            );
             let _ = writeln!(s, "|---|---|---|---:|---:|---|");
             for (i, f) in shown.iter().enumerate() {
                 let _ = writeln!(
@@ -39,7 +48,13 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
             let _ = writeln!(s);
             for (i, f) in shown.iter().enumerate() {
                 let _ = writeln!(s, "## {}. {}\n", i + 1, f.title);
-                let _ = writeln!(s, "*{}* · `{}` · confidence {:?}\n", f.severity.label(), f.rule, f.confidence);
+                let _ = writeln!(
+                    s,
+                    "*{}* · `{}` · confidence {:?}\n",
+                    f.severity.label(),
+                    f.rule,
+                    f.confidence
+                );
                 let _ = writeln!(s, "{}\n", f.evidence);
                 if !f.breakdown.is_empty() {
                     let _ = writeln!(s, "| Breakdown | Count | Time | Bytes | Python frame |");
@@ -66,8 +81,14 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
                             inst.offset_ms,
                             fmt_ns(inst.dur_ns),
                             inst.what,
-                            inst.cpu_op.as_deref().map(|o| format!(" — `{o}`")).unwrap_or_default(),
-                            inst.python_frame.as_deref().map(|p| format!(" @ `{p}`")).unwrap_or_default()
+                            inst.cpu_op
+                                .as_deref()
+                                .map(|o| format!(" — `{o}`"))
+                                .unwrap_or_default(),
+                            inst.python_frame
+                                .as_deref()
+                                .map(|p| format!(" @ `{p}`"))
+                                .unwrap_or_default()
                         );
                     }
                     let _ = writeln!(s);
@@ -85,7 +106,10 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
                 s,
                 "- GPU {}{}: busy {:.1}%, {} kernels, {} memcpys, {} memsets",
                 d.device,
-                d.name.as_deref().map(|n| format!(" {n}")).unwrap_or_default(),
+                d.name
+                    .as_deref()
+                    .map(|n| format!(" {n}"))
+                    .unwrap_or_default(),
                 100.0 * d.busy_share,
                 d.kernels,
                 d.memcpys,

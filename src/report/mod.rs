@@ -65,7 +65,11 @@ pub fn info(t: &Trace) -> String {
     let count = |k: GpuOpKind| t.gpu_ops.iter().filter(|o| o.kind == k).count();
     let hcount = |k: HostKind| t.host_spans.iter().filter(|o| o.kind == k).count();
     let _ = writeln!(s, "{}", t.source);
-    let _ = writeln!(s, "  format: PyTorch profiler (Kineto) trace, {}", t.meta.format_version);
+    let _ = writeln!(
+        s,
+        "  format: PyTorch profiler (Kineto) trace, {}",
+        t.meta.format_version
+    );
     let _ = writeln!(
         s,
         "  input: {} of JSON, {} events{}",
@@ -81,19 +85,30 @@ pub fn info(t: &Trace) -> String {
         let _ = writeln!(s, "  span: {}", fmt_ns(b - a));
     }
     if let Some(off) = t.meta.epoch_offset_ns.filter(|o| *o != 0) {
-        let _ = writeln!(s, "  clock: timeline + {off} ns = Unix epoch ns (baseTimeNanoseconds)");
+        let _ = writeln!(
+            s,
+            "  clock: timeline + {off} ns = Unix epoch ns (baseTimeNanoseconds)"
+        );
     }
     if !t.meta.gpus.is_empty() {
         let mut names: Vec<&str> = t.meta.gpus.iter().map(|g| g.name.as_str()).collect();
         names.dedup();
-        let _ = writeln!(s, "  GPUs listed: {} ({})", t.meta.gpus.len(), names.join(", "));
+        let _ = writeln!(
+            s,
+            "  GPUs listed: {} ({})",
+            t.meta.gpus.len(),
+            names.join(", ")
+        );
     }
     let _ = writeln!(s, "  GPUs used: {}", gpu_names(t));
     if let Some(r) = t.meta.rank {
         let _ = writeln!(
             s,
             "  rank: {r}{}",
-            t.meta.world_size.map(|w| format!(" of {w}")).unwrap_or_default()
+            t.meta
+                .world_size
+                .map(|w| format!(" of {w}"))
+                .unwrap_or_default()
         );
     }
     let _ = writeln!(
@@ -121,7 +136,12 @@ pub fn info(t: &Trace) -> String {
         t.memory.iter().filter(|m| !m.oom).count(),
         t.memory.iter().filter(|m| m.oom).count()
     );
-    let linked = t.index.op_launch.iter().filter(|&&l| l != tracehound_parsers::NONE).count();
+    let linked = t
+        .index
+        .op_launch
+        .iter()
+        .filter(|&&l| l != tracehound_parsers::NONE)
+        .count();
     let _ = writeln!(
         s,
         "  links: {linked} of {} GPU ops matched to their launch call by correlation id",
@@ -129,18 +149,37 @@ pub fn info(t: &Trace) -> String {
     );
     match (t.steps.first(), t.steps.last()) {
         (Some(a), Some(b)) => {
-            let _ = writeln!(s, "  steps: {} (ProfilerStep#{}..#{})", t.steps.len(), a.number, b.number);
+            let _ = writeln!(
+                s,
+                "  steps: {} (ProfilerStep#{}..#{})",
+                t.steps.len(),
+                a.number,
+                b.number
+            );
         }
         _ => {
-            let _ = writeln!(s, "  steps: none marked (the window is first to last GPU operation)");
+            let _ = writeln!(
+                s,
+                "  steps: none marked (the window is first to last GPU operation)"
+            );
         }
     }
     if !t.meta.capture_options.is_empty() {
-        let opts: Vec<String> = t.meta.capture_options.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let opts: Vec<String> = t
+            .meta
+            .capture_options
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
         let _ = writeln!(s, "  capture options: {}", opts.join(", "));
     }
     if !t.stats.skipped.is_empty() {
-        let sk: Vec<String> = t.stats.skipped.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let sk: Vec<String> = t
+            .stats
+            .skipped
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
         let _ = writeln!(s, "  skipped: {}", sk.join(", "));
     }
     for w in &t.warnings {

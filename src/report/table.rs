@@ -21,11 +21,20 @@ fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
     let a = &r.analysis;
     let w = &a.summary.window;
     let _ = writeln!(s, "{}", t.source);
-    let _ = writeln!(s, "  {} · window {} ({})", gpu_names(t), fmt_ns(w.len()), w.describe());
+    let _ = writeln!(
+        s,
+        "  {} · window {} ({})",
+        gpu_names(t),
+        fmt_ns(w.len()),
+        w.describe()
+    );
     let _ = writeln!(s);
     let shown: Vec<_> = a.findings.iter().take(top.unwrap_or(usize::MAX)).collect();
     if shown.is_empty() {
-        let _ = writeln!(s, "  No findings: nothing in this trace costs measurable GPU time.");
+        let _ = writeln!(
+            s,
+            "  No findings: nothing in this trace costs measurable GPU time."
+        );
     } else {
         let _ = writeln!(
             s,
@@ -59,7 +68,12 @@ fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
                 let _ = writeln!(s, "{line}");
             }
             if let Some(inst) = f.instances.first() {
-                let mut line = format!("{pad}worst: at +{:.2} ms, {}: {}", inst.offset_ms, fmt_ns(inst.dur_ns), inst.what);
+                let mut line = format!(
+                    "{pad}worst: at +{:.2} ms, {}: {}",
+                    inst.offset_ms,
+                    fmt_ns(inst.dur_ns),
+                    inst.what
+                );
                 if let Some(fr) = &inst.python_frame {
                     let _ = write!(line, " @ {fr}");
                 }
@@ -70,7 +84,11 @@ fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
             }
         }
         if shown.len() < a.findings.len() {
-            let _ = writeln!(s, "  ({} more findings; drop --top to see them)", a.findings.len() - shown.len());
+            let _ = writeln!(
+                s,
+                "  ({} more findings; drop --top to see them)",
+                a.findings.len() - shown.len()
+            );
         }
     }
     let _ = writeln!(s);
@@ -81,7 +99,10 @@ fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
             s,
             "    GPU {}{}: busy {:.1}% · {} kernels, {} memcpys, {} memsets in the window",
             d.device,
-            d.name.as_deref().map(|n| format!(" {n}")).unwrap_or_default(),
+            d.name
+                .as_deref()
+                .map(|n| format!(" {n}"))
+                .unwrap_or_default(),
             100.0 * d.busy_share,
             d.kernels,
             d.memcpys,

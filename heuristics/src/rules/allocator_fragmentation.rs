@@ -12,7 +12,7 @@
 //! work was lost).
 
 use super::{Ctx, Rule};
-use crate::finding::{metrics, Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns};
+use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns, metrics};
 use tracehound_parsers::HostKind;
 
 /// The rule.
@@ -41,7 +41,10 @@ impl Rule for AllocatorFragmentation {
             .collect();
         devices.sort();
         devices.dedup();
-        devices.into_iter().filter_map(|d| device_finding(cx, d)).collect()
+        devices
+            .into_iter()
+            .filter_map(|d| device_finding(cx, d))
+            .collect()
     }
 }
 
@@ -57,7 +60,11 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
     if peak_reserved <= 0 {
         return None;
     }
-    let peak_allocated = samples.iter().filter_map(|m| m.total_allocated).max().unwrap_or(0);
+    let peak_allocated = samples
+        .iter()
+        .filter_map(|m| m.total_allocated)
+        .max()
+        .unwrap_or(0);
     let alloc_at_peak = samples
         .iter()
         .filter(|m| m.total_reserved == Some(peak_reserved))
@@ -75,7 +82,10 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
     let (mut mallocs, mut frees, mut call_ns) = (0u64, 0u64, 0i64);
     let mut calls: Vec<(i64, i64, String)> = Vec::new();
     for s in &t.host_spans {
-        if !matches!(s.kind, HostKind::Runtime | HostKind::Driver) || s.start < steady_from || s.start > w.end {
+        if !matches!(s.kind, HostKind::Runtime | HostKind::Driver)
+            || s.start < steady_from
+            || s.start > w.end
+        {
             continue;
         }
         let name = base_name(t.str(s.name));
@@ -112,7 +122,11 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
         severity = severity.max(Severity::Low);
     }
     // Spread of allocation sizes: distinct sizes among allocations of 1 MiB and more.
-    let mut sizes: Vec<i64> = samples.iter().filter(|m| !m.oom && m.bytes >= 1 << 20).map(|m| m.bytes).collect();
+    let mut sizes: Vec<i64> = samples
+        .iter()
+        .filter(|m| !m.oom && m.bytes >= 1 << 20)
+        .map(|m| m.bytes)
+        .collect();
     sizes.sort_unstable();
     let n_sizes = sizes.len();
     sizes.dedup();
@@ -138,7 +152,10 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
         })
         .collect();
     calls.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    for (dur, start, name) in calls.iter().take(cx.config.max_instances.saturating_sub(instances.len())) {
+    for (dur, start, name) in calls
+        .iter()
+        .take(cx.config.max_instances.saturating_sub(instances.len()))
+    {
         instances.push(Instance {
             start_ns: *start,
             dur_ns: *dur,
@@ -151,14 +168,21 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
     instances.truncate(cx.config.max_instances);
     let mut breakdown = vec![
         Row {
-            label: format!("reserved peak {} / allocated peak {}", fmt_bytes(peak_reserved as u64), fmt_bytes(peak_allocated.max(0) as u64)),
+            label: format!(
+                "reserved peak {} / allocated peak {}",
+                fmt_bytes(peak_reserved as u64),
+                fmt_bytes(peak_allocated.max(0) as u64)
+            ),
             count: samples.len() as u64,
             time_ns: 0,
             bytes: Some(peak_reserved as u64),
             python_frame: None,
         },
         Row {
-            label: format!("reserved but unallocated at the reserved peak: {:.0}%", 100.0 * unalloc_share),
+            label: format!(
+                "reserved but unallocated at the reserved peak: {:.0}%",
+                100.0 * unalloc_share
+            ),
             count: 0,
             time_ns: 0,
             bytes: Some(unalloc as u64),
@@ -215,7 +239,11 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
         severity,
         impact_ns: impact,
         impact_share: share,
-        confidence: if ooms.is_empty() { Confidence::Medium } else { Confidence::High },
+        confidence: if ooms.is_empty() {
+            Confidence::Medium
+        } else {
+            Confidence::High
+        },
         device: Some(device),
         evidence: format!(
             "reserved peak {}, allocated at that peak at most {} ({:.0}% unallocated); {} OOM; cudaMalloc ×{mallocs} / cudaFree ×{frees} after step 1 ({}); {} distinct sizes among {} allocations ≥ 1 MiB",
@@ -254,12 +282,24 @@ mod tests {
     const GIB: i64 = 1 << 30;
 
     fn sample(ts: i64, alloc: i64, reserved: i64, oom: bool) -> MemorySample {
-        MemorySample { ts, device: 0, addr: 0, bytes: if oom { GIB } else { 1 << 20 }, total_allocated: Some(alloc), total_reserved: Some(reserved), oom }
+        MemorySample {
+            ts,
+            device: 0,
+            addr: 0,
+            bytes: if oom { GIB } else { 1 << 20 },
+            total_allocated: Some(alloc),
+            total_reserved: Some(reserved),
+            oom,
+        }
     }
 
     fn check(t: &Trace) -> Vec<Finding> {
         let config = Config::default();
-        let cx = Ctx { trace: t, config: &config, window: analysed_window(t, &config) };
+        let cx = Ctx {
+            trace: t,
+            config: &config,
+            window: analysed_window(t, &config),
+        };
         AllocatorFragmentation.check(&cx)
     }
 
@@ -274,19 +314,28 @@ mod tests {
     #[test]
     fn a_warm_cache_is_quiet() {
         let mut b = base();
-        b.t.memory = vec![sample(10, 8 * GIB, 9 * GIB, false), sample(20, 2 * GIB, 9 * GIB, false)];
+        b.t.memory = vec![
+            sample(10, 8 * GIB, 9 * GIB, false),
+            sample(20, 2 * GIB, 9 * GIB, false),
+        ];
         assert!(check(&b.build()).is_empty());
     }
 
     #[test]
     fn oom_with_free_reserved_memory_is_high() {
         let mut b = base();
-        b.t.memory = vec![sample(10, 4 * GIB, 10 * GIB, false), sample(1_500_000, 6 * GIB, 10 * GIB, true)];
+        b.t.memory = vec![
+            sample(10, 4 * GIB, 10 * GIB, false),
+            sample(1_500_000, 6 * GIB, 10 * GIB, true),
+        ];
         let f = check(&b.build());
         assert_eq!(f[0].severity, Severity::High);
         assert_eq!(f[0].metrics["ooms"], 1.0);
         assert_eq!(f[0].metrics["lost_steps"], 1.0);
-        assert_eq!(f[0].impact_ns, 1_000_000, "the step that hit the OOM is lost");
+        assert_eq!(
+            f[0].impact_ns, 1_000_000,
+            "the step that hit the OOM is lost"
+        );
         assert!((f[0].metrics["unallocated_at_peak_share"] - 0.4).abs() < 1e-9);
     }
 

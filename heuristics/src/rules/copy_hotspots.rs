@@ -9,7 +9,7 @@
 //! the same nanoseconds twice.
 
 use super::{Ctx, Rule, most_common};
-use crate::finding::{metrics, Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns};
+use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns, metrics};
 use rustc_hash::FxHashMap;
 use tracehound_parsers::{GpuOpKind, HostKind, NONE, Trace};
 
@@ -20,7 +20,12 @@ pub struct CopyHotspots;
 pub fn is_copy_op(name: &str) -> bool {
     matches!(
         name,
-        "aten::copy_" | "aten::to" | "aten::_to_copy" | "aten::contiguous" | "aten::clone" | "aten::_copy_from"
+        "aten::copy_"
+            | "aten::to"
+            | "aten::_to_copy"
+            | "aten::contiguous"
+            | "aten::clone"
+            | "aten::_copy_from"
     )
 }
 
@@ -53,7 +58,10 @@ fn shape_dtype(t: &Trace, copy: u32) -> (String, Option<(String, String)>) {
     let s = &t.host_spans[copy as usize];
     let dims: Vec<serde_json_lite::Item> = serde_json_lite::parse_list(t.str(s.input_dims));
     let types: Vec<serde_json_lite::Item> = serde_json_lite::parse_list(t.str(s.input_types));
-    let shape = dims.first().map(|d| d.text.clone()).unwrap_or_else(|| "?".into());
+    let shape = dims
+        .first()
+        .map(|d| d.text.clone())
+        .unwrap_or_else(|| "?".into());
     let conv = match (types.first(), types.get(1)) {
         (Some(dst), Some(src)) if t.str(s.name) == "aten::copy_" => {
             Some((src.text.clone(), dst.text.clone()))
@@ -97,7 +105,12 @@ mod serde_json_lite {
     }
 
     fn item(s: &str) -> Item {
-        let t: String = s.trim().trim_matches('"').split_whitespace().collect::<Vec<_>>().join(" ");
+        let t: String = s
+            .trim()
+            .trim_matches('"')
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
         Item {
             text: t.replace(",", ", ").replace(",  ", ", "),
         }
@@ -272,7 +285,11 @@ impl Rule for CopyHotspots {
                         "{} {shape}{conv}: {} of GPU work{}",
                         t.str(s.name),
                         fmt_ns(ns),
-                        if bytes > 0 { format!(", {}", fmt_bytes(bytes)) } else { String::new() }
+                        if bytes > 0 {
+                            format!(", {}", fmt_bytes(bytes))
+                        } else {
+                            String::new()
+                        }
                     ),
                     cpu_op: caller_of(t, root),
                     python_frame: t.user_frame(root).map(str::to_string),
@@ -281,7 +298,9 @@ impl Rule for CopyHotspots {
             .collect();
         let share = w.share(gpu_ns);
         let mut advice = Vec::new();
-        let top_caller = callers.first().map(|r| r.label.trim_start_matches("caller ").to_string());
+        let top_caller = callers
+            .first()
+            .map(|r| r.label.trim_start_matches("caller ").to_string());
         let autocast = callers.iter().take(3).any(|r| {
             let c = r.label.trim_start_matches("caller ");
             c == "aten::linear" || c == "aten::matmul" || c.starts_with("aten::conv")
@@ -322,7 +341,10 @@ impl Rule for CopyHotspots {
                 ("gpu_ns", gpu_ns as f64),
                 ("gpu_ops", n_ops as f64),
                 ("copy_operators", per_root.len() as f64),
-                ("share_of_kernel_time", gpu_ns as f64 / kernel_total.max(1) as f64),
+                (
+                    "share_of_kernel_time",
+                    gpu_ns as f64 / kernel_total.max(1) as f64,
+                ),
                 ("host_ns", cpu_ns as f64),
                 ("round_trips", round_trips.len() as f64),
             ]),

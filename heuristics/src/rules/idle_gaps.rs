@@ -14,7 +14,7 @@
 //! 6. otherwise Python (or untraced) code between operators.
 
 use super::{Ctx, Rule, most_common, outermost_cpu_op, short_name, span_name};
-use crate::finding::{metrics, Confidence, Finding, Instance, Row, Severity, fmt_ns};
+use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_ns, metrics};
 use crate::window::{WindowSource, busy_intervals, total};
 use rustc_hash::{FxHashMap, FxHashSet};
 use tracehound_parsers::{HostKind, NONE, Trace};
@@ -249,7 +249,11 @@ impl<'t> Attributor<'t> {
             let y = spans[first_after - 1];
             around.push(y);
             around.extend(t.ancestors(y));
-            around.extend(spans[first_after.saturating_sub(12)..first_after - 1].iter().copied());
+            around.extend(
+                spans[first_after.saturating_sub(12)..first_after - 1]
+                    .iter()
+                    .copied(),
+            );
         }
         const SLACK: i64 = 20_000;
         if let Some(&sync) = around.iter().find(|&&i| {
@@ -336,16 +340,27 @@ impl<'t> Attributor<'t> {
                     }
                 }
                 HostKind::Runtime | HostKind::Driver => launches += 1,
-                HostKind::Python if ov * 2 >= span_len && tracehound_parsers::is_user_frame(name) => {
-                    // Innermost user frame covering most of the gap (later candidates are deeper).
-                    if s.depth as i64 >= t.host_spans.get(python.1 as usize).map_or(-1, |p| p.depth as i64) {
-                        python = (ov, i);
-                    }
+                // The innermost user frame covering most of the gap.
+                HostKind::Python
+                    if ov * 2 >= span_len
+                        && tracehound_parsers::is_user_frame(name)
+                        && s.depth as i64
+                            >= t.host_spans
+                                .get(python.1 as usize)
+                                .map_or(-1, |p| p.depth as i64) =>
+                {
+                    python = (ov, i);
                 }
                 _ => {}
             }
         }
-        let frame_of = |i: u32| if i == NONE { None } else { t.user_frame(i).map(str::to_string) };
+        let frame_of = |i: u32| {
+            if i == NONE {
+                None
+            } else {
+                t.user_frame(i).map(str::to_string)
+            }
+        };
         if loading * 2 >= span_len {
             gap.kind = CauseKind::DataLoading;
             gap.label = "data loading (DataLoader __next__ on the training thread)".into();
@@ -450,7 +465,11 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     rows.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.label.cmp(&b.label)));
     rows.truncate(cx.config.max_rows);
     let mut worst: Vec<&Gap> = idle.gaps.iter().collect();
-    worst.sort_by(|a, b| (b.end - b.start).cmp(&(a.end - a.start)).then(a.start.cmp(&b.start)));
+    worst.sort_by(|a, b| {
+        (b.end - b.start)
+            .cmp(&(a.end - a.start))
+            .then(a.start.cmp(&b.start))
+    });
     let instances = worst
         .iter()
         .take(cx.config.max_instances)
@@ -481,7 +500,13 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     let causes: Vec<String> = kinds
         .iter()
         .take(3)
-        .map(|(k, ns)| format!("{} {:.0}%", k.label(), 100.0 * *ns as f64 / gap_ns.max(1) as f64))
+        .map(|(k, ns)| {
+            format!(
+                "{} {:.0}%",
+                k.label(),
+                100.0 * *ns as f64 / gap_ns.max(1) as f64
+            )
+        })
         .collect();
     let share = w.share(gap_ns);
     Finding {
@@ -523,8 +548,20 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
             ("short_gaps", idle.short_count as f64),
             ("short_idle_ns", idle.short_idle_ns as f64),
             ("largest_gap_ns", largest as f64),
-            ("host_sync_ns", kinds.iter().find(|k| k.0 == CauseKind::HostSync).map_or(0.0, |k| k.1 as f64)),
-            ("data_loading_ns", kinds.iter().find(|k| k.0 == CauseKind::DataLoading).map_or(0.0, |k| k.1 as f64)),
+            (
+                "host_sync_ns",
+                kinds
+                    .iter()
+                    .find(|k| k.0 == CauseKind::HostSync)
+                    .map_or(0.0, |k| k.1 as f64),
+            ),
+            (
+                "data_loading_ns",
+                kinds
+                    .iter()
+                    .find(|k| k.0 == CauseKind::DataLoading)
+                    .map_or(0.0, |k| k.1 as f64),
+            ),
         ]),
     }
 }
@@ -538,7 +575,11 @@ mod tests {
     use tracehound_parsers::GpuOpKind::{self, Kernel};
 
     fn run(t: &Trace, config: &Config) -> (Vec<Finding>, DeviceIdle) {
-        let cx = Ctx { trace: t, config, window: analysed_window(t, config) };
+        let cx = Ctx {
+            trace: t,
+            config,
+            window: analysed_window(t, config),
+        };
         (IdleGaps.check(&cx), analyse_device(&cx, 0))
     }
 
@@ -590,7 +631,13 @@ mod tests {
         let (f, idle) = run(&t, &Config::default());
         assert!(f.is_empty(), "a 50 µs gap is under the threshold");
         assert_eq!((idle.short_count, idle.short_idle_ns), (1, 50_000));
-        let (f, _) = run(&t, &Config { gap_threshold_ns: 10_000, ..Config::default() });
+        let (f, _) = run(
+            &t,
+            &Config {
+                gap_threshold_ns: 10_000,
+                ..Config::default()
+            },
+        );
         assert_eq!(f[0].impact_ns, 50_000);
         assert_eq!(f[0].instances[0].offset_ms, 0.1);
     }
@@ -606,7 +653,10 @@ mod tests {
         let (f, idle) = run(&t, &Config::default());
         assert_eq!(idle.gaps.len(), 1);
         assert_eq!(idle.gaps[0].kind, CauseKind::HostSync);
-        assert_eq!(idle.gaps[0].label, "host sync: aten::item (cudaStreamSynchronize)");
+        assert_eq!(
+            idle.gaps[0].label,
+            "host sync: aten::item (cudaStreamSynchronize)"
+        );
         assert_eq!(f[0].breakdown[0].count, 1);
     }
 

@@ -68,7 +68,18 @@ pub(crate) fn span_name<'t>(trace: &'t Trace, i: u32, fallback: &'t str) -> &'t 
 pub(crate) fn is_sync_call(name: &str) -> bool {
     let n = name.split("_v").next().unwrap_or(name);
     n.ends_with("Synchronize")
-        || matches!(n, "cudaMemcpy" | "cudaMemcpy2D" | "cudaFree" | "cudaFreeHost" | "hipMemcpy" | "hipFree" | "cudaMemset" | "cuMemcpyDtoH" | "cuMemFree")
+        || matches!(
+            n,
+            "cudaMemcpy"
+                | "cudaMemcpy2D"
+                | "cudaFree"
+                | "cudaFreeHost"
+                | "hipMemcpy"
+                | "hipFree"
+                | "cudaMemset"
+                | "cuMemcpyDtoH"
+                | "cuMemFree"
+        )
 }
 
 /// Shortens a kernel or operator name for a table cell: drops template and argument lists.
@@ -128,7 +139,10 @@ mod tests {
     #[test]
     fn names() {
         assert_eq!(
-            short_name("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, float)", 80),
+            short_name(
+                "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, float)",
+                80
+            ),
             "at::native::vectorized_elementwise_kernel<…>(…)"
         );
         assert!(is_sync_call("cudaStreamSynchronize"));

@@ -7,7 +7,7 @@
 //! trace (or `assumed_pinned_gbps` when there are none).
 
 use super::{Ctx, Rule, most_common, outermost_cpu_op, span_name};
-use crate::finding::{metrics, Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns};
+use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns, metrics};
 use rustc_hash::FxHashMap;
 use tracehound_parsers::{CopyDirection, GpuOpKind, MemKind, NONE, Trace};
 
@@ -69,12 +69,22 @@ impl Rule for PageableMemcpy {
         dirs.dedup();
         let mut out = Vec::new();
         for dir in dirs {
-            let idx: Vec<usize> = pageable.iter().filter(|p| p.0 == dir).map(|p| p.1).collect();
+            let idx: Vec<usize> = pageable
+                .iter()
+                .filter(|p| p.0 == dir)
+                .map(|p| p.1)
+                .collect();
             let bytes: u64 = idx.iter().map(|&i| t.gpu_ops[i].bytes).sum();
             if bytes < cx.config.pageable_min_bytes {
                 continue;
             }
-            out.push(direction_finding(cx, dir, &idx, bytes, pinned.get(&dir).copied()));
+            out.push(direction_finding(
+                cx,
+                dir,
+                &idx,
+                bytes,
+                pinned.get(&dir).copied(),
+            ));
         }
         out
     }
@@ -104,14 +114,28 @@ fn direction_finding(
         })
         .sum();
     // Attribution: the outermost CPU operator (aten::to ...) and the user's frame.
-    let mut groups: FxHashMap<String, (u64, i64, u64, Vec<Option<String>>)> = FxHashMap::default();
+    // count, time, bytes, user frames
+    type Group = (u64, i64, u64, Vec<Option<String>>);
+    let mut groups: FxHashMap<String, Group> = FxHashMap::default();
     let mut instances: Vec<(i64, Instance)> = Vec::new();
     for &i in idx {
         let op = &t.gpu_ops[i];
         let launch = t.index.op_launch[i];
-        let chain = if launch != NONE { op_chain(t, launch) } else { None };
-        let outer = if launch != NONE { outermost_cpu_op(t, launch) } else { NONE };
-        let frame = if launch != NONE { t.user_frame(launch).map(str::to_string) } else { None };
+        let chain = if launch != NONE {
+            op_chain(t, launch)
+        } else {
+            None
+        };
+        let outer = if launch != NONE {
+            outermost_cpu_op(t, launch)
+        } else {
+            NONE
+        };
+        let frame = if launch != NONE {
+            t.user_frame(launch).map(str::to_string)
+        } else {
+            None
+        };
         let label = match (&chain, launch) {
             (Some(c), _) => c.clone(),
             (None, l) if l != NONE => span_name(t, l, "").to_string(),
@@ -160,13 +184,13 @@ fn direction_finding(
     let share = cx.window.share(impact);
     let (what, advice) = match dir {
         CopyDirection::DtoH => (
-            "device-to-pageable",
+            "device-to-host copies into pageable memory",
             vec![
                 "Copy into pinned memory: allocate the destination once with torch.empty(..., pin_memory=True), then dst.copy_(src, non_blocking=True) and wait on a CUDA event only where the values are needed.".to_string(),
             ],
         ),
         _ => (
-            "pageable-to-device",
+            "host-to-device copies from pageable memory",
             vec![
                 "Pin the source memory: DataLoader(pin_memory=True), or tensor.pin_memory() once for reused buffers.".to_string(),
                 "Then copy with .to(device, non_blocking=True) so the transfer overlaps compute instead of blocking the host.".to_string(),
@@ -176,7 +200,7 @@ fn direction_finding(
     Finding {
         rule: "pageable_memcpy",
         title: format!(
-            "{} {} copies from unpinned memory: {} in {} at {:.1} GB/s",
+            "{} {}: {} in {} at {:.1} GB/s",
             idx.len(),
             what,
             fmt_bytes(bytes),
@@ -200,7 +224,11 @@ fn direction_finding(
             fmt_ns(time),
             achieved,
             dir.label(),
-            if measured { "in this trace reach" } else { "assumed at" },
+            if measured {
+                "in this trace reach"
+            } else {
+                "assumed at"
+            },
             ref_gbps
         ),
         breakdown: rows,
@@ -227,7 +255,11 @@ mod tests {
 
     fn check(t: &Trace) -> Vec<Finding> {
         let config = Config::default();
-        let cx = Ctx { trace: t, config: &config, window: analysed_window(t, &config) };
+        let cx = Ctx {
+            trace: t,
+            config: &config,
+            window: analysed_window(t, &config),
+        };
         PageableMemcpy.check(&cx)
     }
 
@@ -235,9 +267,23 @@ mod tests {
     fn measured_pinned_bandwidth_sets_the_impact() {
         // Pageable: 100 MB in 10 ms (10 GB/s). Pinned: 100 MB in 2 ms (50 GB/s).
         let t = TB::new()
-            .op(Memcpy, "Memcpy HtoD (Pageable -> Device)", 7, 0, 10_000_000, Some(0))
+            .op(
+                Memcpy,
+                "Memcpy HtoD (Pageable -> Device)",
+                7,
+                0,
+                10_000_000,
+                Some(0),
+            )
             .bytes(100_000_000)
-            .op(Memcpy, "Memcpy HtoD (Pinned -> Device)", 7, 20_000_000, 22_000_000, Some(19_000_000))
+            .op(
+                Memcpy,
+                "Memcpy HtoD (Pinned -> Device)",
+                7,
+                20_000_000,
+                22_000_000,
+                Some(19_000_000),
+            )
             .bytes(100_000_000)
             .build();
         let f = check(&t);
@@ -251,9 +297,23 @@ mod tests {
     #[test]
     fn zero_byte_and_tiny_copies_are_not_reported() {
         let t = TB::new()
-            .op(Memcpy, "Memcpy HtoD (Pageable -> Device)", 7, 0, 1_000, Some(0))
+            .op(
+                Memcpy,
+                "Memcpy HtoD (Pageable -> Device)",
+                7,
+                0,
+                1_000,
+                Some(0),
+            )
             .bytes(0)
-            .op(Memcpy, "Memcpy DtoH (Device -> Pageable)", 7, 5_000, 6_000, Some(4_000))
+            .op(
+                Memcpy,
+                "Memcpy DtoH (Device -> Pageable)",
+                7,
+                5_000,
+                6_000,
+                Some(4_000),
+            )
             .bytes(4)
             .build();
         assert!(check(&t).is_empty());
@@ -262,7 +322,14 @@ mod tests {
     #[test]
     fn rocm_host_copies_are_not_called_pageable() {
         let t = TB::new()
-            .op(Memcpy, "Memcpy HtoD (Host -> Device)", 7, 0, 10_000_000, Some(0))
+            .op(
+                Memcpy,
+                "Memcpy HtoD (Host -> Device)",
+                7,
+                0,
+                10_000_000,
+                Some(0),
+            )
             .bytes(100_000_000)
             .build();
         assert!(check(&t).is_empty());

@@ -6,7 +6,9 @@ use std::process::{Command, Output};
 
 /// The project's own sample traces (always present).
 pub fn own(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-traces/kineto").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("sample-traces/kineto")
+        .join(name)
 }
 
 /// A trace of the shared developer set, or None (with a message) when `../shared` is absent.
@@ -17,7 +19,10 @@ pub fn shared(name: &str) -> Option<PathBuf> {
     if p.exists() {
         Some(p)
     } else {
-        eprintln!("skipping: {} is absent (../shared is not next to this clone)", p.display());
+        eprintln!(
+            "skipping: {} is absent (../shared is not next to this clone)",
+            p.display()
+        );
         None
     }
 }
@@ -58,5 +63,7 @@ pub fn findings<'a>(doc: &'a serde_json::Value, rule: &str) -> Vec<&'a serde_jso
 
 /// A metric of a finding.
 pub fn metric(f: &serde_json::Value, key: &str) -> f64 {
-    f["metrics"][key].as_f64().unwrap_or_else(|| panic!("metric {key} in {f}"))
+    f["metrics"][key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("metric {key} in {f}"))
 }
