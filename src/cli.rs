@@ -18,9 +18,24 @@ struct Cli {
 enum Command {
     /// Rank what costs GPU time in one or more traces.
     Analyze(AnalyzeArgs),
+    /// Kernel and memory-operation tables (the columns of `nsys stats`).
+    Summary {
+        /// Trace files (Kineto JSON, plain or gzip; Nsight Systems SQLite).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Print CSV: the kernel table, a blank line, the memory table.
+        #[arg(long)]
+        csv: bool,
+        /// Only the analysed window (the profiler steps) instead of the whole trace.
+        #[arg(long)]
+        steps: bool,
+        /// Kernels shown in the text table.
+        #[arg(long, default_value_t = 15, value_name = "N")]
+        top: usize,
+    },
     /// Show what was detected and loaded from each file.
     Info {
-        /// Trace files (Kineto JSON, plain or gzip).
+        /// Trace files (Kineto JSON, plain or gzip; Nsight Systems SQLite).
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
@@ -45,7 +60,7 @@ enum FailOn {
 
 #[derive(clap::Args)]
 struct AnalyzeArgs {
-    /// Trace files (Kineto JSON, plain or gzip); each is analysed on its own.
+    /// Trace files (Kineto JSON, plain or gzip; Nsight Systems SQLite); each is analysed on its own.
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// Output format.
@@ -78,6 +93,12 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Analyze(args) => analyze(args),
         Command::Info { files } => info(files),
+        Command::Summary {
+            files,
+            csv,
+            steps,
+            top,
+        } => summary(files, csv, steps, top),
     };
     match result {
         Ok(code) => code,
@@ -165,6 +186,40 @@ fn analyze(args: AnalyzeArgs) -> Result<i32> {
             .any(|r| r.analysis.findings.iter().any(|f| f.severity >= th))
     });
     Ok(if failed { 1 } else { 0 })
+}
+
+fn summary(files: Vec<PathBuf>, csv: bool, steps: bool, top: usize) -> Result<i32> {
+    let traces = match load_all(&files) {
+        Ok(t) => t,
+        Err(code) => return Ok(code),
+    };
+    let mut out = String::new();
+    for t in &traces {
+        let window = tracehound_heuristics::window::analysed_window(t, &Config::default());
+        let scope = if steps { Some(&window) } else { None };
+        let kernels = tracehound_heuristics::tables::kernel_summary(t, scope);
+        let memory = tracehound_heuristics::tables::memory_summary(t, scope);
+        if csv {
+            out.push_str(&report::tables::kernels_csv(&kernels));
+            out.push('\n');
+            out.push_str(&report::tables::memory_csv(&memory));
+        } else {
+            let label = if steps {
+                format!("window: {}", window.describe())
+            } else {
+                "whole trace".to_string()
+            };
+            out.push_str(&report::tables::text(
+                &t.source, &label, &kernels, &memory, top,
+            ));
+            out.push('\n');
+        }
+    }
+    std::io::stdout()
+        .lock()
+        .write_all(out.as_bytes())
+        .context("writing the report")?;
+    Ok(0)
 }
 
 fn info(files: Vec<PathBuf>) -> Result<i32> {

@@ -145,3 +145,53 @@ fn gap_threshold_flag_changes_what_counts() {
     assert_eq!(top["findings"].as_array().unwrap().len(), 1);
     assert!(top["findings_total"].as_u64().unwrap() >= 1);
 }
+
+#[test]
+fn kineto_and_nsys_captures_of_one_scenario_agree() {
+    let Some(_) = shared("h200_resnet_unpinned_sync.pt.trace.json.gz") else {
+        return;
+    };
+    let nsys = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/sample-traces/nsys/h200_resnet_unpinned_sync.sqlite");
+    let k = analyze_json(&own("h200_resnet_unpinned_sync.pt.trace.json.gz"), &[]);
+    let n = analyze_json(&nsys, &[]);
+    assert_eq!(n["format"], "nsys");
+    let rules = |d: &serde_json::Value| -> Vec<String> {
+        d["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .take(2)
+            .map(|f| f["rule"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(rules(&k), rules(&n), "same top findings");
+    let (pk, pn) = (
+        findings(&k, "pageable_memcpy")[0],
+        findings(&n, "pageable_memcpy")[0],
+    );
+    assert_eq!(metric(pk, "copies"), metric(pn, "copies"));
+    assert_eq!(metric(pk, "bytes"), metric(pn, "bytes"));
+    // The per-step sync, one per step in both: Kineto names the operator (aten::item), nsys
+    // only the runtime call.
+    let sync_count = |d: &serde_json::Value, needle: &str| -> u64 {
+        findings(d, "idle_gaps")[0]["breakdown"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["label"].as_str().unwrap().starts_with(needle))
+            .map(|r| r["count"].as_u64().unwrap())
+            .unwrap_or(0)
+    };
+    assert_eq!(
+        sync_count(&k, "host sync: aten::item (cudaStreamSynchronize)"),
+        5
+    );
+    assert_eq!(sync_count(&n, "host sync: cudaStreamSynchronize"), 5);
+    for key in ["kernels", "memcpys", "memsets"] {
+        assert_eq!(
+            k["summary"]["devices"][0][key], n["summary"]["devices"][0][key],
+            "{key} in the window"
+        );
+    }
+}

@@ -10,6 +10,7 @@ pub mod config;
 pub mod finding;
 pub mod rules;
 pub mod summary;
+pub mod tables;
 pub mod window;
 
 pub use config::Config;

@@ -9,6 +9,7 @@ pub mod error;
 pub mod kineto;
 pub mod lenient;
 pub mod model;
+pub mod nsys;
 
 pub use error::LoadError;
 pub use model::*;
@@ -21,6 +22,8 @@ use std::path::Path;
 pub enum Format {
     /// PyTorch profiler / Kineto Chrome trace JSON.
     Kineto,
+    /// Nsight Systems SQLite export.
+    Nsys,
 }
 
 /// True when `data` starts with the gzip magic bytes.
@@ -64,6 +67,9 @@ pub fn read_input(path: &Path) -> Result<(Vec<u8>, Vec<String>), LoadError> {
 /// Detects the format of decompressed content.
 pub fn sniff(data: &[u8]) -> Option<Format> {
     let head = &data[..data.len().min(4096)];
+    if nsys::is_applicable(head) == Some(true) {
+        return Some(Format::Nsys);
+    }
     if kineto::is_applicable(head) == Some(true) {
         return Some(Format::Kineto);
     }
@@ -73,9 +79,24 @@ pub fn sniff(data: &[u8]) -> Option<Format> {
 /// Loads one trace file of any supported format.
 pub fn load(path: &Path) -> Result<Trace, LoadError> {
     let name = path.display().to_string();
+    // SQLite is opened in place (read-only, immutable), never read into memory.
+    let mut head = [0u8; 16];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .map_err(|source| LoadError::Io {
+            path: name.clone(),
+            source,
+        })?;
+    if nsys::is_applicable(&head[..n]) == Some(true) {
+        return nsys::parse(path);
+    }
     let (data, mut warnings) = read_input(path)?;
     let trace = match sniff(&data) {
         Some(Format::Kineto) => kineto::parse(&data, &name),
+        Some(Format::Nsys) => Err(LoadError::NotATrace {
+            path: name.clone(),
+            why: "a compressed SQLite database: decompress it first".into(),
+        }),
         None => Err(LoadError::NotATrace {
             path: name.clone(),
             why: describe_content(&data),
@@ -88,9 +109,6 @@ pub fn load(path: &Path) -> Result<Trace, LoadError> {
 }
 
 fn describe_content(data: &[u8]) -> String {
-    if data.starts_with(b"SQLite format 3\0") {
-        return "an SQLite database (Nsight Systems exports are not supported yet)".into();
-    }
     let text = data
         .iter()
         .take(512)

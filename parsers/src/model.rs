@@ -63,6 +63,8 @@ impl Strings {
 pub enum SourceFormat {
     /// PyTorch profiler / Kineto Chrome trace JSON.
     Kineto,
+    /// Nsight Systems SQLite export.
+    Nsys,
 }
 
 /// One GPU as the trace describes it.
@@ -343,6 +345,10 @@ pub struct LoadStats {
     pub bytes_total: u64,
     /// True when the input ended before the trace was complete.
     pub truncated: bool,
+    /// What the source lacks and what that means (`no NVTX_EVENTS table: ...`).
+    pub notes: Vec<String>,
+    /// Tables read (SQLite sources).
+    pub tables: Vec<String>,
 }
 
 /// Indexes built once after loading.

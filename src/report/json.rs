@@ -40,7 +40,10 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
                 let n = top.unwrap_or(usize::MAX).min(r.analysis.findings.len());
                 TraceDoc {
                     source: &r.trace.source,
-                    format: "kineto",
+                    format: match r.trace.meta.format {
+                        Some(tracehound_parsers::SourceFormat::Nsys) => "nsys",
+                        _ => "kineto",
+                    },
                     format_version: &r.trace.meta.format_version,
                     events: r.trace.stats.events_total,
                     truncated: r.trace.stats.truncated,

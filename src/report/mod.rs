@@ -5,6 +5,7 @@
 mod json;
 mod markdown;
 mod table;
+pub mod tables;
 
 use tracehound_heuristics::Analysis;
 use tracehound_heuristics::finding::{fmt_bytes, fmt_ns};
@@ -181,6 +182,12 @@ pub fn info(t: &Trace) -> String {
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
         let _ = writeln!(s, "  skipped: {}", sk.join(", "));
+    }
+    if !t.stats.tables.is_empty() {
+        let _ = writeln!(s, "  tables read: {}", t.stats.tables.join(", "));
+    }
+    for n in &t.stats.notes {
+        let _ = writeln!(s, "  note: {n}");
     }
     for w in &t.warnings {
         let _ = writeln!(s, "  warning: {w}");

@@ -71,7 +71,14 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
         .filter_map(|m| m.total_allocated)
         .max()
         .unwrap_or(0);
-    let unalloc = (peak_reserved - alloc_at_peak).max(0);
+    // Nsight Systems sees cudaMalloc/cudaFree (reserved) but not the caching allocator's own
+    // allocations: without allocated totals there is no unallocated share to judge.
+    let has_allocated = samples.iter().any(|m| m.total_allocated.is_some());
+    let unalloc = if has_allocated {
+        (peak_reserved - alloc_at_peak).max(0)
+    } else {
+        0
+    };
     let unalloc_share = unalloc as f64 / peak_reserved as f64;
     let ooms: Vec<_> = samples.iter().filter(|m| m.oom).collect();
     // Steady state: after the first profiled step (or the first tenth of the window).

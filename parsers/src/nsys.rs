@@ -1,0 +1,634 @@
+//! Nsight Systems SQLite exports (`nsys export --type sqlite`, `nsys profile --export=sqlite`;
+//! <https://docs.nvidia.com/nsight-systems/UserGuide/index.html#exporter-sqlite-schema>).
+//!
+//! Schema versions from 2021 (no metadata table) to 2025 are read: every table is optional and
+//! only the columns that exist are selected, so older exports and exports post-processed by
+//! other tools (extra tables) load; what is missing is listed in the load notes. TEXT columns
+//! are read as bytes and decoded lossily (Windows exports hold codepage text). The file is
+//! opened read-only and immutable: SQLite neither writes nor locks it.
+//!
+//! Mapping: CUPTI kernels, memcpys (`copyKind`, `srcKind`/`dstKind`), memsets and sync records
+//! become GPU ops; CUDA runtime calls and NVTX ranges become host spans (NVTX
+//! `ProfilerStep#N` ranges mark the steps); `CUDA_GPU_MEMORY_USAGE_EVENTS` become allocator
+//! samples with a running reserved total (nsys sees `cudaMalloc`/`cudaFree`, not the caching
+//! allocator's own allocations).
+
+use crate::error::LoadError;
+use crate::model::*;
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::path::Path;
+
+/// The 16-byte header of every SQLite 3 database.
+pub const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
+
+/// Does `head` start like an SQLite database? (Whether it is an nsys export is decided by
+/// its tables, in [`parse`].)
+pub fn is_applicable(head: &[u8]) -> Option<bool> {
+    if head.len() < SQLITE_MAGIC.len() {
+        return None;
+    }
+    Some(head.starts_with(SQLITE_MAGIC))
+}
+
+/// Percent-encodes the characters that have a meaning in an SQLite URI.
+fn uri_path(path: &Path) -> String {
+    let mut s = String::from("file:");
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '?' | '#' | '%' => s.push_str(&format!("%{:02X}", c as u32)),
+            _ => s.push(c),
+        }
+    }
+    s.push_str("?mode=ro&immutable=1");
+    s
+}
+
+struct Db {
+    conn: Connection,
+    tables: FxHashSet<String>,
+    source: String,
+}
+
+impl Db {
+    fn err(&self, e: rusqlite::Error) -> LoadError {
+        LoadError::NotATrace {
+            path: self.source.clone(),
+            why: format!("SQLite error: {e}"),
+        }
+    }
+
+    fn has(&self, t: &str) -> bool {
+        self.tables.contains(t)
+    }
+
+    fn columns(&self, table: &str) -> Result<FxHashSet<String>, LoadError> {
+        let mut st = self
+            .conn
+            .prepare(&format!("PRAGMA table_info(\"{table}\")"))
+            .map_err(|e| self.err(e))?;
+        let cols = st
+            .query_map([], |r| r.get::<_, String>(1))
+            .map_err(|e| self.err(e))?
+            .filter_map(Result::ok)
+            .collect();
+        Ok(cols)
+    }
+
+    /// Runs `SELECT wanted... FROM table` with NULL for the columns the table lacks, and calls
+    /// `f` with each row as optional integers / text.
+    fn select(
+        &self,
+        table: &str,
+        wanted: &[&str],
+        mut f: impl FnMut(&Row) -> Result<(), LoadError>,
+    ) -> Result<(), LoadError> {
+        let cols = self.columns(table)?;
+        let list: Vec<String> = wanted
+            .iter()
+            .map(|w| {
+                if cols.contains(*w) {
+                    format!("\"{w}\"")
+                } else {
+                    "NULL".to_string()
+                }
+            })
+            .collect();
+        let sql = format!("SELECT {} FROM \"{table}\"", list.join(", "));
+        let mut st = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
+        let mut rows = st.query([]).map_err(|e| self.err(e))?;
+        let mut row = Row {
+            ints: vec![None; wanted.len()],
+            texts: vec![None; wanted.len()],
+        };
+        while let Some(r) = rows.next().map_err(|e| self.err(e))? {
+            for k in 0..wanted.len() {
+                row.ints[k] = None;
+                row.texts[k] = None;
+                match r.get_ref(k).map_err(|e| self.err(e))? {
+                    ValueRef::Integer(i) => row.ints[k] = Some(i),
+                    ValueRef::Real(x) => row.ints[k] = Some(x as i64),
+                    ValueRef::Text(b) | ValueRef::Blob(b) => {
+                        row.texts[k] = Some(String::from_utf8_lossy(b).into_owned())
+                    }
+                    ValueRef::Null => {}
+                }
+            }
+            f(&row)?;
+        }
+        Ok(())
+    }
+}
+
+/// One row of a [`Db::select`].
+struct Row {
+    ints: Vec<Option<i64>>,
+    texts: Vec<Option<String>>,
+}
+
+impl Row {
+    fn i(&self, k: usize) -> Option<i64> {
+        self.ints[k]
+    }
+    fn t(&self, k: usize) -> Option<&str> {
+        self.texts[k].as_deref()
+    }
+}
+
+/// `copyKind` of ENUM_CUDA_MEMCPY_OPER.
+fn copy_direction(kind: i64) -> CopyDirection {
+    match kind {
+        1 | 11 => CopyDirection::HtoD,
+        2 | 12 => CopyDirection::DtoH,
+        8 | 13 => CopyDirection::DtoD,
+        9 => CopyDirection::HtoH,
+        10 => CopyDirection::PtoP,
+        _ => CopyDirection::Unknown,
+    }
+}
+
+/// `srcKind`/`dstKind` of ENUM_CUDA_MEM_KIND.
+fn mem_kind(kind: Option<i64>) -> MemKind {
+    match kind {
+        Some(0) => MemKind::Pageable,
+        Some(1) => MemKind::Pinned,
+        Some(2) | Some(3) | Some(5) => MemKind::Device,
+        Some(4) | Some(6) => MemKind::Managed,
+        _ => MemKind::Unknown,
+    }
+}
+
+/// Splits an nsys `globalTid` into (pid, tid).
+pub fn split_global_tid(g: i64) -> (i64, i64) {
+    ((g >> 24) & 0xFF_FFFF, g & 0xFF_FFFF)
+}
+
+/// Loads an Nsight Systems SQLite export.
+pub fn parse(path: &Path) -> Result<Trace, LoadError> {
+    let source = path.display().to_string();
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn =
+        Connection::open_with_flags(uri_path(path), flags).map_err(|e| LoadError::NotATrace {
+            path: source.clone(),
+            why: format!("cannot open as SQLite: {e}"),
+        })?;
+    let mut db = Db {
+        conn,
+        tables: FxHashSet::default(),
+        source: source.clone(),
+    };
+    let tables: Vec<String> = {
+        let mut st = db
+            .conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+            .map_err(|e| LoadError::NotATrace {
+                path: source.clone(),
+                why: format!("not a readable SQLite database: {e}"),
+            })?;
+        st.query_map([], |r| r.get::<_, String>(0))
+            .map_err(|e| db.err(e))?
+            .filter_map(Result::ok)
+            .collect()
+    };
+    db.tables = tables.into_iter().collect();
+    const ACTIVITY: [&str; 6] = [
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        "CUPTI_ACTIVITY_KIND_MEMCPY",
+        "CUPTI_ACTIVITY_KIND_MEMSET",
+        "CUPTI_ACTIVITY_KIND_RUNTIME",
+        "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+        "NVTX_EVENTS",
+    ];
+    if !db.has("StringIds") || !ACTIVITY.iter().any(|t| db.has(t)) {
+        return Err(LoadError::NotATrace {
+            path: source,
+            why: "an SQLite database, but not an Nsight Systems export (no StringIds and CUPTI_ACTIVITY_KIND_* / NVTX_EVENTS tables)".into(),
+        });
+    }
+    let mut trace = Trace {
+        source: source.clone(),
+        ..Default::default()
+    };
+    trace.meta.format = Some(SourceFormat::Nsys);
+    trace.strings.intern("");
+    trace.stats.bytes_total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    trace.stats.bytes_parsed = trace.stats.bytes_total;
+
+    // Strings.
+    let mut ids: FxHashMap<i64, StrId> = FxHashMap::default();
+    db.select("StringIds", &["id", "value"], |r| {
+        if let Some(id) = r.i(0) {
+            ids.insert(id, trace.strings.intern(r.t(1).unwrap_or("")));
+        }
+        Ok(())
+    })?;
+    let name_of = |id: Option<i64>| id.and_then(|i| ids.get(&i).copied()).unwrap_or(0);
+
+    // Version.
+    let mut version: FxHashMap<String, String> = FxHashMap::default();
+    for t in ["META_DATA_EXPORT", "EXPORT_META_DATA"] {
+        if db.has(t) {
+            db.select(t, &["name", "value"], |r| {
+                if let (Some(n), Some(v)) = (r.t(0), r.t(1)) {
+                    version.insert(n.to_string(), v.to_string());
+                }
+                Ok(())
+            })?;
+        }
+    }
+    trace.meta.format_version = match (
+        version.get("EXPORT_PRODUCT_VERSION"),
+        version.get("EXPORT_SCHEMA_VERSION"),
+    ) {
+        (Some(p), Some(s)) => format!("Nsight Systems {p}, schema {s}"),
+        (Some(p), None) => format!("Nsight Systems {p}"),
+        _ => "old export without a metadata table".into(),
+    };
+    if db.has("TARGET_INFO_SESSION_START_TIME") {
+        db.select("TARGET_INFO_SESSION_START_TIME", &["utcEpochNs"], |r| {
+            trace.meta.epoch_offset_ns = r.i(0);
+            Ok(())
+        })?;
+    }
+
+    // GPUs: TARGET_INFO_GPU (2022+), TARGET_INFO_CUDA_GPU details in the 2021 schema.
+    if db.has("TARGET_INFO_GPU") {
+        db.select(
+            "TARGET_INFO_GPU",
+            &[
+                "id",
+                "deviceId",
+                "name",
+                "smCount",
+                "totalMemory",
+                "computeMajor",
+                "computeMinor",
+                "cuDevice",
+            ],
+            |r| {
+                let id = r.i(7).or(r.i(0)).or(r.i(1)).unwrap_or(0) as i32;
+                trace.meta.gpus.push(GpuInfo {
+                    id,
+                    name: r.t(2).unwrap_or("").to_string(),
+                    compute_capability: match (r.i(5), r.i(6)) {
+                        (Some(a), Some(b)) => Some((a as u32, b as u32)),
+                        _ => None,
+                    },
+                    sm_count: r.i(3).map(|v| v as u32),
+                    memory_bytes: r.i(4).map(|v| v as u64),
+                });
+                Ok(())
+            },
+        )?;
+    }
+    if trace.meta.gpus.iter().all(|g| g.sm_count.is_none()) && db.has("TARGET_INFO_CUDA_GPU") {
+        let mut k = 0;
+        db.select(
+            "TARGET_INFO_CUDA_GPU",
+            &[
+                "name",
+                "numMultiprocessors",
+                "globalMemorySize",
+                "computeCapabilityMajor",
+                "computeCapabilityMinor",
+            ],
+            |r| {
+                let name = r.t(0).unwrap_or("").to_string();
+                if let Some(g) = trace
+                    .meta
+                    .gpus
+                    .iter_mut()
+                    .find(|g| g.name == name && g.sm_count.is_none())
+                {
+                    g.sm_count = r.i(1).map(|v| v as u32);
+                    g.memory_bytes = r.i(2).map(|v| v as u64);
+                } else {
+                    trace.meta.gpus.push(GpuInfo {
+                        id: k,
+                        name,
+                        compute_capability: None,
+                        sm_count: r.i(1).map(|v| v as u32),
+                        memory_bytes: r.i(2).map(|v| v as u64),
+                    });
+                }
+                k += 1;
+                Ok(())
+            },
+        )?;
+    }
+
+    let mut notes: Vec<String> = Vec::new();
+    let gpu_op = |kind,
+                  device: Option<i64>,
+                  stream: Option<i64>,
+                  start: i64,
+                  end: i64,
+                  corr: Option<i64>,
+                  name| GpuOp {
+        kind,
+        device: device.unwrap_or(0) as i32,
+        stream: stream.unwrap_or(0),
+        start,
+        end,
+        correlation: corr.unwrap_or(0).max(0) as u64,
+        external_id: 0,
+        name,
+        bytes: 0,
+        direction: CopyDirection::Unknown,
+        src_kind: MemKind::Unknown,
+        dst_kind: MemKind::Unknown,
+        kernel: None,
+    };
+
+    if db.has("CUPTI_ACTIVITY_KIND_KERNEL") {
+        db.select(
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            &[
+                "start",
+                "end",
+                "deviceId",
+                "streamId",
+                "correlationId",
+                "demangledName",
+                "shortName",
+                "gridX",
+                "gridY",
+                "gridZ",
+                "blockX",
+                "blockY",
+                "blockZ",
+                "registersPerThread",
+                "staticSharedMemory",
+                "dynamicSharedMemory",
+            ],
+            |r| {
+                let (Some(s), Some(e)) = (r.i(0), r.i(1)) else {
+                    return Ok(());
+                };
+                let name = match name_of(r.i(5)) {
+                    0 => name_of(r.i(6)),
+                    n => n,
+                };
+                let mut op = gpu_op(GpuOpKind::Kernel, r.i(2), r.i(3), s, e, r.i(4), name);
+                let u = |k: usize| r.i(k).unwrap_or(0).clamp(0, u32::MAX as i64) as u32;
+                op.kernel = Some(KernelInfo {
+                    grid: [u(7), u(8), u(9)],
+                    block: [u(10), u(11), u(12)],
+                    registers: r.i(13).unwrap_or(0).clamp(0, u16::MAX as i64) as u16,
+                    shared_mem: u(14).saturating_add(u(15)),
+                    occupancy_pct: None,
+                });
+                trace.gpu_ops.push(op);
+                Ok(())
+            },
+        )?;
+    } else {
+        notes.push("no CUPTI_ACTIVITY_KIND_KERNEL table: the capture has no kernels".into());
+    }
+    if db.has("CUPTI_ACTIVITY_KIND_MEMCPY") {
+        let mut names: FxHashMap<(CopyDirection, MemKind, MemKind), StrId> = FxHashMap::default();
+        db.select(
+            "CUPTI_ACTIVITY_KIND_MEMCPY",
+            &[
+                "start",
+                "end",
+                "deviceId",
+                "streamId",
+                "correlationId",
+                "bytes",
+                "copyKind",
+                "srcKind",
+                "dstKind",
+            ],
+            |r| {
+                let (Some(s), Some(e)) = (r.i(0), r.i(1)) else {
+                    return Ok(());
+                };
+                let dir = copy_direction(r.i(6).unwrap_or(0));
+                let (src, dst) = (mem_kind(r.i(7)), mem_kind(r.i(8)));
+                let name = *names.entry((dir, src, dst)).or_insert_with(|| {
+                    trace.strings.intern(&format!(
+                        "Memcpy {} ({} -> {})",
+                        dir.label(),
+                        src.label(),
+                        dst.label()
+                    ))
+                });
+                let mut op = gpu_op(GpuOpKind::Memcpy, r.i(2), r.i(3), s, e, r.i(4), name);
+                op.bytes = r.i(5).unwrap_or(0).max(0) as u64;
+                op.direction = dir;
+                op.src_kind = src;
+                op.dst_kind = dst;
+                trace.gpu_ops.push(op);
+                Ok(())
+            },
+        )?;
+    } else {
+        notes.push("no CUPTI_ACTIVITY_KIND_MEMCPY table: no memory copies captured".into());
+    }
+    if db.has("CUPTI_ACTIVITY_KIND_MEMSET") {
+        let name = trace.strings.intern("Memset (Device)");
+        db.select(
+            "CUPTI_ACTIVITY_KIND_MEMSET",
+            &[
+                "start",
+                "end",
+                "deviceId",
+                "streamId",
+                "correlationId",
+                "bytes",
+            ],
+            |r| {
+                let (Some(s), Some(e)) = (r.i(0), r.i(1)) else {
+                    return Ok(());
+                };
+                let mut op = gpu_op(GpuOpKind::Memset, r.i(2), r.i(3), s, e, r.i(4), name);
+                op.bytes = r.i(5).unwrap_or(0).max(0) as u64;
+                trace.gpu_ops.push(op);
+                Ok(())
+            },
+        )?;
+    }
+    if db.has("CUPTI_ACTIVITY_KIND_SYNCHRONIZATION") {
+        let labels = [
+            "Sync (unknown)",
+            "Event sync",
+            "Stream wait event",
+            "Stream sync",
+            "Context sync",
+        ];
+        let ids: Vec<StrId> = labels.iter().map(|l| trace.strings.intern(l)).collect();
+        db.select(
+            "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+            &[
+                "start",
+                "end",
+                "deviceId",
+                "streamId",
+                "correlationId",
+                "syncType",
+            ],
+            |r| {
+                let (Some(s), Some(e)) = (r.i(0), r.i(1)) else {
+                    return Ok(());
+                };
+                let name = ids
+                    .get(r.i(5).unwrap_or(0).clamp(0, 4) as usize)
+                    .copied()
+                    .unwrap_or(0);
+                trace
+                    .gpu_ops
+                    .push(gpu_op(GpuOpKind::Sync, r.i(2), r.i(3), s, e, r.i(4), name));
+                Ok(())
+            },
+        )?;
+    }
+    let span = |kind, g: Option<i64>, start: i64, end: i64, name, corr: Option<i64>| {
+        let (pid, tid) = split_global_tid(g.unwrap_or(0));
+        HostSpan {
+            kind,
+            pid,
+            tid,
+            start,
+            end,
+            name,
+            correlation: corr.unwrap_or(0).max(0) as u64,
+            external_id: 0,
+            input_dims: 0,
+            input_types: 0,
+            call_stack: 0,
+            depth: 0,
+            parent: NONE,
+        }
+    };
+    if db.has("CUPTI_ACTIVITY_KIND_RUNTIME") {
+        db.select(
+            "CUPTI_ACTIVITY_KIND_RUNTIME",
+            &["start", "end", "globalTid", "correlationId", "nameId"],
+            |r| {
+                let (Some(s), Some(e)) = (r.i(0), r.i(1)) else {
+                    return Ok(());
+                };
+                trace.host_spans.push(span(
+                    HostKind::Runtime,
+                    r.i(2),
+                    s,
+                    e,
+                    name_of(r.i(4)),
+                    r.i(3),
+                ));
+                Ok(())
+            },
+        )?;
+    } else {
+        notes.push(
+            "no CUPTI_ACTIVITY_KIND_RUNTIME table: GPU work cannot be linked to host calls".into(),
+        );
+    }
+    if db.has("NVTX_EVENTS") {
+        // eventType 59: push/pop range, 60: start/end range; marks (no end) are skipped.
+        db.select(
+            "NVTX_EVENTS",
+            &["start", "end", "eventType", "text", "textId", "globalTid"],
+            |r| {
+                let (Some(s), Some(e)) = (r.i(0), r.i(1)) else {
+                    return Ok(());
+                };
+                if !matches!(r.i(2), Some(59) | Some(60)) {
+                    return Ok(());
+                }
+                let name = match r.t(3) {
+                    Some(t) => trace.strings.intern(t),
+                    None => name_of(r.i(4)),
+                };
+                trace
+                    .host_spans
+                    .push(span(HostKind::Annotation, r.i(5), s, e, name, None));
+                Ok(())
+            },
+        )?;
+    } else {
+        notes.push(
+            "no NVTX_EVENTS table: no step markers, the window is first to last GPU operation"
+                .into(),
+        );
+    }
+    if db.has("CUDA_GPU_MEMORY_USAGE_EVENTS") {
+        let mut rows: Vec<(i64, i32, u64, i64, i64)> = Vec::new();
+        db.select(
+            "CUDA_GPU_MEMORY_USAGE_EVENTS",
+            &[
+                "start",
+                "deviceId",
+                "address",
+                "bytes",
+                "memoryOperationType",
+            ],
+            |r| {
+                if let Some(s) = r.i(0) {
+                    rows.push((
+                        s,
+                        r.i(1).unwrap_or(0) as i32,
+                        r.i(2).unwrap_or(0) as u64,
+                        r.i(3).unwrap_or(0),
+                        r.i(4).unwrap_or(0),
+                    ));
+                }
+                Ok(())
+            },
+        )?;
+        rows.sort_by_key(|r| (r.0, r.1));
+        let mut reserved: FxHashMap<i32, i64> = FxHashMap::default();
+        for (ts, device, addr, bytes, op) in rows {
+            // memoryOperationType 0: allocation, 1: free.
+            let delta = if op == 1 { -bytes } else { bytes };
+            let total = reserved.entry(device).or_default();
+            *total += delta;
+            trace.memory.push(MemorySample {
+                ts,
+                device,
+                addr,
+                bytes: delta,
+                total_allocated: None,
+                total_reserved: Some(*total),
+                oom: false,
+            });
+        }
+    }
+    let mut present: Vec<&String> = db.tables.iter().collect();
+    present.sort();
+    trace.stats.events_total =
+        (trace.gpu_ops.len() + trace.host_spans.len() + trace.memory.len()) as u64;
+    trace.stats.notes = notes;
+    trace.stats.tables = present
+        .into_iter()
+        .filter(|t| ACTIVITY.contains(&t.as_str()) || t.as_str() == "CUDA_GPU_MEMORY_USAGE_EVENTS")
+        .cloned()
+        .collect();
+    trace.finish();
+    Ok(trace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn global_tid() {
+        // 281487979053831 from an H200 export: pid 775, tid 775 + thread bits.
+        let (pid, tid) = split_global_tid(281_487_979_053_831);
+        assert_eq!(pid, (281_487_979_053_831 >> 24) & 0xFF_FFFF);
+        assert_eq!(tid, 281_487_979_053_831 & 0xFF_FFFF);
+    }
+
+    #[test]
+    fn uri_escapes() {
+        assert_eq!(
+            uri_path(Path::new("/a b/c?#%.sqlite")),
+            "file:/a b/c%3F%23%25.sqlite?mode=ro&immutable=1"
+        );
+    }
+}
