@@ -5,11 +5,15 @@
 
 #![warn(missing_docs)]
 
+pub mod clock;
+pub mod dmon;
 pub mod error;
 pub mod kineto;
 pub mod lenient;
 pub mod model;
 pub mod nsys;
+pub mod smi_query;
+pub mod smi_xml;
 
 pub use error::LoadError;
 pub use model::*;
@@ -24,6 +28,20 @@ pub enum Format {
     Kineto,
     /// Nsight Systems SQLite export.
     Nsys,
+    /// `nvidia-smi dmon` log.
+    Dmon,
+    /// `nvidia-smi --query-gpu` CSV log.
+    SmiQuery,
+    /// `nvidia-smi -q -x` XML.
+    SmiXml,
+}
+
+/// Options that change how files are read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadOptions {
+    /// UTC offset of the machine that wrote wall-clock logs (dmon `-o DT`, `--query-gpu`
+    /// timestamps), seconds east of UTC. None: assume UTC and say so.
+    pub utc_offset_s: Option<i64>,
 }
 
 /// True when `data` starts with the gzip magic bytes.
@@ -70,14 +88,28 @@ pub fn sniff(data: &[u8]) -> Option<Format> {
     if nsys::is_applicable(head) == Some(true) {
         return Some(Format::Nsys);
     }
+    if smi_xml::is_applicable(head) == Some(true) {
+        return Some(Format::SmiXml);
+    }
     if kineto::is_applicable(head) == Some(true) {
         return Some(Format::Kineto);
+    }
+    if dmon::is_applicable(head) == Some(true) {
+        return Some(Format::Dmon);
+    }
+    if smi_query::is_applicable(head) == Some(true) {
+        return Some(Format::SmiQuery);
     }
     None
 }
 
-/// Loads one trace file of any supported format.
+/// Loads one trace file of any supported format with default options.
 pub fn load(path: &Path) -> Result<Trace, LoadError> {
+    load_with(path, LoadOptions::default())
+}
+
+/// Loads one trace file of any supported format.
+pub fn load_with(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> {
     let name = path.display().to_string();
     // SQLite is opened in place (read-only, immutable), never read into memory.
     let mut head = [0u8; 16];
@@ -93,6 +125,21 @@ pub fn load(path: &Path) -> Result<Trace, LoadError> {
     let (data, mut warnings) = read_input(path)?;
     let trace = match sniff(&data) {
         Some(Format::Kineto) => kineto::parse(&data, &name),
+        Some(Format::SmiXml) => smi_xml::parse(&data, &name),
+        Some(Format::Dmon) => dmon::parse(
+            &data,
+            &name,
+            dmon::ClockOptions {
+                utc_offset_s: options.utc_offset_s,
+            },
+        ),
+        Some(Format::SmiQuery) => smi_query::parse(
+            &data,
+            &name,
+            dmon::ClockOptions {
+                utc_offset_s: options.utc_offset_s,
+            },
+        ),
         Some(Format::Nsys) => Err(LoadError::NotATrace {
             path: name.clone(),
             why: "a compressed SQLite database: decompress it first".into(),

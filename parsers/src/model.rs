@@ -65,6 +65,12 @@ pub enum SourceFormat {
     Kineto,
     /// Nsight Systems SQLite export.
     Nsys,
+    /// `nvidia-smi dmon` log.
+    Dmon,
+    /// `nvidia-smi --query-gpu=... --format=csv` log.
+    SmiQuery,
+    /// `nvidia-smi -q -x` XML.
+    SmiXml,
 }
 
 /// One GPU as the trace describes it.
@@ -332,6 +338,72 @@ pub struct Step {
     pub end: i64,
 }
 
+/// One metric of one GPU sampled over time (`nvidia-smi dmon` / `--query-gpu`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CounterSeries {
+    /// GPU index.
+    pub gpu: i32,
+    /// Metric, dmon's column name (`sm`, `mem`, `pwr`, `pclk`, `pviol`, `rxpci` ...).
+    pub metric: String,
+    /// Unit from the header (`%`, `W`, `MHz`, `MB/s` ...).
+    pub unit: String,
+    /// (time ns on the trace timeline, value), sorted by time.
+    pub samples: Vec<(i64, f64)>,
+}
+
+/// How counter timestamps relate to real time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum CounterClock {
+    /// Wall-clock time (`-o DT`, CSV timestamps) converted to Unix epoch ns with this UTC offset.
+    Wall {
+        /// Offset of the local time the log was written in, seconds east of UTC.
+        utc_offset_s: i64,
+    },
+    /// No date in the log: times are sample number × interval from 0, not alignable.
+    Relative {
+        /// Assumed sampling interval, ns.
+        interval_ns: i64,
+    },
+}
+
+/// One GPU as `nvidia-smi -q -x` describes it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct GpuInventory {
+    /// PCI bus id (`00000000:01:00.0`).
+    pub bus_id: String,
+    /// Product name.
+    pub product: String,
+    /// Architecture (`Hopper`), when listed.
+    pub architecture: Option<String>,
+    /// Driver version.
+    pub driver: Option<String>,
+    /// CUDA version.
+    pub cuda: Option<String>,
+    /// Performance state (`P0`).
+    pub pstate: Option<String>,
+    /// GPU utilisation %, at the moment of the snapshot.
+    pub gpu_util_pct: Option<f64>,
+    /// PCIe link generation now / max.
+    pub pcie_gen: (Option<u32>, Option<u32>),
+    /// PCIe link width now / max.
+    pub pcie_width: (Option<u32>, Option<u32>),
+    /// Graphics / SM clock now and max, MHz.
+    pub sm_clock_mhz: (Option<f64>, Option<f64>),
+    /// Memory clock now and max, MHz.
+    pub mem_clock_mhz: (Option<f64>, Option<f64>),
+    /// Power draw and the enforced limit, W.
+    pub power_w: (Option<f64>, Option<f64>),
+    /// Temperature, C.
+    pub temp_c: Option<f64>,
+    /// Active clocks-event (throttle) reasons, by their XML names without the prefix.
+    pub throttle_reasons: Vec<String>,
+    /// Volatile ECC errors (correctable, uncorrectable), when ECC is on.
+    pub ecc_volatile: (Option<u64>, Option<u64>),
+    /// Memory used / total, MiB.
+    pub fb_mib: (Option<f64>, Option<f64>),
+}
+
 /// Counts of what a parser read and skipped, for `tracehound info` and for tests.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct LoadStats {
@@ -383,6 +455,12 @@ pub struct Trace {
     pub steps: Vec<Step>,
     /// What was read and skipped.
     pub stats: LoadStats,
+    /// Counter series (`nvidia-smi dmon`, `--query-gpu`), on this trace's timeline.
+    pub counters: Vec<CounterSeries>,
+    /// How the counters' times were obtained, when there are counters.
+    pub counter_clock: Option<CounterClock>,
+    /// GPU inventory (`nvidia-smi -q -x`).
+    pub inventory: Vec<GpuInventory>,
     /// Warnings for the user (truncation, oddities), in the order found.
     pub warnings: Vec<String>,
     /// Indexes; valid after [`Trace::finish`].
@@ -591,8 +669,13 @@ impl Trace {
         let g = self.gpu_ops.iter().map(|o| (o.start, o.end));
         let h = self.host_spans.iter().map(|s| (s.start, s.end));
         let m = self.memory.iter().map(|m| (m.ts, m.ts));
+        let c = self
+            .counters
+            .iter()
+            .flat_map(|c| c.samples.iter().map(|s| (s.0, s.0)));
         g.chain(h)
             .chain(m)
+            .chain(c)
             .fold(None, |acc: Option<(i64, i64)>, (s, e)| match acc {
                 None => Some((s, e)),
                 Some((a, b)) => Some((a.min(s), b.max(e))),

@@ -42,6 +42,9 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
                     source: &r.trace.source,
                     format: match r.trace.meta.format {
                         Some(tracehound_parsers::SourceFormat::Nsys) => "nsys",
+                        Some(tracehound_parsers::SourceFormat::Dmon) => "dmon",
+                        Some(tracehound_parsers::SourceFormat::SmiQuery) => "smi_query",
+                        Some(tracehound_parsers::SourceFormat::SmiXml) => "smi_xml",
                         _ => "kineto",
                     },
                     format_version: &r.trace.meta.format_version,

@@ -59,23 +59,39 @@ pub fn gpu_names(t: &Trace) -> String {
     names.join(", ")
 }
 
+/// Human name of a source format and the unit of its input.
+pub fn format_name(t: &Trace) -> (&'static str, &'static str) {
+    use tracehound_parsers::SourceFormat as F;
+    match t.meta.format {
+        Some(F::Nsys) => ("Nsight Systems SQLite export", "SQLite"),
+        Some(F::Dmon) => ("nvidia-smi dmon log", "text"),
+        Some(F::SmiQuery) => ("nvidia-smi --query-gpu CSV log", "CSV"),
+        Some(F::SmiXml) => ("nvidia-smi -q -x XML", "XML"),
+        _ => ("PyTorch profiler (Kineto) trace", "JSON"),
+    }
+}
+
 /// `tracehound info`: what was detected and loaded.
 pub fn info(t: &Trace) -> String {
     use std::fmt::Write;
+    use tracehound_parsers::SourceFormat as F;
     let mut s = String::new();
     let count = |k: GpuOpKind| t.gpu_ops.iter().filter(|o| o.kind == k).count();
     let hcount = |k: HostKind| t.host_spans.iter().filter(|o| o.kind == k).count();
+    let (format, unit) = format_name(t);
     let _ = writeln!(s, "{}", t.source);
+    let _ = writeln!(s, "  format: {format}, {}", t.meta.format_version);
     let _ = writeln!(
         s,
-        "  format: PyTorch profiler (Kineto) trace, {}",
-        t.meta.format_version
-    );
-    let _ = writeln!(
-        s,
-        "  input: {} of JSON, {} events{}",
+        "  input: {} of {unit}, {} {}{}",
         fmt_bytes(t.stats.bytes_total),
         t.stats.events_total,
+        match t.meta.format {
+            Some(F::Dmon) | Some(F::SmiQuery) => "sample lines",
+            Some(F::SmiXml) => "GPUs",
+            Some(F::Nsys) => "rows",
+            _ => "events",
+        },
         if t.stats.truncated {
             format!(" (TRUNCATED: parsed {})", fmt_bytes(t.stats.bytes_parsed))
         } else {
@@ -86,10 +102,11 @@ pub fn info(t: &Trace) -> String {
         let _ = writeln!(s, "  span: {}", fmt_ns(b - a));
     }
     if let Some(off) = t.meta.epoch_offset_ns.filter(|o| *o != 0) {
-        let _ = writeln!(
-            s,
-            "  clock: timeline + {off} ns = Unix epoch ns (baseTimeNanoseconds)"
-        );
+        let origin = match t.meta.format {
+            Some(F::Nsys) => "TARGET_INFO_SESSION_START_TIME",
+            _ => "baseTimeNanoseconds",
+        };
+        let _ = writeln!(s, "  clock: timeline + {off} ns = Unix epoch ns ({origin})");
     }
     if !t.meta.gpus.is_empty() {
         let mut names: Vec<&str> = t.meta.gpus.iter().map(|g| g.name.as_str()).collect();
@@ -101,69 +118,141 @@ pub fn info(t: &Trace) -> String {
             names.join(", ")
         );
     }
-    let _ = writeln!(s, "  GPUs used: {}", gpu_names(t));
-    if let Some(r) = t.meta.rank {
+    let trace_like = matches!(t.meta.format, Some(F::Kineto) | Some(F::Nsys) | None);
+    if trace_like {
+        let _ = writeln!(s, "  GPUs used: {}", gpu_names(t));
+        if let Some(r) = t.meta.rank {
+            let _ = writeln!(
+                s,
+                "  rank: {r}{}",
+                t.meta
+                    .world_size
+                    .map(|w| format!(" of {w}"))
+                    .unwrap_or_default()
+            );
+        }
         let _ = writeln!(
             s,
-            "  rank: {r}{}",
-            t.meta
-                .world_size
-                .map(|w| format!(" of {w}"))
-                .unwrap_or_default()
+            "  GPU ops: {} kernels, {} memcpys ({} pageable), {} memsets, {} syncs",
+            count(GpuOpKind::Kernel),
+            count(GpuOpKind::Memcpy),
+            t.gpu_ops.iter().filter(|o| o.is_pageable_copy()).count(),
+            count(GpuOpKind::Memset),
+            count(GpuOpKind::Sync)
         );
+        let _ = writeln!(
+            s,
+            "  host: {} CPU ops, {} runtime calls, {} driver calls, {} Python frames, {} annotations, {} threads",
+            hcount(HostKind::CpuOp),
+            hcount(HostKind::Runtime),
+            hcount(HostKind::Driver),
+            hcount(HostKind::Python),
+            hcount(HostKind::Annotation),
+            t.index.spans_by_thread.len()
+        );
+        let _ = writeln!(
+            s,
+            "  memory events: {} allocator events, {} out-of-memory",
+            t.memory.iter().filter(|m| !m.oom).count(),
+            t.memory.iter().filter(|m| m.oom).count()
+        );
+        let linked = t
+            .index
+            .op_launch
+            .iter()
+            .filter(|&&l| l != tracehound_parsers::NONE)
+            .count();
+        let _ = writeln!(
+            s,
+            "  links: {linked} of {} GPU ops matched to their launch call by correlation id",
+            t.gpu_ops.len()
+        );
+        match (t.steps.first(), t.steps.last()) {
+            (Some(a), Some(b)) => {
+                let _ = writeln!(
+                    s,
+                    "  steps: {} (ProfilerStep#{}..#{})",
+                    t.steps.len(),
+                    a.number,
+                    b.number
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    s,
+                    "  steps: none marked (the window is first to last GPU operation)"
+                );
+            }
+        }
     }
-    let _ = writeln!(
-        s,
-        "  GPU ops: {} kernels, {} memcpys ({} pageable), {} memsets, {} syncs",
-        count(GpuOpKind::Kernel),
-        count(GpuOpKind::Memcpy),
-        t.gpu_ops.iter().filter(|o| o.is_pageable_copy()).count(),
-        count(GpuOpKind::Memset),
-        count(GpuOpKind::Sync)
-    );
-    let _ = writeln!(
-        s,
-        "  host: {} CPU ops, {} runtime calls, {} driver calls, {} Python frames, {} annotations, {} threads",
-        hcount(HostKind::CpuOp),
-        hcount(HostKind::Runtime),
-        hcount(HostKind::Driver),
-        hcount(HostKind::Python),
-        hcount(HostKind::Annotation),
-        t.index.spans_by_thread.len()
-    );
-    let _ = writeln!(
-        s,
-        "  memory events: {} allocator events, {} out-of-memory",
-        t.memory.iter().filter(|m| !m.oom).count(),
-        t.memory.iter().filter(|m| m.oom).count()
-    );
-    let linked = t
-        .index
-        .op_launch
-        .iter()
-        .filter(|&&l| l != tracehound_parsers::NONE)
-        .count();
-    let _ = writeln!(
-        s,
-        "  links: {linked} of {} GPU ops matched to their launch call by correlation id",
-        t.gpu_ops.len()
-    );
-    match (t.steps.first(), t.steps.last()) {
-        (Some(a), Some(b)) => {
+    if !t.counters.is_empty() {
+        let mut gpus: Vec<i32> = t.counters.iter().map(|c| c.gpu).collect();
+        gpus.dedup();
+        let metrics: Vec<String> = t
+            .counters
+            .iter()
+            .filter(|c| c.gpu == gpus[0])
+            .map(|c| {
+                if c.unit.is_empty() {
+                    c.metric.clone()
+                } else {
+                    format!("{} [{}]", c.metric, c.unit)
+                }
+            })
+            .collect();
+        let samples: usize = t
+            .counters
+            .iter()
+            .filter(|c| c.gpu == gpus[0])
+            .map(|c| c.samples.len())
+            .max()
+            .unwrap_or(0);
+        let _ = writeln!(
+            s,
+            "  counter series: {} on {} GPU(s), {} samples each: {}",
+            t.counters.len(),
+            gpus.len(),
+            samples,
+            metrics.join(", ")
+        );
+        if let Some(c) = &t.counter_clock {
             let _ = writeln!(
                 s,
-                "  steps: {} (ProfilerStep#{}..#{})",
-                t.steps.len(),
-                a.number,
-                b.number
+                "  counter clock: {}",
+                match c {
+                    tracehound_parsers::CounterClock::Wall { utc_offset_s } =>
+                        format!("wall time, UTC{:+} h", *utc_offset_s as f64 / 3600.0),
+                    tracehound_parsers::CounterClock::Relative { interval_ns } => format!(
+                        "sample number x {} (no date: cannot be aligned with a trace)",
+                        fmt_ns(*interval_ns)
+                    ),
+                }
             );
         }
-        _ => {
-            let _ = writeln!(
-                s,
-                "  steps: none marked (the window is first to last GPU operation)"
-            );
-        }
+    }
+    for g in &t.inventory {
+        let opt = |v: Option<f64>, u: &str| v.map_or("?".to_string(), |x| format!("{x:.0} {u}"));
+        let _ = writeln!(
+            s,
+            "  GPU {} {}: {}, driver {}, PCIe gen {}/{} x{}/{}, SM clock {} of {}, power {} of {}, throttle: {}",
+            g.bus_id,
+            g.product,
+            g.pstate.as_deref().unwrap_or("?"),
+            g.driver.as_deref().unwrap_or("?"),
+            g.pcie_gen.0.map_or("?".into(), |v| v.to_string()),
+            g.pcie_gen.1.map_or("?".into(), |v| v.to_string()),
+            g.pcie_width.0.map_or("?".into(), |v| v.to_string()),
+            g.pcie_width.1.map_or("?".into(), |v| v.to_string()),
+            opt(g.sm_clock_mhz.0, "MHz"),
+            opt(g.sm_clock_mhz.1, "MHz"),
+            opt(g.power_w.0, "W"),
+            opt(g.power_w.1, "W"),
+            if g.throttle_reasons.is_empty() {
+                "none".to_string()
+            } else {
+                g.throttle_reasons.join(", ")
+            }
+        );
     }
     if !t.meta.capture_options.is_empty() {
         let opts: Vec<String> = t

@@ -1,0 +1,283 @@
+//! `nvidia-smi dmon` text logs (<https://docs.nvidia.com/deploy/nvidia-smi/>).
+//!
+//! Columns are taken from the header line (`# gpu pwr gtemp ...`), never from positions: the
+//! set depends on `-s` flags and the driver. The units line follows it. Headers may repeat
+//! mid-file (dmon reprints them), blank lines occur, several GPUs interleave one row per GPU
+//! per sample, `-` marks an unsupported value. `-o D`/`T`/`DT` add `#Date` (YYYYMMDD) and
+//! `Time` (HH:MM:SS, local wall time) columns: with both, samples get epoch times (converted
+//! with the UTC offset given, default 0); without a date they are numbered at the assumed
+//! interval (1 s, dmon's default) and cannot be aligned with a trace.
+//! Lines that do not fit the header are skipped with a warning naming the line.
+
+use crate::clock::{epoch_ns, parse_hms};
+use crate::error::LoadError;
+use crate::model::*;
+use std::collections::BTreeMap;
+
+/// Does `head` look like a dmon log (a `#` header line naming the `gpu` column)?
+pub fn is_applicable(head: &[u8]) -> Option<bool> {
+    let text = String::from_utf8_lossy(head);
+    let first = text.lines().map(str::trim).find(|l| !l.is_empty())?;
+    Some(
+        first.starts_with('#')
+            && first
+                .trim_start_matches('#')
+                .split_whitespace()
+                .any(|w| w == "gpu"),
+    )
+}
+
+/// Options for reading wall-clock logs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClockOptions {
+    /// UTC offset of the machine that wrote the log, seconds east of UTC (None: assume UTC).
+    pub utc_offset_s: Option<i64>,
+}
+
+/// Accumulates samples into series; shared with the `--query-gpu` CSV reader.
+#[derive(Default)]
+pub(crate) struct SeriesBuilder {
+    series: BTreeMap<(i32, String), (String, Vec<(i64, f64)>)>,
+}
+
+impl SeriesBuilder {
+    pub(crate) fn push(&mut self, gpu: i32, metric: &str, unit: &str, ts: i64, v: f64) {
+        let e = self
+            .series
+            .entry((gpu, metric.to_string()))
+            .or_insert_with(|| (unit.to_string(), Vec::new()));
+        e.1.push((ts, v));
+    }
+
+    pub(crate) fn finish(self) -> Vec<CounterSeries> {
+        self.series
+            .into_iter()
+            .map(|((gpu, metric), (unit, mut samples))| {
+                samples.sort_by_key(|s| s.0);
+                CounterSeries {
+                    gpu,
+                    metric,
+                    unit,
+                    samples,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Parses a dmon log.
+pub fn parse(data: &[u8], source: &str, clock: ClockOptions) -> Result<Trace, LoadError> {
+    let text = String::from_utf8_lossy(data);
+    let offset = clock.utc_offset_s.unwrap_or(0);
+    let mut names: Vec<String> = Vec::new();
+    let mut units: Vec<String> = Vec::new();
+    let mut expect_units = false;
+    let mut builder = SeriesBuilder::default();
+    let mut bad: Vec<usize> = Vec::new();
+    let mut rows = 0u64;
+    let mut wall = false;
+    let mut relative = false;
+    let mut sample_no: i64 = -1;
+    let mut seen_in_sample: Vec<i32> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(h) = line.strip_prefix('#') {
+            let words: Vec<String> = h.split_whitespace().map(str::to_string).collect();
+            if expect_units {
+                units = words;
+                expect_units = false;
+            } else if words.iter().any(|w| w == "gpu") {
+                names = words;
+                expect_units = true;
+            }
+            continue;
+        }
+        expect_units = false;
+        if names.is_empty() {
+            bad.push(n + 1);
+            continue;
+        }
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() != names.len() {
+            bad.push(n + 1);
+            continue;
+        }
+        let col = |name: &str| names.iter().position(|c| c == name).map(|i| fields[i]);
+        let Some(gpu) = col("gpu").and_then(|g| g.parse::<i32>().ok()) else {
+            bad.push(n + 1);
+            continue;
+        };
+        let ts = match (col("Date"), col("Time")) {
+            (Some(d), Some(t)) if d.len() == 8 => {
+                let (y, mo, day) = (
+                    d[..4].parse().ok(),
+                    d[4..6].parse().ok(),
+                    d[6..].parse().ok(),
+                );
+                match (y, mo, day, parse_hms(t)) {
+                    (Some(y), Some(mo), Some(day), Some((h, mi, s))) => {
+                        epoch_ns(y, mo, day, h, mi, s, offset)
+                    }
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let ts = match ts {
+            Some(t) => {
+                wall = true;
+                t
+            }
+            None if col("Date").is_some() => {
+                bad.push(n + 1);
+                continue;
+            }
+            None => {
+                relative = true;
+                // A new sample starts when a GPU index repeats.
+                if sample_no < 0 || seen_in_sample.contains(&gpu) {
+                    sample_no += 1;
+                    seen_in_sample.clear();
+                }
+                seen_in_sample.push(gpu);
+                sample_no * 1_000_000_000
+            }
+        };
+        rows += 1;
+        for (i, name) in names.iter().enumerate() {
+            if matches!(name.as_str(), "gpu" | "Date" | "Time") {
+                continue;
+            }
+            if let Ok(v) = fields[i].parse::<f64>() {
+                let unit = units.get(i).map(String::as_str).unwrap_or("");
+                builder.push(gpu, name, unit, ts, v);
+            }
+        }
+    }
+    if names.is_empty() {
+        return Err(LoadError::NotATrace {
+            path: source.to_string(),
+            why: "no dmon header line (`# gpu ...`) found".into(),
+        });
+    }
+    if rows == 0 {
+        return Err(LoadError::NotATrace {
+            path: source.to_string(),
+            why: "a dmon header but no sample lines".into(),
+        });
+    }
+    let mut trace = Trace {
+        source: source.to_string(),
+        ..Default::default()
+    };
+    trace.strings.intern("");
+    trace.meta.format = Some(SourceFormat::Dmon);
+    trace.meta.format_version = format!("columns: {}", names.join(" "));
+    trace.stats.events_total = rows;
+    trace.stats.bytes_total = data.len() as u64;
+    trace.stats.bytes_parsed = data.len() as u64;
+    if !bad.is_empty() {
+        let shown: Vec<String> = bad.iter().take(5).map(|l| l.to_string()).collect();
+        trace.warnings.push(format!(
+            "skipped {} line(s) that do not match the header (line {}{})",
+            bad.len(),
+            shown.join(", "),
+            if bad.len() > 5 { ", ..." } else { "" }
+        ));
+    }
+    if wall && relative {
+        trace
+            .warnings
+            .push("some lines have dates and some do not: only dated lines are aligned".into());
+    }
+    trace.counter_clock = Some(if wall {
+        if clock.utc_offset_s.is_none() {
+            trace
+                .stats
+                .notes
+                .push("dmon -o DT prints local wall time at 1 s resolution: assumed UTC (set --utc-offset if the machine ran in another zone)".into());
+        }
+        CounterClock::Wall {
+            utc_offset_s: offset,
+        }
+    } else {
+        trace
+            .stats
+            .notes
+            .push("no Date/Time columns (dmon -o DT): samples are numbered at 1 s and cannot be aligned with a trace".into());
+        CounterClock::Relative {
+            interval_ns: 1_000_000_000,
+        }
+    });
+    trace.counters = builder.finish();
+    trace.finish();
+    Ok(trace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_driven_with_repeats_dashes_and_garbage() {
+        let log = "\
+# gpu    pwr  gtemp  mtemp     sm
+# Idx      W      C      C      %
+    0     79     40      -      5
+    1     70     35      -      0
+
+    0     80     41      -     15
+    1     71     35      -      2
+garbage here
+# gpu    pwr  gtemp  mtemp     sm
+# Idx      W      C      C      %
+    0     81     41      -     25
+";
+        let t = parse(log.as_bytes(), "x.log", ClockOptions::default()).unwrap();
+        let sm0 = t
+            .counters
+            .iter()
+            .find(|c| c.gpu == 0 && c.metric == "sm")
+            .unwrap();
+        assert_eq!(
+            sm0.samples,
+            vec![(0, 5.0), (1_000_000_000, 15.0), (2_000_000_000, 25.0)]
+        );
+        assert_eq!(sm0.unit, "%");
+        assert!(
+            !t.counters.iter().any(|c| c.metric == "mtemp"),
+            "`-` is missing, not zero"
+        );
+        assert!(t.warnings[0].contains("line 8"), "{:?}", t.warnings);
+        assert!(matches!(
+            t.counter_clock,
+            Some(CounterClock::Relative { .. })
+        ));
+    }
+
+    #[test]
+    fn date_time_columns_give_epoch_times() {
+        let log = "#Date       Time        gpu     sm\n#YYYYMMDD   HH:MM:SS    Idx      %\n 20261129   16:35:32      0     50\n";
+        let t = parse(
+            log.as_bytes(),
+            "x.log",
+            ClockOptions {
+                utc_offset_s: Some(3600),
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            t.counters[0].samples[0].0,
+            1_795_970_132_000_000_000 - 3_600_000_000_000
+        );
+    }
+
+    #[test]
+    fn not_dmon() {
+        assert!(parse(b"hello\nworld\n", "x", ClockOptions::default()).is_err());
+        assert!(parse(b"# gpu sm\n# Idx %\n", "x", ClockOptions::default()).is_err());
+    }
+}

@@ -1,0 +1,180 @@
+//! `nvidia-smi --query-gpu=FIELDS --format=csv [-l N]` logs: a header of field names with
+//! units in brackets (`utilization.gpu [%]`), values with unit suffixes (`79.77 W`,
+//! `345 MHz`, `0 %`), `[N/A]` / `[Not Supported]` for missing values, and headers repeated
+//! when several commands append to one file. Field names are mapped to dmon's metric names
+//! where they mean the same thing, so rules read either source.
+
+use crate::clock::{epoch_ns, parse_hms};
+use crate::dmon::{ClockOptions, SeriesBuilder};
+use crate::error::LoadError;
+use crate::model::*;
+
+/// Does `head` look like a `--query-gpu` CSV log?
+pub fn is_applicable(head: &[u8]) -> Option<bool> {
+    let text = String::from_utf8_lossy(head);
+    let first = text.lines().next()?;
+    Some(
+        first.contains(',')
+            && (first.starts_with("timestamp")
+                || first.contains("utilization.gpu")
+                || first.contains("power.draw")),
+    )
+}
+
+fn metric(field: &str) -> (&str, &str) {
+    let (name, unit) = match field.split_once('[') {
+        Some((n, u)) => (n.trim(), u.trim_end_matches(']').trim()),
+        None => (field.trim(), ""),
+    };
+    let canon = match name {
+        "utilization.gpu" => "sm",
+        "utilization.memory" => "mem",
+        "power.draw" | "power.draw.instant" => "pwr",
+        "power.limit" | "enforced.power.limit" => "power_limit",
+        "temperature.gpu" => "gtemp",
+        "temperature.memory" => "mtemp",
+        "clocks.current.sm" | "clocks.sm" => "pclk",
+        "clocks.current.memory" | "clocks.mem" => "mclk",
+        "clocks.max.sm" | "clocks.max.graphics" => "pclk_max",
+        "memory.used" => "fb",
+        "pcie.link.gen.current" => "pcie_gen",
+        "pcie.link.gen.max" => "pcie_gen_max",
+        "pcie.link.width.current" => "pcie_width",
+        "pcie.link.width.max" => "pcie_width_max",
+        other => other,
+    };
+    (canon, unit)
+}
+
+/// Parses a `--query-gpu` CSV log.
+pub fn parse(data: &[u8], source: &str, clock: ClockOptions) -> Result<Trace, LoadError> {
+    let text = String::from_utf8_lossy(data);
+    let offset = clock.utc_offset_s.unwrap_or(0);
+    let mut header: Vec<(String, String)> = Vec::new();
+    let mut builder = SeriesBuilder::default();
+    let mut bad: Vec<usize> = Vec::new();
+    let mut rows = 0u64;
+    let mut has_time = false;
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        if fields
+            .iter()
+            .any(|f| f.contains("utilization.") || *f == "timestamp" || *f == "index")
+        {
+            header = fields
+                .iter()
+                .map(|f| {
+                    let (m, u) = metric(f);
+                    (m.to_string(), u.to_string())
+                })
+                .collect();
+            continue;
+        }
+        if header.is_empty() || fields.len() != header.len() {
+            bad.push(n + 1);
+            continue;
+        }
+        let col = |name: &str| header.iter().position(|h| h.0 == name).map(|i| fields[i]);
+        let gpu = col("index")
+            .and_then(|g| g.parse::<i32>().ok())
+            .unwrap_or(0);
+        let ts = col("timestamp").and_then(|t| {
+            // 2026/11/29 16:35:23.878
+            let (d, tm) = t.split_once(' ')?;
+            let mut it = d.split(['/', '-']);
+            let (y, mo, day) = (
+                it.next()?.parse().ok()?,
+                it.next()?.parse().ok()?,
+                it.next()?.parse().ok()?,
+            );
+            let (h, mi, s) = parse_hms(tm.trim())?;
+            epoch_ns(y, mo, day, h, mi, s, offset)
+        });
+        let ts = match ts {
+            Some(t) => {
+                has_time = true;
+                t
+            }
+            None => rows as i64 * 1_000_000_000,
+        };
+        rows += 1;
+        for (i, (name, unit)) in header.iter().enumerate() {
+            if matches!(
+                name.as_str(),
+                "timestamp" | "index" | "name" | "uuid" | "pci.bus_id"
+            ) {
+                continue;
+            }
+            let v = fields[i].split_whitespace().next().unwrap_or("");
+            if let Ok(x) = v.parse::<f64>() {
+                builder.push(gpu, name, unit, ts, x);
+            }
+        }
+    }
+    if header.is_empty() || rows == 0 {
+        return Err(LoadError::NotATrace {
+            path: source.to_string(),
+            why: "a CSV without nvidia-smi --query-gpu header and rows".into(),
+        });
+    }
+    let mut trace = Trace {
+        source: source.to_string(),
+        ..Default::default()
+    };
+    trace.strings.intern("");
+    trace.meta.format = Some(SourceFormat::SmiQuery);
+    trace.meta.format_version = format!("{} fields", header.len());
+    trace.stats.events_total = rows;
+    trace.stats.bytes_total = data.len() as u64;
+    trace.stats.bytes_parsed = data.len() as u64;
+    if !bad.is_empty() {
+        let shown: Vec<String> = bad.iter().take(5).map(|l| l.to_string()).collect();
+        trace.warnings.push(format!(
+            "skipped {} line(s) that do not match the header (line {})",
+            bad.len(),
+            shown.join(", ")
+        ));
+    }
+    trace.counter_clock = Some(if has_time {
+        if clock.utc_offset_s.is_none() {
+            trace.stats.notes.push("nvidia-smi timestamps are local wall time: assumed UTC (set --utc-offset otherwise)".into());
+        }
+        CounterClock::Wall {
+            utc_offset_s: offset,
+        }
+    } else {
+        CounterClock::Relative {
+            interval_ns: 1_000_000_000,
+        }
+    });
+    trace.counters = builder.finish();
+    trace.finish();
+    Ok(trace)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_stripped_and_names_mapped() {
+        let csv = "timestamp, index, utilization.gpu [%], power.draw [W], clocks.current.sm [MHz], pcie.link.gen.current\n2026/11/29 16:35:32.000, 0, 37 %, 79.77 W, 1980 MHz, 5\n2026/11/29 16:35:33.000, 0, [N/A], 80.00 W, 1980 MHz, 5\n";
+        let t = parse(csv.as_bytes(), "q.csv", ClockOptions::default()).unwrap();
+        let sm = t.counters.iter().find(|c| c.metric == "sm").unwrap();
+        assert_eq!(sm.samples, vec![(1_795_970_132_000_000_000, 37.0)]);
+        assert_eq!(sm.unit, "%");
+        assert_eq!(
+            t.counters
+                .iter()
+                .find(|c| c.metric == "pwr")
+                .unwrap()
+                .samples
+                .len(),
+            2
+        );
+        assert!(t.counters.iter().any(|c| c.metric == "pcie_gen"));
+    }
+}
