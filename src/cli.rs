@@ -78,6 +78,10 @@ struct AnalyzeArgs {
     /// Analyse only this window, in ms from the first event of the trace (e.g. --window 100 350).
     #[arg(long, num_args = 2, value_names = ["START_MS", "END_MS"])]
     window: Option<Vec<f64>>,
+    /// Time zone of the machine that wrote nvidia-smi logs, hours east of UTC (e.g. -5, 5.5);
+    /// dmon -o DT and --query-gpu timestamps are local wall time. Default: UTC.
+    #[arg(long, value_name = "HOURS", allow_hyphen_values = true)]
+    utc_offset: Option<f64>,
 }
 
 /// Runs the CLI and returns the process exit code.
@@ -116,10 +120,17 @@ pub fn main() -> i32 {
 }
 
 fn load_all(files: &[PathBuf]) -> Result<Vec<tracehound_parsers::Trace>, i32> {
+    load_all_with(files, tracehound_parsers::LoadOptions::default())
+}
+
+fn load_all_with(
+    files: &[PathBuf],
+    options: tracehound_parsers::LoadOptions,
+) -> Result<Vec<tracehound_parsers::Trace>, i32> {
     let mut traces = Vec::new();
     let mut failed = false;
     for f in files {
-        match tracehound_parsers::load(f) {
+        match tracehound_parsers::load_with(f, options) {
             Ok(t) => {
                 for w in &t.warnings {
                     eprintln!("tracehound: warning: {}: {w}", f.display());
@@ -148,10 +159,24 @@ fn analyze(args: AnalyzeArgs) -> Result<i32> {
         eprintln!("tracehound: error: --window START_MS END_MS needs START_MS < END_MS");
         return Ok(2);
     }
-    let traces = match load_all(&args.files) {
+    let utc_offset_s = match args.utc_offset {
+        Some(h) if h.is_finite() && h.abs() <= 14.0 => Some((h * 3600.0).round() as i64),
+        Some(_) => {
+            eprintln!(
+                "tracehound: error: --utc-offset takes hours east of UTC, between -14 and 14"
+            );
+            return Ok(2);
+        }
+        None => None,
+    };
+    let loaded = match load_all_with(
+        &args.files,
+        tracehound_parsers::LoadOptions { utc_offset_s },
+    ) {
         Ok(t) => t,
         Err(code) => return Ok(code),
     };
+    let traces = session(loaded);
     let mut reports = Vec::new();
     for t in &traces {
         let mut config = Config {
@@ -220,6 +245,36 @@ fn summary(files: Vec<PathBuf>, csv: bool, steps: bool, top: usize) -> Result<i3
         .write_all(out.as_bytes())
         .context("writing the report")?;
     Ok(0)
+}
+
+/// Groups the loaded files: every nvidia-smi log is attached to each GPU trace of the same
+/// command (aligned by wall clock); logs given without a trace are analysed on their own.
+fn session(loaded: Vec<tracehound_parsers::Trace>) -> Vec<tracehound_parsers::Trace> {
+    use tracehound_parsers::SourceFormat as F;
+    let (mut primaries, mut aux): (Vec<_>, Vec<_>) = loaded
+        .into_iter()
+        .partition(|t| matches!(t.meta.format, Some(F::Kineto) | Some(F::Nsys)));
+    if primaries.is_empty() {
+        // No GPU trace: the counter logs are the subjects, the XML snapshots describe them.
+        let (logs, xml): (Vec<_>, Vec<_>) = aux.into_iter().partition(|t| !t.counters.is_empty());
+        if logs.is_empty() {
+            return xml;
+        }
+        primaries = logs;
+        aux = xml;
+    }
+    for p in &mut primaries {
+        for a in &aux {
+            match tracehound_parsers::session::attach(p, a) {
+                Ok(note) => p.stats.notes.push(note),
+                Err(why) => {
+                    eprintln!("tracehound: warning: {why}");
+                    p.warnings.push(why);
+                }
+            }
+        }
+    }
+    primaries
 }
 
 fn info(files: Vec<PathBuf>) -> Result<i32> {

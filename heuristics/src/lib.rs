@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod config;
+pub mod counters;
 pub mod finding;
 pub mod rules;
 pub mod summary;

@@ -53,7 +53,8 @@ pub struct TraceSummary {
     pub kernels: u64,
     /// Top kernel by time.
     pub top_kernel: Option<TopKernel>,
-    /// What bounds the run: `GPU-bound`, `launch/host bound`, `input-bound`, `no GPU activity`.
+    /// What bounds the run: `GPU-bound`, `launch/host bound`, `input-bound`, `underutilised`
+    /// (counter logs), `snapshot` (an nvidia-smi XML alone), `no GPU activity`.
     pub bound: String,
     /// The verdict in one sentence.
     pub verdict: String,
@@ -139,6 +140,30 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (String, String) {
             .total_cmp(&b.busy_share)
             .then(b.device.cmp(&a.device))
     }) else {
+        if let Some((gpu, m)) = counter_utilisation(cx) {
+            let bound = if m >= 70.0 {
+                "GPU-bound"
+            } else {
+                "underutilised"
+            };
+            return (
+                bound.into(),
+                format!(
+                    "{bound}: nvidia-smi reports GPU {gpu} SM utilisation at {m:.0}% on average while the job runs{}",
+                    if m >= 70.0 {
+                        "."
+                    } else {
+                        "; capture a profiler trace to see why the GPU waits."
+                    }
+                ),
+            );
+        }
+        if !cx.trace.inventory.is_empty() {
+            return (
+                "snapshot".into(),
+                "An nvidia-smi snapshot: inventory checks only, no activity over time.".into(),
+            );
+        }
         return (
             "no GPU activity".into(),
             "No GPU activity in the trace: CPU-only profile.".into(),
@@ -196,6 +221,18 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (String, String) {
             fmt_ns(median)
         ),
     )
+}
+
+/// Mean SM % of the first GPU with counters over its active period.
+fn counter_utilisation(cx: &Ctx) -> Option<(i32, f64)> {
+    let gpu = *crate::counters::gpus(cx.trace).first()?;
+    let w = crate::counters::counter_window(cx, gpu)?;
+    let m = crate::counters::mean(
+        crate::counters::loaded(cx.trace, gpu, &w)
+            .iter()
+            .map(|x| x.1),
+    )?;
+    Some((gpu, m))
 }
 
 fn mem_peak(

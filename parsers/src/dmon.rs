@@ -34,10 +34,13 @@ pub struct ClockOptions {
     pub utc_offset_s: Option<i64>,
 }
 
+/// (unit, samples) of one (GPU, metric).
+type Samples = (String, Vec<(i64, f64)>);
+
 /// Accumulates samples into series; shared with the `--query-gpu` CSV reader.
 #[derive(Default)]
 pub(crate) struct SeriesBuilder {
-    series: BTreeMap<(i32, String), (String, Vec<(i64, f64)>)>,
+    series: BTreeMap<(i32, String), Samples>,
 }
 
 impl SeriesBuilder {

@@ -12,6 +12,7 @@ pub mod kineto;
 pub mod lenient;
 pub mod model;
 pub mod nsys;
+pub mod session;
 pub mod smi_query;
 pub mod smi_xml;
 

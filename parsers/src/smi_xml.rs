@@ -21,7 +21,8 @@ pub fn is_applicable(head: &[u8]) -> Option<bool> {
     if !t.starts_with('<') {
         return Some(false);
     }
-    Some(text.contains("<nvidia_smi_log") || (t.starts_with("<?xml") && text.contains("nvsmi")))
+    // Any XML goes to this reader, which names the root it found when it is not nvidia-smi's.
+    Some(true)
 }
 
 fn number(v: &str) -> Option<f64> {

@@ -28,6 +28,14 @@ fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
         fmt_ns(w.len()),
         w.describe()
     );
+    for n in t
+        .stats
+        .notes
+        .iter()
+        .filter(|n| n.contains("aligned by wall clock") || n.contains("inventory attached"))
+    {
+        let _ = writeln!(s, "  with {n}");
+    }
     let _ = writeln!(s);
     let shown: Vec<_> = a.findings.iter().take(top.unwrap_or(usize::MAX)).collect();
     if shown.is_empty() {

@@ -470,6 +470,19 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
             .cmp(&(a.end - a.start))
             .then(a.start.cmp(&b.start))
     });
+    // With an nvidia-smi log attached: the SM utilisation of the second each gap fell in.
+    let sm = crate::counters::series(cx.trace, idle.device, "sm");
+    let pwr = crate::counters::series(cx.trace, idle.device, "pwr");
+    let cite = |t: i64| {
+        let at = |s: Option<&tracehound_parsers::CounterSeries>| {
+            s.and_then(|s| crate::counters::value_at(s, t))
+        };
+        match (at(sm), at(pwr)) {
+            (Some(u), Some(p)) => format!(" [nvidia-smi that second: SM {u:.0}%, {p:.0} W]"),
+            (Some(u), None) => format!(" [nvidia-smi that second: SM {u:.0}%]"),
+            _ => String::new(),
+        }
+    };
     let instances = worst
         .iter()
         .take(cx.config.max_instances)
@@ -478,8 +491,8 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
             dur_ns: g.end - g.start,
             offset_ms: w.offset_ms(g.start),
             what: match &g.next_op {
-                Some(n) => format!("{} before {n}", g.label),
-                None => format!("{} (to the end of the window)", g.label),
+                Some(n) => format!("{} before {n}{}", g.label, cite(g.start)),
+                None => format!("{} (to the end of the window){}", g.label, cite(g.start)),
             },
             cpu_op: g.cpu_op.clone(),
             python_frame: g.frame.clone(),
@@ -529,13 +542,19 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
         },
         device: Some(idle.device),
         evidence: format!(
-            "busy {:.1}% of {}; causes: {}; largest gap {}; plus {} in {} shorter gaps",
+            "busy {:.1}% of {}; causes: {}; largest gap {}; plus {} in {} shorter gaps{}",
             100.0 * w.share(idle.busy_ns),
             fmt_ns(w.len()),
             causes.join(", "),
             fmt_ns(largest),
             fmt_ns(idle.short_idle_ns),
-            idle.short_count
+            idle.short_count,
+            match sm.and_then(|s| crate::counters::mean(
+                crate::counters::in_window(s, w).iter().map(|x| x.1)
+            )) {
+                Some(m) => format!("; nvidia-smi SM utilisation over the window {m:.0}%"),
+                None => String::new(),
+            }
         ),
         breakdown: rows,
         instances,

@@ -2,8 +2,14 @@
 
 pub mod allocator_fragmentation;
 pub mod copy_hotspots;
+pub mod ecc_errors;
 pub mod idle_gaps;
+pub mod low_sm_utilization;
+pub mod memory_bandwidth_bound;
 pub mod pageable_memcpy;
+pub mod pcie_link;
+pub mod power_headroom;
+pub mod throttling;
 
 use crate::config::Config;
 use crate::finding::Finding;
@@ -37,6 +43,12 @@ pub fn all() -> Vec<Box<dyn Rule>> {
         Box::new(pageable_memcpy::PageableMemcpy),
         Box::new(copy_hotspots::CopyHotspots),
         Box::new(allocator_fragmentation::AllocatorFragmentation),
+        Box::new(low_sm_utilization::LowSmUtilization),
+        Box::new(memory_bandwidth_bound::MemoryBandwidthBound),
+        Box::new(power_headroom::PowerHeadroom),
+        Box::new(throttling::Throttling),
+        Box::new(pcie_link::PcieLink),
+        Box::new(ecc_errors::EccErrors),
     ]
 }
 

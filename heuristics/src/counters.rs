@@ -1,0 +1,111 @@
+//! Reading counter series (nvidia-smi dmon / --query-gpu) against the analysed window.
+
+use crate::finding::{Confidence, Finding, Severity};
+use crate::rules::Ctx;
+use crate::window::Window;
+use tracehound_parsers::{CounterSeries, Trace};
+
+/// dmon prints HH:MM:SS, truncated: the sample stamped S covers the second that starts at S.
+/// (Checked on the H200 captures: a 0.46 s trace starting at 16:35:32.219 shows in the
+/// sample stamped 16:35:32, and the one stamped 16:35:33 reads 0%.)
+pub const SAMPLE_NS: i64 = 1_000_000_000;
+
+/// The series of `metric` for `gpu`, if recorded.
+pub fn series<'t>(trace: &'t Trace, gpu: i32, metric: &str) -> Option<&'t CounterSeries> {
+    trace
+        .counters
+        .iter()
+        .find(|c| c.gpu == gpu && c.metric == metric)
+}
+
+/// Samples whose second overlaps the window.
+pub fn in_window<'s>(s: &'s CounterSeries, w: &Window) -> &'s [(i64, f64)] {
+    let a = s.samples.partition_point(|x| x.0 + SAMPLE_NS <= w.start);
+    let b = s.samples.partition_point(|x| x.0 < w.end);
+    &s.samples[a..b.max(a)]
+}
+
+/// The sample whose second contains time `t`.
+pub fn value_at(s: &CounterSeries, t: i64) -> Option<f64> {
+    let k = s.samples.partition_point(|x| x.0 <= t);
+    k.checked_sub(1)
+        .map(|k| s.samples[k])
+        .filter(|x| t - x.0 < SAMPLE_NS)
+        .map(|x| x.1)
+}
+
+/// GPUs that have counter series, ascending.
+pub fn gpus(trace: &Trace) -> Vec<i32> {
+    let mut g: Vec<i32> = trace.counters.iter().map(|c| c.gpu).collect();
+    g.sort();
+    g.dedup();
+    g
+}
+
+/// Mean of values.
+pub fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
+    let (n, s) = v.fold((0usize, 0.0), |(n, s), x| (n + 1, s + x));
+    (n > 0).then(|| s / n as f64)
+}
+
+/// The window over which counters are judged: the analysed window when the trace has GPU
+/// work, else the log's active period.
+pub(crate) fn counter_window(cx: &Ctx, gpu: i32) -> Option<Window> {
+    if !cx.trace.gpu_ops.is_empty() {
+        return Some(cx.window.clone());
+    }
+    let sm = series(cx.trace, gpu, "sm")?;
+    let first = sm.samples.iter().find(|s| s.1 > 0.0)?.0;
+    let last = sm.samples.iter().rev().find(|s| s.1 > 0.0)?.0;
+    Some(Window {
+        start: first,
+        end: last + SAMPLE_NS,
+        source: crate::window::WindowSource::WholeTrace,
+    })
+}
+
+pub(crate) fn loaded(t: &Trace, gpu: i32, w: &Window) -> Vec<(i64, f64)> {
+    series(t, gpu, "sm")
+        .map(|s| in_window(s, w).to_vec())
+        .unwrap_or_default()
+}
+
+pub(crate) fn at(t: &Trace, gpu: i32, metric: &str, ts: i64) -> Option<f64> {
+    series(t, gpu, metric).and_then(|s| {
+        s.samples
+            .binary_search_by_key(&ts, |x| x.0)
+            .ok()
+            .map(|k| s.samples[k].1)
+    })
+}
+
+pub(crate) fn base(
+    rule: &'static str,
+    gpu: i32,
+    title: String,
+    severity: Severity,
+    evidence: String,
+    advice: &str,
+) -> Finding {
+    Finding {
+        rule,
+        title,
+        severity,
+        impact_ns: 0,
+        impact_share: 0.0,
+        confidence: Confidence::Medium,
+        device: Some(gpu),
+        evidence,
+        breakdown: Vec::new(),
+        instances: Vec::new(),
+        advice: vec![advice.to_string()],
+        metrics: Default::default(),
+    }
+}
+
+/// The board power limit: from a --query-gpu log, else the -q -x inventory.
+pub(crate) fn power_limit(t: &Trace, gpu: i32) -> Option<f64> {
+    series(t, gpu, "power_limit")
+        .and_then(|s| s.samples.last().map(|x| x.1))
+        .or_else(|| t.inventory.get(gpu as usize).and_then(|i| i.power_w.1))
+}

@@ -1,0 +1,60 @@
+//! Volatile ECC errors from dmon (`sbecc`/`dbecc`) or -q -x: uncorrectable ones are high severity.
+
+use super::{Ctx, Rule};
+use crate::counters::*;
+use crate::finding::{Confidence, Finding, Severity, metrics};
+
+/// Volatile ECC errors.
+pub struct EccErrors;
+
+impl Rule for EccErrors {
+    fn id(&self) -> &'static str {
+        "ecc_errors"
+    }
+    fn description(&self) -> &'static str {
+        "volatile ECC errors reported by the GPU"
+    }
+    fn check(&self, cx: &Ctx) -> Vec<Finding> {
+        let t = cx.trace;
+        let mut out = Vec::new();
+        let mut gpus = crate::counters::gpus(t);
+        for k in 0..t.inventory.len() as i32 {
+            if !gpus.contains(&k) {
+                gpus.push(k);
+            }
+        }
+        for gpu in gpus {
+            let max_of = |m: &str| {
+                series(t, gpu, m)
+                    .and_then(|s| s.samples.iter().map(|x| x.1).reduce(f64::max))
+                    .unwrap_or(0.0) as u64
+            };
+            let inv = t
+                .inventory
+                .get(gpu as usize)
+                .map(|i| i.ecc_volatile)
+                .unwrap_or((None, None));
+            let sbe = max_of("sbecc").max(inv.0.unwrap_or(0));
+            let dbe = max_of("dbecc").max(inv.1.unwrap_or(0));
+            if sbe + dbe == 0 {
+                continue;
+            }
+            let mut f = base(
+                "ecc_errors",
+                gpu,
+                format!("GPU {gpu}: {dbe} uncorrectable and {sbe} correctable ECC errors"),
+                if dbe > 0 {
+                    Severity::High
+                } else {
+                    Severity::Low
+                },
+                "volatile ECC counters since the last driver load".into(),
+                "Uncorrectable ECC errors corrupt results and crash jobs: drain the GPU and have it checked (nvidia-smi -q -d ECC,PAGE_RETIREMENT / ROW_REMAPPER).",
+            );
+            f.confidence = Confidence::High;
+            f.metrics = metrics([("correctable", sbe as f64), ("uncorrectable", dbe as f64)]);
+            out.push(f);
+        }
+        out
+    }
+}

@@ -1,0 +1,120 @@
+//! Power or thermal throttling under load (SM ≥ 50%): dmon violation counters, active clocks-event reasons in -q -x, SM clock below 90% of its maximum. Impact: the seconds under load scaled by the clock shortfall.
+
+use super::{Ctx, Rule};
+use crate::counters::*;
+use crate::finding::{Finding, Severity, metrics};
+
+/// Power / thermal throttling and clocks below max under load.
+pub struct Throttling;
+
+impl Rule for Throttling {
+    fn id(&self) -> &'static str {
+        "throttling"
+    }
+    fn description(&self) -> &'static str {
+        "power or thermal throttling: violation counters, active clocks-event reasons, SM clock below max under load"
+    }
+    fn check(&self, cx: &Ctx) -> Vec<Finding> {
+        let t = cx.trace;
+        let mut out = Vec::new();
+        let mut gpus = crate::counters::gpus(t);
+        for k in 0..t.inventory.len() as i32 {
+            if !gpus.contains(&k) {
+                gpus.push(k);
+            }
+        }
+        for gpu in gpus {
+            let w = counter_window(cx, gpu);
+            let busy: Vec<(i64, f64)> = w
+                .as_ref()
+                .map(|w| loaded(t, gpu, w))
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|x| x.1 >= 50.0)
+                .collect();
+            let viol = |m: &str| {
+                busy.iter()
+                    .filter(|&&(ts, _)| at(t, gpu, m, ts).is_some_and(|v| v > 0.0))
+                    .count()
+            };
+            let (pviol, tviol) = (viol("pviol"), viol("tviol"));
+            let max_clock = series(t, gpu, "pclk_max")
+                .and_then(|s| s.samples.last().map(|x| x.1))
+                .or_else(|| t.inventory.get(gpu as usize).and_then(|i| i.sm_clock_mhz.1));
+            let mut lost = 0.0;
+            let mut slow = 0;
+            if let Some(max) = max_clock.filter(|m| *m > 0.0) {
+                for &(ts, _) in &busy {
+                    if let Some(c) = at(t, gpu, "pclk", ts)
+                        && c < 0.9 * max
+                    {
+                        slow += 1;
+                        lost += (1.0 - c / max) * SAMPLE_NS as f64;
+                    }
+                }
+            }
+            let reasons: Vec<String> = t
+                .inventory
+                .get(gpu as usize)
+                // A snapshot's reasons count only when it was taken under load.
+                .filter(|i| i.gpu_util_pct.is_some_and(|u| u > 0.0))
+                .map(|i| {
+                    i.throttle_reasons
+                        .iter()
+                        .filter(|r| {
+                            !matches!(
+                                r.as_str(),
+                                "gpu_idle"
+                                    | "applications_clocks_setting"
+                                    | "display_clocks_setting"
+                            )
+                        })
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
+            if pviol + tviol + slow == 0 && reasons.is_empty() {
+                continue;
+            }
+            let share = w.as_ref().map_or(0.0, |w| w.share(lost as i64));
+            let mut f = base(
+                "throttling",
+                gpu,
+                format!(
+                    "GPU {gpu} throttles under load: {}",
+                    [
+                        (pviol > 0).then(|| format!("power violation in {pviol} s")),
+                        (tviol > 0).then(|| format!("thermal violation in {tviol} s")),
+                        (slow > 0).then(|| format!("SM clock below 90% of max in {slow} s")),
+                        (!reasons.is_empty())
+                            .then(|| format!("active reasons: {}", reasons.join(", "))),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>()
+                    .join("; ")
+                ),
+                if tviol > 0 || reasons.iter().any(|r| r.contains("thermal")) {
+                    Severity::Medium
+                } else {
+                    Severity::from_share(share).max(Severity::Low)
+                },
+                format!(
+                    "{} busy samples (SM ≥ 50%); max SM clock {}",
+                    busy.len(),
+                    max_clock.map_or("unknown".into(), |m| format!("{m:.0} MHz"))
+                ),
+                "Check cooling and power capping (nvidia-smi -q -d PERFORMANCE, nvidia-smi -pl); a power-capped GPU runs slower kernels at the same utilisation.",
+            );
+            f.impact_ns = lost as i64;
+            f.impact_share = share;
+            f.metrics = metrics([
+                ("power_violation_s", pviol as f64),
+                ("thermal_violation_s", tviol as f64),
+                ("slow_clock_s", slow as f64),
+            ]);
+            out.push(f);
+        }
+        out
+    }
+}

@@ -1,0 +1,197 @@
+//! Nsight Systems exports and nvidia-smi logs through the binary: sessions of a trace with the
+//! dmon log recorded beside it, logs and snapshots on their own, bad input.
+
+mod common;
+use common::*;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+fn shared_file(sub: &str) -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/sample-traces")
+        .join(sub);
+    if p.exists() {
+        Some(p)
+    } else {
+        eprintln!("skipping: {} is absent", p.display());
+        None
+    }
+}
+
+fn tmp(name: &str, bytes: &[u8]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tracehound-src-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::File::create(&p).unwrap().write_all(bytes).unwrap();
+    p
+}
+
+#[test]
+fn trace_and_dmon_analyse_as_one_session() {
+    let Some(dmon) = shared_file("dmon/h200_dmon_s_pucvmet_o_DT.log") else {
+        return;
+    };
+    let trace = own("h200_resnet_unpinned_sync.pt.trace.json.gz");
+    let doc = analyze_json(&trace, &[dmon.to_str().unwrap()]);
+    assert_eq!(doc["format"], "kineto");
+    assert!(
+        doc["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("aligned by wall clock"))
+    );
+    // The trace ran 16:35:32.219-.683 UTC; dmon's sample stamped 16:35:32 reads SM 14%, 140 W.
+    let idle = findings(&doc, "idle_gaps")[0];
+    let worst = idle["instances"][0]["what"].as_str().unwrap();
+    assert!(
+        worst.contains("[nvidia-smi that second: SM 14%, 140 W]"),
+        "{worst}"
+    );
+    assert!(
+        idle["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("nvidia-smi SM utilisation over the window 14%")
+    );
+
+    // A wrong time zone moves the log off the trace: refused with a warning, not misaligned.
+    let out = run(&[
+        "analyze",
+        "--format",
+        "json",
+        trace.to_str().unwrap(),
+        dmon.to_str().unwrap(),
+        "--utc-offset",
+        "2",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not overlap"));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let worst = findings(&doc["traces"][0], "idle_gaps")[0]["instances"][0]["what"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(!worst.contains("nvidia-smi"), "{worst}");
+}
+
+#[test]
+fn nvidia_smi_logs_on_their_own() {
+    let (Some(dmon), Some(xml)) = (
+        shared_file("dmon/h200_dmon_s_pucvmet_o_DT.log"),
+        shared_file("smi-xml/h200_nvidia_smi_q.xml"),
+    ) else {
+        return;
+    };
+    let doc = analyze_json(&dmon, &[xml.to_str().unwrap()]);
+    assert_eq!(doc["format"], "dmon");
+    assert_eq!(doc["summary"]["bound"], "underutilised");
+    let low = findings(&doc, "low_sm_utilization");
+    assert_eq!(low[0]["severity"], "high");
+    // Python: SM % over the 63 active samples (first to last non-zero) averages about 6%.
+    assert!(
+        (metric(low[0], "mean_sm_pct") - 6.4).abs() < 0.5,
+        "{}",
+        low[0]["metrics"]
+    );
+    let power = findings(&doc, "power_headroom");
+    assert_eq!(
+        metric(power[0], "limit_w"),
+        700.0,
+        "the limit comes from the -q -x snapshot"
+    );
+
+    // The T4 snapshot was taken in P0 with an x8 link on an x16 card: reported. The A10G
+    // has the same x8 link but idles in P8, where links train down to save power: quiet.
+    let Some(t4) = shared_file("smi-xml/telegraf_tesla_t4_3a4e962c.xml") else {
+        return;
+    };
+    let doc = analyze_json(&t4, &[]);
+    let pcie = findings(&doc, "pcie_link");
+    assert_eq!(pcie.len(), 1);
+    assert!(pcie[0]["title"].as_str().unwrap().contains("x8/16"));
+    let Some(a10g) = shared_file("smi-xml/telegraf_a10g.xml") else {
+        return;
+    };
+    assert!(findings(&analyze_json(&a10g, &[]), "pcie_link").is_empty());
+    assert_eq!(doc["summary"]["bound"], "snapshot");
+}
+
+#[test]
+fn info_describes_each_source() {
+    let Some(nsys) = shared_file("nsys/weatherbench2_rtx4060_nsys2025.5_no_kernels.sqlite") else {
+        return;
+    };
+    let out = run(&["info", nsys.to_str().unwrap()]);
+    let s = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        s.contains("format: Nsight Systems SQLite export, Nsight Systems 2025.5.1.121"),
+        "{s}"
+    );
+    assert!(
+        s.contains("note: no CUPTI_ACTIVITY_KIND_KERNEL table"),
+        "{s}"
+    );
+    let Some(dmon) = shared_file("dmon/h200_dmon_default.log") else {
+        return;
+    };
+    let out = run(&["info", dmon.to_str().unwrap()]);
+    let s = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        s.contains("counter series: 11 on 1 GPU(s), 74 samples each"),
+        "{s}"
+    );
+    assert!(s.contains("cannot be aligned"), "{s}");
+}
+
+#[test]
+fn bad_logs_get_clear_messages() {
+    let log = tmp(
+        "dmon_garbage.log",
+        b"# gpu    sm   mem\n# Idx     %     %\n    0    10     5\nGPU 0: Xid 79 fallen off the bus\n    0    20     5\n",
+    );
+    let out = run(&["analyze", log.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("dmon_garbage.log") && err.contains("line 4"),
+        "{err}"
+    );
+
+    let header_only = tmp("dmon_empty.log", b"# gpu    sm   mem\n# Idx     %     %\n");
+    let out = run(&["analyze", header_only.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no sample lines"));
+
+    let xml = tmp(
+        "pom.xml",
+        b"<?xml version=\"1.0\"?><project><modelVersion>4.0.0</modelVersion></project>",
+    );
+    let out = run(&["analyze", xml.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("pom.xml") && err.contains("nvidia_smi_log"),
+        "{err}"
+    );
+}
+
+#[test]
+fn summary_csv_matches_nsys_stats_layout() {
+    let Some(nsys) = shared_file("nsys/h200_resnet_unpinned_sync.sqlite") else {
+        return;
+    };
+    let out = run(&["summary", "--csv", nsys.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let s = String::from_utf8(out.stdout).unwrap();
+    let reference = std::fs::read_to_string(
+        nsys.parent()
+            .unwrap()
+            .join("../reference/h200_resnet_unpinned_sync.stats_cuda_gpu_kern_sum.csv"),
+    )
+    .unwrap();
+    // Same header and the same first (largest) row, byte for byte.
+    let ours: Vec<&str> = s.lines().take(2).collect();
+    let theirs: Vec<&str> = reference.lines().take(2).collect();
+    assert_eq!(ours, theirs);
+}
