@@ -134,7 +134,8 @@ pub fn parse(data: &[u8], source: &str, clock: ClockOptions) -> Result<Trace, Lo
                 wall = true;
                 t
             }
-            None if col("Date").is_some() => {
+            // Both columns present but unreadable: a damaged line.
+            None if col("Date").is_some() && col("Time").is_some() => {
                 bad.push(n + 1);
                 continue;
             }
@@ -275,6 +276,42 @@ garbage here
         assert_eq!(
             t.counters[0].samples[0].0,
             1_795_970_132_000_000_000 - 3_600_000_000_000
+        );
+    }
+
+    #[test]
+    fn date_only_or_time_only_are_numbered() {
+        for log in [
+            "#Date       gpu     sm\n#YYYYMMDD   Idx      %\n 20261129     0     50\n 20261129     0     60\n",
+            "#Time       gpu     sm\n#HH:MM:SS   Idx      %\n 16:35:32     0     50\n 16:35:33     0     60\n",
+        ] {
+            let t = parse(log.as_bytes(), "x.log", ClockOptions::default()).unwrap();
+            assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+            assert_eq!(
+                t.counters[0].samples,
+                vec![(0, 50.0), (1_000_000_000, 60.0)]
+            );
+        }
+    }
+
+    #[test]
+    fn old_headers_and_multi_gpu_mem_columns() {
+        // Older drivers: `pwr temp`; `-s m` adds fb/bar1; two GPUs interleaved.
+        let log = "# gpu   pwr  temp    sm   mem    fb  bar1\n# Idx     W     C     %     %    MB    MB\n    0    60    40    10     5   100     2\n    1    61    41     0     0     0     2\n    0    62    40    12     6   120     2\n    1    63    41     0     0     0     2\n";
+        let t = parse(log.as_bytes(), "x.log", ClockOptions::default()).unwrap();
+        let temp1 = t
+            .counters
+            .iter()
+            .find(|c| c.gpu == 1 && c.metric == "temp")
+            .unwrap();
+        assert_eq!(temp1.samples, vec![(0, 41.0), (1_000_000_000, 41.0)]);
+        assert_eq!(
+            t.counters
+                .iter()
+                .find(|c| c.gpu == 0 && c.metric == "fb")
+                .unwrap()
+                .unit,
+            "MB"
         );
     }
 

@@ -58,3 +58,37 @@ impl Rule for EccErrors {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::window::analysed_window;
+    use tracehound_parsers::{GpuInventory, Trace};
+
+    #[test]
+    fn uncorrectable_errors_are_high() {
+        let mut t = Trace::default();
+        t.inventory.push(GpuInventory {
+            ecc_volatile: (Some(3), Some(1)),
+            ..Default::default()
+        });
+        t.finish();
+        let config = Config::default();
+        let cx = Ctx {
+            trace: &t,
+            config: &config,
+            window: analysed_window(&t, &config),
+        };
+        let f = EccErrors.check(&cx);
+        assert_eq!(f[0].severity, Severity::High);
+        assert_eq!(f[0].metrics["uncorrectable"], 1.0);
+        t.inventory[0].ecc_volatile = (Some(0), Some(0));
+        let cx = Ctx {
+            trace: &t,
+            config: &config,
+            window: analysed_window(&t, &config),
+        };
+        assert!(EccErrors.check(&cx).is_empty());
+    }
+}

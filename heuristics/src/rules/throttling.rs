@@ -118,3 +118,76 @@ impl Rule for Throttling {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::window::analysed_window;
+    use tracehound_parsers::{CounterSeries, GpuInventory, Trace};
+
+    fn series(metric: &str, values: &[f64]) -> CounterSeries {
+        CounterSeries {
+            gpu: 0,
+            metric: metric.into(),
+            unit: String::new(),
+            samples: values
+                .iter()
+                .enumerate()
+                .map(|(k, v)| (k as i64 * SAMPLE_NS, *v))
+                .collect(),
+        }
+    }
+
+    fn check(t: &Trace) -> Vec<Finding> {
+        let config = Config::default();
+        let cx = Ctx {
+            trace: t,
+            config: &config,
+            window: analysed_window(t, &config),
+        };
+        Throttling.check(&cx)
+    }
+
+    #[test]
+    fn slow_clocks_under_load_cost_time() {
+        let mut t = Trace {
+            counters: vec![
+                series("sm", &[90.0, 90.0, 90.0, 0.0]),
+                series("pclk", &[990.0, 1980.0, 1980.0, 345.0]),
+                series("tviol", &[0.0, 0.0, 1.0, 0.0]),
+            ],
+            ..Default::default()
+        };
+        t.inventory.push(GpuInventory {
+            sm_clock_mhz: (None, Some(1980.0)),
+            ..Default::default()
+        });
+        t.finish();
+        let f = check(&t);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].metrics["slow_clock_s"], 1.0);
+        assert_eq!(f[0].metrics["thermal_violation_s"], 1.0);
+        assert_eq!(f[0].impact_ns, SAMPLE_NS / 2, "one second at half clock");
+        assert_eq!(f[0].severity, Severity::Medium);
+    }
+
+    #[test]
+    fn idle_downclocking_is_not_throttling() {
+        let mut t = Trace {
+            counters: vec![
+                series("sm", &[0.0, 5.0, 0.0]),
+                series("pclk", &[345.0, 345.0, 345.0]),
+            ],
+            ..Default::default()
+        };
+        t.inventory.push(GpuInventory {
+            sm_clock_mhz: (None, Some(1980.0)),
+            throttle_reasons: vec!["sw_power_cap".into()],
+            gpu_util_pct: Some(0.0),
+            ..Default::default()
+        });
+        t.finish();
+        assert!(check(&t).is_empty());
+    }
+}
