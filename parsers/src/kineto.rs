@@ -32,29 +32,191 @@ pub fn is_applicable(head: &[u8]) -> Option<bool> {
 
 /// Parses a whole Kineto trace held in memory.
 pub fn parse(data: &[u8], source: &str) -> Result<Trace, LoadError> {
+    parse_reader(std::io::Cursor::new(data.to_vec()), source, Vec::new())
+}
+
+/// Bytes read from the input at a time.
+const BLOCK: usize = 1 << 20;
+/// Events text handed to a worker at a time.
+const CHUNK: usize = 4 << 20;
+
+/// A chunk of events parsed on a worker.
+struct ChunkOut {
+    index: usize,
+    result: Result<Builder, LoadError>,
+}
+
+fn parse_chunk(mut buf: Vec<u8>, line: usize, source: &str) -> Result<Builder, LoadError> {
+    // Make the chunk a JSON array in place: `[` or `,` first, `]` last.
+    if let Some(k) = buf.iter().position(|b| !b.is_ascii_whitespace())
+        && buf[k] == b','
+    {
+        buf[k] = b'[';
+    }
+    buf.push(b']');
     let mut b = Builder::new(source);
-    b.trace.stats.bytes_total = data.len() as u64;
-    let mut de = serde_json::Deserializer::from_slice(data);
-    let result = TopSeed { b: &mut b }
-        .deserialize(&mut de)
-        .and_then(|_| de.end());
-    match result {
-        Ok(()) => {
-            b.trace.stats.bytes_parsed = data.len() as u64;
+    // One UTF-8 check over the chunk is much cheaper than one per string.
+    let result = match std::str::from_utf8(&buf) {
+        Ok(text) => {
+            let mut de = serde_json::Deserializer::from_str(text);
+            EventsSeed { b: &mut b }
+                .deserialize(&mut de)
+                .and_then(|_| de.end())
         }
-        Err(e) if e.is_eof() && b.events > 0 => {
-            let offset = byte_offset(data, e.line(), e.column());
-            b.trace.stats.truncated = true;
-            b.trace.stats.bytes_parsed = offset as u64;
-            b.trace.warnings.push(format!(
-                "trace is truncated: the JSON ends after {} of {} bytes ({:.1}%); analysed the {} complete events before that point",
-                offset,
-                data.len(),
-                100.0 * offset as f64 / data.len().max(1) as f64,
-                b.events
+        Err(_) => {
+            let mut de = serde_json::Deserializer::from_slice(&buf);
+            EventsSeed { b: &mut b }
+                .deserialize(&mut de)
+                .and_then(|_| de.end())
+        }
+    };
+    result.map_err(|e| LoadError::Json {
+        path: source.to_string(),
+        line: line + e.line().saturating_sub(1),
+        column: e.column(),
+        msg: strip_position(&e.to_string()),
+    })?;
+    Ok(b)
+}
+
+/// Parses a Kineto trace from a reader, streaming: a reader thread pulls (and, for gzip,
+/// decompresses) blocks, the splitter cuts the events array into chunks of whole events, and
+/// worker threads parse the chunks in parallel. Memory holds the model plus a few chunks,
+/// never the whole input. `warnings` are carried into the trace (e.g. from sniffing).
+pub fn parse_reader<R: std::io::Read + Send + 'static>(
+    mut reader: R,
+    source: &str,
+    warnings: Vec<String>,
+) -> Result<Trace, LoadError> {
+    use std::sync::mpsc::{channel, sync_channel};
+    use std::sync::{Arc, Mutex};
+    let workers = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(1, 16);
+    // Reader thread: blocks of input, or the error that ended it.
+    let (block_tx, block_rx) = sync_channel::<Result<Vec<u8>, std::io::Error>>(4);
+    let reader_thread = std::thread::spawn(move || {
+        loop {
+            let mut block = vec![0u8; BLOCK];
+            let mut filled = 0;
+            let err = loop {
+                match reader.read(&mut block[filled..]) {
+                    Ok(0) => break None,
+                    Ok(k) => {
+                        filled += k;
+                        if filled == BLOCK {
+                            break None;
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => break Some(e),
+                }
+            };
+            block.truncate(filled);
+            let end = filled < BLOCK || err.is_some();
+            if !block.is_empty() && block_tx.send(Ok(block)).is_err() {
+                return;
+            }
+            if let Some(e) = err {
+                let _ = block_tx.send(Err(e));
+                return;
+            }
+            if end {
+                return;
+            }
+        }
+    });
+    // Worker threads: chunks in, parsed builders out. The bounded queue keeps memory flat
+    // when parsing is slower than reading.
+    let (chunk_tx, chunk_rx) = sync_channel::<(usize, Vec<u8>, usize)>(workers);
+    let chunk_rx = Arc::new(Mutex::new(chunk_rx));
+    let (out_tx, out_rx) = channel::<ChunkOut>();
+    let mut handles = Vec::new();
+    for _ in 0..workers {
+        let rx = Arc::clone(&chunk_rx);
+        let tx = out_tx.clone();
+        let src = source.to_string();
+        handles.push(std::thread::spawn(move || {
+            loop {
+                let job = match rx.lock() {
+                    Ok(guard) => guard.recv(),
+                    Err(_) => return,
+                };
+                let Ok((index, text, line)) = job else { return };
+                let result = parse_chunk(text, line, &src);
+                if tx.send(ChunkOut { index, result }).is_err() {
+                    return;
+                }
+            }
+        }));
+    }
+    drop(out_tx);
+    let mut splitter = crate::json_split::Splitter::new(CHUNK);
+    let mut outer: Vec<u8> = Vec::new();
+    let mut n_chunks = 0usize;
+    let mut read_error: Option<std::io::Error> = None;
+    let mut bytes_total = 0u64;
+    let mut stream_warning: Option<String> = None;
+    {
+        let mut emit = |p: crate::json_split::Piece| match p {
+            crate::json_split::Piece::Events { text, line, .. } => {
+                let _ = chunk_tx.send((n_chunks, text, line));
+                n_chunks += 1;
+            }
+            crate::json_split::Piece::Outer(o) => outer = o,
+        };
+        for block in block_rx {
+            match block {
+                Ok(b) => {
+                    bytes_total += b.len() as u64;
+                    splitter.feed(&b, &mut emit);
+                }
+                Err(e) => read_error = Some(e),
+            }
+        }
+        let cut = splitter.finish(&mut emit);
+        if cut && read_error.is_none() {
+            read_error = Some(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the JSON ends inside traceEvents",
+            ));
+        } else if let Some(e) = &read_error
+            && e.kind() == std::io::ErrorKind::UnexpectedEof
+        {
+            stream_warning = Some(format!(
+                "gzip stream ends early: decompressed {bytes_total} bytes before the compressed data ran out"
             ));
         }
-        Err(e) => {
+    }
+    drop(chunk_tx);
+    let _ = reader_thread.join();
+    let mut outs: Vec<ChunkOut> = out_rx.iter().collect();
+    for h in handles {
+        let _ = h.join();
+    }
+    outs.sort_by_key(|o| o.index);
+
+    let mut b = Builder::new(source);
+    b.trace.warnings = warnings;
+    b.trace.warnings.extend(stream_warning);
+    b.trace.stats.bytes_total = bytes_total;
+    let truncated = matches!(&read_error, Some(e) if e.kind() == std::io::ErrorKind::UnexpectedEof);
+    if let Some(e) = &read_error
+        && !truncated
+    {
+        return Err(LoadError::Gzip {
+            path: source.to_string(),
+            msg: e.to_string(),
+        });
+    }
+    // The document around the events: metadata, or the reason this is not a trace.
+    let mut de = serde_json::Deserializer::from_slice(&outer);
+    let outer_result = TopSeed { b: &mut b }
+        .deserialize(&mut de)
+        .and_then(|_| de.end());
+    if let Err(e) = outer_result {
+        // Text outside the array cut short by truncation is expected; anything else is not JSON.
+        if !(truncated && e.is_eof()) {
             return Err(LoadError::Json {
                 path: source.to_string(),
                 line: e.line(),
@@ -62,6 +224,34 @@ pub fn parse(data: &[u8], source: &str) -> Result<Trace, LoadError> {
                 msg: strip_position(&e.to_string()),
             });
         }
+    }
+    b.saw_events_container |= splitter.saw_events;
+    for o in outs {
+        let chunk = o.result?;
+        b.absorb(chunk);
+    }
+    if truncated {
+        if b.events == 0 {
+            return Err(LoadError::NotATrace {
+                path: source.to_string(),
+                why: format!(
+                    "the file ends after {} bytes, before the first complete trace event",
+                    splitter.offset()
+                ),
+            });
+        }
+        let done = splitter.last_complete_offset;
+        b.trace.stats.truncated = true;
+        b.trace.stats.bytes_parsed = done;
+        b.trace.warnings.push(format!(
+            "trace is truncated: the JSON ends after {} of {} bytes ({:.1}%); analysed the {} complete events before that point",
+            done,
+            bytes_total,
+            100.0 * done as f64 / bytes_total.max(1) as f64,
+            b.events
+        ));
+    } else {
+        b.trace.stats.bytes_parsed = bytes_total;
     }
     if !b.saw_events_container {
         return Err(LoadError::NotATrace {
@@ -86,22 +276,6 @@ fn strip_position(msg: &str) -> String {
         Some(i) => msg[..i].to_string(),
         None => msg.to_string(),
     }
-}
-
-fn byte_offset(data: &[u8], line: usize, column: usize) -> usize {
-    if line <= 1 {
-        return column.min(data.len());
-    }
-    let mut seen = 1;
-    for (i, &b) in data.iter().enumerate() {
-        if b == b'\n' {
-            seen += 1;
-            if seen == line {
-                return (i + 1 + column).min(data.len());
-            }
-        }
-    }
-    data.len()
 }
 
 #[derive(Deserialize, Default)]
@@ -224,7 +398,6 @@ struct Builder {
     with_ph: u64,
     saw_events_container: bool,
     skipped: FxHashMap<String, u64>,
-    string_tids: FxHashMap<String, i64>,
     base_time_ns: Option<i64>,
     schema_version: Option<i64>,
     cupti_version: Option<i64>,
@@ -245,7 +418,6 @@ impl Builder {
             with_ph: 0,
             saw_events_container: false,
             skipped: FxHashMap::default(),
-            string_tids: FxHashMap::default(),
             base_time_ns: None,
             schema_version: None,
             cupti_version: None,
@@ -270,8 +442,37 @@ impl Builder {
         if let Ok(i) = s.parse::<i64>() {
             return i;
         }
-        let next = (1i64 << 40) + self.string_tids.len() as i64;
-        *self.string_tids.entry(s.to_string()).or_insert(next)
+        // Chunks are parsed apart: the id must depend on the text alone (FNV-1a, 39 bits).
+        let h = s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+        });
+        (1i64 << 40) | (h & ((1 << 39) - 1)) as i64
+    }
+
+    /// Adds the events of a chunk parsed on another thread, re-interning its strings.
+    fn absorb(&mut self, mut c: Builder) {
+        let map: Vec<StrId> = (0..c.trace.strings.len() as u32)
+            .map(|id| self.trace.strings.intern(c.trace.strings.get(id)))
+            .collect();
+        let m = |id: StrId| map.get(id as usize).copied().unwrap_or(0);
+        for mut op in c.trace.gpu_ops.drain(..) {
+            op.name = m(op.name);
+            self.trace.gpu_ops.push(op);
+        }
+        for mut sp in c.trace.host_spans.drain(..) {
+            sp.name = m(sp.name);
+            sp.input_dims = m(sp.input_dims);
+            sp.input_types = m(sp.input_types);
+            sp.call_stack = m(sp.call_stack);
+            self.trace.host_spans.push(sp);
+        }
+        self.trace.memory.append(&mut c.trace.memory);
+        self.events += c.events;
+        self.with_ph += c.with_ph;
+        self.legacy_categories |= c.legacy_categories;
+        for (k, v) in c.skipped {
+            *self.skipped.entry(k).or_default() += v;
+        }
     }
 
     fn add(&mut self, ev: RawEvent<'_>) {

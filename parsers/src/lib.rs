@@ -8,6 +8,7 @@
 pub mod clock;
 pub mod dmon;
 pub mod error;
+pub mod json_split;
 pub mod kineto;
 pub mod lenient;
 pub mod model;
@@ -112,45 +113,94 @@ pub fn load(path: &Path) -> Result<Trace, LoadError> {
 /// Loads one trace file of any supported format.
 pub fn load_with(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> {
     let name = path.display().to_string();
+    let io = |source| LoadError::Io {
+        path: name.clone(),
+        source,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if meta.is_dir() {
+        return Err(LoadError::NotATrace {
+            path: name,
+            why: "a directory, not a file".into(),
+        });
+    }
+    if meta.len() == 0 {
+        return Err(LoadError::Empty { path: name });
+    }
+    let mut file = std::fs::File::open(path).map_err(io)?;
+    let mut magic = [0u8; 16];
+    let mut got = 0;
+    while got < magic.len() {
+        match file.read(&mut magic[got..]).map_err(io)? {
+            0 => break,
+            k => got += k,
+        }
+    }
     // SQLite is opened in place (read-only, immutable), never read into memory.
-    let mut head = [0u8; 16];
-    let n = std::fs::File::open(path)
-        .and_then(|mut f| f.read(&mut head))
-        .map_err(|source| LoadError::Io {
-            path: name.clone(),
-            source,
-        })?;
-    if nsys::is_applicable(&head[..n]) == Some(true) {
+    if nsys::is_applicable(&magic[..got]) == Some(true) {
         return nsys::parse(path);
     }
-    let (data, mut warnings) = read_input(path)?;
-    let trace = match sniff(&data) {
-        Some(Format::Kineto) => kineto::parse(&data, &name),
-        Some(Format::SmiXml) => smi_xml::parse(&data, &name),
-        Some(Format::Dmon) => dmon::parse(
-            &data,
-            &name,
-            dmon::ClockOptions {
-                utc_offset_s: options.utc_offset_s,
-            },
-        ),
-        Some(Format::SmiQuery) => smi_query::parse(
-            &data,
-            &name,
-            dmon::ClockOptions {
-                utc_offset_s: options.utc_offset_s,
-            },
-        ),
-        Some(Format::Nsys) => Err(LoadError::NotATrace {
+    use std::io::Seek;
+    file.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
+    let gz = is_gzip(&magic[..got]);
+    let mut reader: Box<dyn Read + Send> = if gz {
+        Box::new(flate2::read::MultiGzDecoder::new(
+            std::io::BufReader::with_capacity(1 << 20, file),
+        ))
+    } else {
+        Box::new(file)
+    };
+    // The head decides the format; Kineto traces then stream through the parallel parser.
+    let mut head = Vec::with_capacity(1 << 16);
+    let head_result = reader.by_ref().take(1 << 16).read_to_end(&mut head);
+    let gzip_err = |e: std::io::Error| LoadError::Gzip {
+        path: name.clone(),
+        msg: e.to_string(),
+    };
+    match head_result {
+        Ok(_) => {}
+        Err(e) if gz && e.kind() == std::io::ErrorKind::UnexpectedEof && !head.is_empty() => {}
+        Err(e) if gz => return Err(gzip_err(e)),
+        Err(e) => return Err(io(e)),
+    }
+    if head.is_empty() {
+        return Err(LoadError::Empty { path: name });
+    }
+    let format = sniff(&head);
+    if format == Some(Format::Kineto) {
+        let chained = std::io::Cursor::new(head).chain(reader);
+        return kineto::parse_reader(chained, &name, Vec::new());
+    }
+    let Some(format) = format else {
+        return Err(LoadError::NotATrace {
+            path: name.clone(),
+            why: describe_content(&head),
+        });
+    };
+    // The nvidia-smi formats are small text: read them whole.
+    let mut data = head;
+    let mut warnings = Vec::new();
+    match reader.read_to_end(&mut data) {
+        Ok(_) => {}
+        Err(e) if gz && e.kind() == std::io::ErrorKind::UnexpectedEof => warnings.push(format!(
+            "gzip stream ends early: decompressed {} bytes",
+            data.len()
+        )),
+        Err(e) if gz => return Err(gzip_err(e)),
+        Err(e) => return Err(io(e)),
+    }
+    let clock = dmon::ClockOptions {
+        utc_offset_s: options.utc_offset_s,
+    };
+    let mut trace = match format {
+        Format::SmiXml => smi_xml::parse(&data, &name),
+        Format::Dmon => dmon::parse(&data, &name, clock),
+        Format::SmiQuery => smi_query::parse(&data, &name, clock),
+        Format::Kineto | Format::Nsys => Err(LoadError::NotATrace {
             path: name.clone(),
             why: "a compressed SQLite database: decompress it first".into(),
         }),
-        None => Err(LoadError::NotATrace {
-            path: name.clone(),
-            why: describe_content(&data),
-        }),
-    };
-    let mut trace = trace?;
+    }?;
     warnings.append(&mut trace.warnings);
     trace.warnings = warnings;
     Ok(trace)

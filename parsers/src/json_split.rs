@@ -1,0 +1,338 @@
+//! Splits a JSON trace into the text around its events array and chunks of whole events, as
+//! the bytes arrive, so events can be parsed in parallel and the input never has to be held in
+//! memory at once.
+//!
+//! A small state machine tracks strings (jumping to the next quote or backslash with memchr),
+//! nesting depth and the key of the array being entered. The events array is `traceEvents` of
+//! the top-level object, or the top-level array itself (January 2021 traces). Chunks end right
+//! after an event, so each parses on its own as `[chunk]`.
+
+use memchr::memchr2;
+
+/// Bytes the state machine must look at outside strings; everything else is skipped.
+const STRUCTURAL: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b'"' as usize] = true;
+    t[b'{' as usize] = true;
+    t[b'}' as usize] = true;
+    t[b'[' as usize] = true;
+    t[b']' as usize] = true;
+    t
+};
+
+/// What the splitter hands out.
+#[derive(Debug, PartialEq)]
+pub enum Piece {
+    /// Text of the document outside the events array (prefix and suffix, in order), with the
+    /// array replaced by `[]`. Emitted once, at the end.
+    Outer(Vec<u8>),
+    /// Whole events, comma-separated: the first chunk starts with `[`, later ones with the
+    /// separator (`,`) that followed the previous chunk, and none has the closing bracket; a
+    /// reader replaces the leading comma with `[` and appends `]`. `line` is the 1-based line
+    /// of the chunk's first byte in the input.
+    Events {
+        /// The events' text.
+        text: Vec<u8>,
+        /// Line of the first byte.
+        line: usize,
+        /// Offset of the first byte in the input.
+        offset: u64,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Phase {
+    /// Before the events array.
+    Before,
+    /// Inside it.
+    Inside,
+    /// After it.
+    After,
+}
+
+/// The incremental splitter.
+pub struct Splitter {
+    chunk_bytes: usize,
+    phase: Phase,
+    depth: u32,
+    events_depth: u32,
+    in_str: bool,
+    escape: bool,
+    /// Bytes of the string being read at depth 1 (only while it may be a key).
+    key: Vec<u8>,
+    collecting_key: bool,
+    last_key: Vec<u8>,
+    outer: Vec<u8>,
+    pending: Vec<u8>,
+    /// Length of `pending` up to the end of the last complete event.
+    complete: usize,
+    pending_line: usize,
+    pending_offset: u64,
+    line: usize,
+    offset: u64,
+    /// Offset just after the last complete event (or the array), for truncation reports.
+    pub last_complete_offset: u64,
+    /// True once the events array was entered.
+    pub saw_events: bool,
+    /// True once the events array was closed.
+    pub closed_events: bool,
+}
+
+impl Splitter {
+    /// A splitter that cuts chunks of about `chunk_bytes`.
+    pub fn new(chunk_bytes: usize) -> Self {
+        Splitter {
+            chunk_bytes,
+            phase: Phase::Before,
+            depth: 0,
+            events_depth: 0,
+            in_str: false,
+            escape: false,
+            key: Vec::new(),
+            collecting_key: false,
+            last_key: Vec::new(),
+            outer: Vec::new(),
+            pending: Vec::new(),
+            complete: 0,
+            pending_line: 1,
+            pending_offset: 0,
+            line: 1,
+            offset: 0,
+            last_complete_offset: 0,
+            saw_events: false,
+            closed_events: false,
+        }
+    }
+
+    fn flush(&mut self, emit: &mut impl FnMut(Piece)) {
+        if self.complete == 0 {
+            return;
+        }
+        let mut rest = Vec::with_capacity(self.chunk_bytes + (1 << 20));
+        rest.extend_from_slice(&self.pending[self.complete..]);
+        let mut text = std::mem::replace(&mut self.pending, rest);
+        text.truncate(self.complete);
+        let line = self.pending_line;
+        let offset = self.pending_offset;
+        // The next chunk starts where this one ended.
+        self.pending_line = line + memchr::memchr_iter(b'\n', &text).count();
+        self.pending_offset = offset + text.len() as u64;
+        self.complete = 0;
+        emit(Piece::Events { text, line, offset });
+    }
+
+    /// Feeds the next bytes of the input.
+    pub fn feed(&mut self, buf: &[u8], emit: &mut impl FnMut(Piece)) {
+        let n = buf.len();
+        let mut i = 0;
+        // Start of the current run of bytes that goes to `outer` or `pending`.
+        let mut run = 0;
+        while i < n {
+            if self.escape {
+                self.escape = false;
+                if self.collecting_key {
+                    self.key.push(buf[i]);
+                }
+                i += 1;
+                continue;
+            }
+            if self.in_str {
+                match memchr2(b'"', b'\\', &buf[i..]) {
+                    Some(k) => {
+                        if self.collecting_key {
+                            self.key.extend_from_slice(&buf[i..i + k]);
+                        }
+                        i += k;
+                        if buf[i] == b'\\' {
+                            self.escape = true;
+                            if self.collecting_key {
+                                self.key.push(b'\\');
+                            }
+                        } else {
+                            self.in_str = false;
+                            if self.collecting_key {
+                                self.collecting_key = false;
+                                self.last_key = std::mem::take(&mut self.key);
+                            }
+                        }
+                        i += 1;
+                    }
+                    None => {
+                        if self.collecting_key {
+                            self.key.extend_from_slice(&buf[i..]);
+                        }
+                        i = n;
+                    }
+                }
+                continue;
+            }
+            while i < n && !STRUCTURAL[buf[i] as usize] {
+                i += 1;
+            }
+            if i == n {
+                break;
+            }
+            let b = buf[i];
+            match b {
+                b'"' => {
+                    self.in_str = true;
+                    if self.phase == Phase::Before && self.depth == 1 {
+                        self.collecting_key = true;
+                        self.key.clear();
+                    }
+                }
+                b'{' | b'[' => {
+                    if self.phase == Phase::Before
+                        && b == b'['
+                        && ((self.depth == 0)
+                            || (self.depth == 1 && self.last_key == b"traceEvents"))
+                    {
+                        // Enter the events array: what came before is outer text.
+                        self.outer.extend_from_slice(&buf[run..=i]);
+                        self.phase = Phase::Inside;
+                        self.saw_events = true;
+                        self.depth += 1;
+                        self.events_depth = self.depth;
+                        i += 1;
+                        run = i;
+                        self.pending_line =
+                            1 + memchr::memchr_iter(b'\n', &buf[..i]).count() + self.line - 1;
+                        self.pending_offset = self.offset + i as u64;
+                        self.pending.push(b'[');
+                        self.last_complete_offset = self.pending_offset;
+                        continue;
+                    }
+                    self.depth += 1;
+                }
+                b'}' | b']' => {
+                    if self.phase == Phase::Inside && self.depth == self.events_depth {
+                        // The events array closes.
+                        self.pending.extend_from_slice(&buf[run..i]);
+                        self.complete = self.pending.len();
+                        self.flush(emit);
+                        self.pending.clear();
+                        self.phase = Phase::After;
+                        self.closed_events = true;
+                        self.last_complete_offset = self.offset + i as u64 + 1;
+                        run = i;
+                    }
+                    self.depth = self.depth.saturating_sub(1);
+                    if self.phase == Phase::Inside && self.depth == self.events_depth {
+                        // An event just ended.
+                        self.pending.extend_from_slice(&buf[run..=i]);
+                        run = i + 1;
+                        self.complete = self.pending.len();
+                        self.last_complete_offset = self.offset + i as u64 + 1;
+                        if self.pending.len() >= self.chunk_bytes {
+                            self.flush(emit);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+        match self.phase {
+            Phase::Inside => self.pending.extend_from_slice(&buf[run..n]),
+            _ => self.outer.extend_from_slice(&buf[run..n]),
+        }
+        self.offset += n as u64;
+        self.line += memchr::memchr_iter(b'\n', buf).count();
+    }
+
+    /// Ends the input: emits the last complete events and the outer text. Returns true when
+    /// the input ended inside the events array (a truncated trace).
+    pub fn finish(&mut self, emit: &mut impl FnMut(Piece)) -> bool {
+        let truncated = self.phase == Phase::Inside;
+        if truncated {
+            self.flush(emit);
+            // Close what was open so the outer text still parses.
+            self.outer.push(b']');
+            for _ in 1..self.events_depth {
+                self.outer.push(b'}');
+            }
+        }
+        emit(Piece::Outer(std::mem::take(&mut self.outer)));
+        truncated
+    }
+
+    /// Bytes seen so far.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(input: &[u8], chunk: usize, block: usize) -> (Vec<Piece>, bool) {
+        let mut s = Splitter::new(chunk);
+        let mut out = Vec::new();
+        for b in input.chunks(block.max(1)) {
+            s.feed(b, &mut |p| out.push(p));
+        }
+        let t = s.finish(&mut |p| out.push(p));
+        (out, t)
+    }
+
+    fn events(p: &[Piece]) -> String {
+        p.iter()
+            .filter_map(|p| match p {
+                Piece::Events { text, .. } => Some(
+                    String::from_utf8_lossy(text)
+                        .trim()
+                        .trim_start_matches(['[', ','])
+                        .trim()
+                        .to_string(),
+                ),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("|")
+    }
+
+    #[test]
+    fn splits_at_event_boundaries_whatever_the_block_size() {
+        let doc = br#"{"deviceProperties":[{"id":0}],"x":"traceEvents","traceEvents":[{"a":"}]\"{"},{"b":[1,{"c":2}]},{"d":3}],"traceName":"t"}"#;
+        for block in [1, 2, 3, 7, 1000] {
+            let (p, t) = split(doc, 1, block);
+            assert!(!t);
+            assert_eq!(
+                events(&p),
+                r#"{"a":"}]\"{"}|{"b":[1,{"c":2}]}|{"d":3}"#,
+                "block {block}"
+            );
+            match p.last().unwrap() {
+                Piece::Outer(o) => assert_eq!(
+                    String::from_utf8_lossy(o),
+                    r#"{"deviceProperties":[{"id":0}],"x":"traceEvents","traceEvents":[],"traceName":"t"}"#
+                ),
+                _ => panic!(),
+            }
+        }
+    }
+
+    #[test]
+    fn top_level_array_and_large_chunks() {
+        let doc = b"[\n{\"a\":1},\n{\"b\":2}\n]";
+        let (p, _) = split(doc, 1 << 20, 4);
+        assert_eq!(events(&p), "{\"a\":1},\n{\"b\":2}");
+        match &p[0] {
+            Piece::Events { line, offset, .. } => assert_eq!((*line, *offset), (1, 1)),
+            _ => panic!(),
+        }
+    }
+
+    #[test]
+    fn truncated_input_keeps_whole_events() {
+        let doc = br#"{"traceEvents":[{"a":1},{"b":2},{"c":"#;
+        let (p, t) = split(doc, 1, 5);
+        assert!(t);
+        assert_eq!(events(&p), r#"{"a":1}|{"b":2}"#);
+        match p.last().unwrap() {
+            Piece::Outer(o) => assert_eq!(String::from_utf8_lossy(o), r#"{"traceEvents":[]}"#),
+            _ => panic!(),
+        }
+    }
+}
