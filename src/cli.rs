@@ -33,6 +33,30 @@ enum Command {
         #[arg(long, default_value_t = 15, value_name = "N")]
         top: usize,
     },
+    /// Developer tool: scale a real Kineto trace to a target size by repeating its steps
+    /// (fresh ids, shifted times), or make a multi-rank job of it, for benchmarks.
+    #[command(name = "dev-scale", hide = true)]
+    DevScale {
+        /// A real Kineto trace.
+        input: PathBuf,
+        /// Output file, or directory with --ranks.
+        output: PathBuf,
+        /// Size of each output's JSON in MB (10^6 bytes).
+        #[arg(long, default_value_t = 1000.0)]
+        size_mb: f64,
+        /// Write gzip.
+        #[arg(long)]
+        gzip: bool,
+        /// Write a job of this many ranks (rank0.pt.trace.json ...) into the output directory.
+        #[arg(long, default_value_t = 1)]
+        ranks: u32,
+        /// Make this rank slower (its timeline stretched by --slow-factor).
+        #[arg(long)]
+        slow_rank: Option<u32>,
+        /// Stretch of the slow rank's timeline.
+        #[arg(long, default_value_t = 1.25)]
+        slow_factor: f64,
+    },
     /// Show what was detected and loaded from each file.
     Info {
         /// Trace files (Kineto JSON, plain or gzip; Nsight Systems SQLite).
@@ -97,6 +121,21 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Analyze(args) => analyze(args),
         Command::Info { files } => info(files),
+        Command::DevScale { input, output, size_mb, gzip, ranks, slow_rank, slow_factor } => {
+            let opts = crate::scale::ScaleOptions {
+                target_bytes: (size_mb * 1e6) as u64,
+                gzip,
+                ranks: ranks.max(1),
+                slow_rank: slow_rank.map(|r| (r, slow_factor)),
+            };
+            crate::scale::run(&input, &output, &opts).map(|paths| {
+                for p in paths {
+                    let size = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+                    println!("{} ({:.1} MB)", p.display(), size as f64 / 1e6);
+                }
+                0
+            })
+        }
         Command::Summary {
             files,
             csv,

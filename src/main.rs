@@ -4,6 +4,7 @@
 
 mod cli;
 mod report;
+mod scale;
 
 fn main() {
     std::process::exit(cli::main());

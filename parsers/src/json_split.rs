@@ -70,6 +70,8 @@ pub struct Splitter {
     pending_offset: u64,
     line: usize,
     offset: u64,
+    /// Emptied chunk buffers handed back for reuse (fresh pages cost a page fault each).
+    spare: Vec<Vec<u8>>,
     /// Offset just after the last complete event (or the array), for truncation reports.
     pub last_complete_offset: u64,
     /// True once the events array was entered.
@@ -93,6 +95,7 @@ impl Splitter {
             last_key: Vec::new(),
             outer: Vec::new(),
             pending: Vec::new(),
+            spare: Vec::new(),
             complete: 0,
             pending_line: 1,
             pending_offset: 0,
@@ -108,7 +111,11 @@ impl Splitter {
         if self.complete == 0 {
             return;
         }
-        let mut rest = Vec::with_capacity(self.chunk_bytes + (1 << 20));
+        let mut rest = self
+            .spare
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(self.chunk_bytes + (1 << 20)));
+        rest.clear();
         rest.extend_from_slice(&self.pending[self.complete..]);
         let mut text = std::mem::replace(&mut self.pending, rest);
         text.truncate(self.complete);
@@ -118,6 +125,10 @@ impl Splitter {
         self.pending_line = line + memchr::memchr_iter(b'\n', &text).count();
         self.pending_offset = offset + text.len() as u64;
         self.complete = 0;
+        // Whitespace left between the last event and the closing bracket is no chunk.
+        if text.iter().all(|b| b.is_ascii_whitespace()) {
+            return;
+        }
         emit(Piece::Events { text, line, offset });
     }
 
@@ -256,6 +267,14 @@ impl Splitter {
         truncated
     }
 
+    /// Gives back a chunk buffer once its events are parsed, to be filled again.
+    pub fn recycle(&mut self, mut buf: Vec<u8>) {
+        if self.spare.len() < 8 && buf.capacity() >= self.chunk_bytes {
+            buf.clear();
+            self.spare.push(buf);
+        }
+    }
+
     /// Bytes seen so far.
     pub fn offset(&self) -> u64 {
         self.offset
@@ -322,6 +341,15 @@ mod tests {
             Piece::Events { line, offset, .. } => assert_eq!((*line, *offset), (1, 1)),
             _ => panic!(),
         }
+    }
+
+    #[test]
+    fn no_whitespace_chunk_after_the_last_event() {
+        // The last event fills a chunk exactly; what follows it is only whitespace.
+        let doc = b"{\"traceEvents\":[{\"a\":1}\n  \n]}";
+        let (p, _) = split(doc, 1, 3);
+        let n = p.iter().filter(|p| matches!(p, Piece::Events { .. })).count();
+        assert_eq!(n, 1, "{p:?}");
     }
 
     #[test]

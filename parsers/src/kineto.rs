@@ -46,7 +46,14 @@ struct ChunkOut {
     result: Result<Builder, LoadError>,
 }
 
-fn parse_chunk(mut buf: Vec<u8>, line: usize, source: &str) -> Result<Builder, LoadError> {
+/// Parses one chunk and returns its buffer for reuse.
+fn parse_chunk_keep(buf: Vec<u8>, line: usize, source: &str) -> (Result<Builder, LoadError>, Vec<u8>) {
+    let mut buf = buf;
+    let r = parse_chunk_in(&mut buf, line, source);
+    (r, buf)
+}
+
+fn parse_chunk_in(buf: &mut Vec<u8>, line: usize, source: &str) -> Result<Builder, LoadError> {
     // Make the chunk a JSON array in place: `[` or `,` first, `]` last.
     if let Some(k) = buf.iter().position(|b| !b.is_ascii_whitespace())
         && buf[k] == b','
@@ -79,6 +86,18 @@ fn parse_chunk(mut buf: Vec<u8>, line: usize, source: &str) -> Result<Builder, L
     Ok(b)
 }
 
+fn splitter_feed(
+    splitter: &mut crate::json_split::Splitter,
+    block: &[u8],
+    recycled: &mut Vec<Vec<u8>>,
+    emit: &mut impl FnMut(crate::json_split::Piece),
+) {
+    for buf in recycled.drain(..) {
+        splitter.recycle(buf);
+    }
+    splitter.feed(block, emit);
+}
+
 /// Parses a Kineto trace from a reader, streaming: a reader thread pulls (and, for gzip,
 /// decompresses) blocks, the splitter cuts the events array into chunks of whole events, and
 /// worker threads parse the chunks in parallel. Memory holds the model plus a few chunks,
@@ -95,9 +114,16 @@ pub fn parse_reader<R: std::io::Read + Send + 'static>(
         .clamp(1, 16);
     // Reader thread: blocks of input, or the error that ended it.
     let (block_tx, block_rx) = sync_channel::<Result<Vec<u8>, std::io::Error>>(4);
+    let (free_block_tx, free_block_rx) = channel::<Vec<u8>>();
     let reader_thread = std::thread::spawn(move || {
         loop {
-            let mut block = vec![0u8; BLOCK];
+            let mut block = match free_block_rx.try_recv() {
+                Ok(mut b) => {
+                    b.resize(BLOCK, 0);
+                    b
+                }
+                Err(_) => vec![0u8; BLOCK],
+            };
             let mut filled = 0;
             let err = loop {
                 match reader.read(&mut block[filled..]) {
@@ -131,10 +157,12 @@ pub fn parse_reader<R: std::io::Read + Send + 'static>(
     let (chunk_tx, chunk_rx) = sync_channel::<(usize, Vec<u8>, usize)>(workers);
     let chunk_rx = Arc::new(Mutex::new(chunk_rx));
     let (out_tx, out_rx) = channel::<ChunkOut>();
+    let (free_chunk_tx, free_chunk_rx) = channel::<Vec<u8>>();
     let mut handles = Vec::new();
     for _ in 0..workers {
         let rx = Arc::clone(&chunk_rx);
         let tx = out_tx.clone();
+        let free = free_chunk_tx.clone();
         let src = source.to_string();
         handles.push(std::thread::spawn(move || {
             loop {
@@ -143,7 +171,8 @@ pub fn parse_reader<R: std::io::Read + Send + 'static>(
                     Err(_) => return,
                 };
                 let Ok((index, text, line)) = job else { return };
-                let result = parse_chunk(text, line, &src);
+                let (result, buf) = parse_chunk_keep(text, line, &src);
+                let _ = free.send(buf);
                 if tx.send(ChunkOut { index, result }).is_err() {
                     return;
                 }
@@ -151,12 +180,15 @@ pub fn parse_reader<R: std::io::Read + Send + 'static>(
         }));
     }
     drop(out_tx);
+    drop(free_chunk_tx);
     let mut splitter = crate::json_split::Splitter::new(CHUNK);
     let mut outer: Vec<u8> = Vec::new();
     let mut n_chunks = 0usize;
     let mut read_error: Option<std::io::Error> = None;
     let mut bytes_total = 0u64;
     let mut stream_warning: Option<String> = None;
+    let mut spare: Vec<Vec<u8>> = Vec::new();
+    let mut recycle_into: Vec<Vec<u8>> = Vec::new();
     {
         let mut emit = |p: crate::json_split::Piece| match p {
             crate::json_split::Piece::Events { text, line, .. } => {
@@ -169,7 +201,14 @@ pub fn parse_reader<R: std::io::Read + Send + 'static>(
             match block {
                 Ok(b) => {
                     bytes_total += b.len() as u64;
-                    splitter.feed(&b, &mut emit);
+                    while let Ok(buf) = free_chunk_rx.try_recv() {
+                        spare.push(buf);
+                    }
+                    for buf in spare.drain(..) {
+                        recycle_into.push(buf);
+                    }
+                    splitter_feed(&mut splitter, &b, &mut recycle_into, &mut emit);
+                    let _ = free_block_tx.send(b);
                 }
                 Err(e) => read_error = Some(e),
             }
@@ -226,6 +265,18 @@ pub fn parse_reader<R: std::io::Read + Send + 'static>(
         }
     }
     b.saw_events_container |= splitter.saw_events;
+    // Reserve once: growing vectors of millions of events by doubling copies them repeatedly.
+    let (mut n_ops, mut n_spans, mut n_mem) = (0, 0, 0);
+    for o in &outs {
+        if let Ok(c) = &o.result {
+            n_ops += c.trace.gpu_ops.len();
+            n_spans += c.trace.host_spans.len();
+            n_mem += c.trace.memory.len();
+        }
+    }
+    b.trace.gpu_ops.reserve_exact(n_ops);
+    b.trace.host_spans.reserve_exact(n_spans);
+    b.trace.memory.reserve_exact(n_mem);
     for o in outs {
         let chunk = o.result?;
         b.absorb(chunk);
