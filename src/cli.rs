@@ -84,7 +84,8 @@ enum FailOn {
 
 #[derive(clap::Args)]
 struct AnalyzeArgs {
-    /// Trace files (Kineto JSON, plain or gzip; Nsight Systems SQLite); each is analysed on its own.
+    /// Trace files (Kineto JSON, plain or gzip; Nsight Systems SQLite; nvidia-smi logs beside
+    /// them), or one directory holding the rank traces of a job.
     #[arg(required = true)]
     files: Vec<PathBuf>,
     /// Output format.
@@ -121,7 +122,15 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Analyze(args) => analyze(args),
         Command::Info { files } => info(files),
-        Command::DevScale { input, output, size_mb, gzip, ranks, slow_rank, slow_factor } => {
+        Command::DevScale {
+            input,
+            output,
+            size_mb,
+            gzip,
+            ranks,
+            slow_rank,
+            slow_factor,
+        } => {
             let opts = crate::scale::ScaleOptions {
                 target_bytes: (size_mb * 1e6) as u64,
                 gzip,
@@ -169,7 +178,12 @@ fn load_all_with(
     let mut traces = Vec::new();
     let mut failed = false;
     for f in files {
-        match tracehound_parsers::load_with(f, options) {
+        let (options, bar) = progress(f, options.clone());
+        let loaded = tracehound_parsers::load_with(f, options);
+        if let Some(bar) = bar {
+            bar.finish_and_clear();
+        }
+        match loaded {
             Ok(t) => {
                 for w in &t.warnings {
                     eprintln!("tracehound: warning: {}: {w}", f.display());
@@ -208,9 +222,15 @@ fn analyze(args: AnalyzeArgs) -> Result<i32> {
         }
         None => None,
     };
+    if args.files.iter().any(|f| f.is_dir()) {
+        return analyze_job(&args, utc_offset_s);
+    }
     let loaded = match load_all_with(
         &args.files,
-        tracehound_parsers::LoadOptions { utc_offset_s },
+        tracehound_parsers::LoadOptions {
+            utc_offset_s,
+            ..Default::default()
+        },
     ) {
         Ok(t) => t,
         Err(code) => return Ok(code),
@@ -284,6 +304,152 @@ fn summary(files: Vec<PathBuf>, csv: bool, steps: bool, top: usize) -> Result<i3
         .write_all(out.as_bytes())
         .context("writing the report")?;
     Ok(0)
+}
+
+/// A progress bar on stderr for files over 64 MB, when stderr is a terminal.
+fn progress(
+    path: &std::path::Path,
+    mut options: tracehound_parsers::LoadOptions,
+) -> (
+    tracehound_parsers::LoadOptions,
+    Option<indicatif::ProgressBar>,
+) {
+    use std::io::IsTerminal;
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    if size < 64 << 20 || !std::io::stderr().is_terminal() {
+        return (options, None);
+    }
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    options.progress = Some(std::sync::Arc::clone(&count));
+    let bar = indicatif::ProgressBar::new(size);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{msg} [{bar:30}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    bar.set_message(format!(
+        "loading {}",
+        path.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    let b = bar.clone();
+    std::thread::spawn(move || {
+        while !b.is_finished() {
+            b.set_position(count.load(std::sync::atomic::Ordering::Relaxed));
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    });
+    (options, Some(bar))
+}
+
+/// `analyze DIR`: every trace in the directory is one rank of a job. Ranks are analysed in
+/// parallel, a few at a time, and each trace is dropped once summarised, so memory holds at
+/// most one trace per worker however many ranks there are.
+fn analyze_job(args: &AnalyzeArgs, utc_offset_s: Option<i64>) -> Result<i32> {
+    use rayon::prelude::*;
+    use tracehound_heuristics::job::{RankSummary, job_findings};
+    if args.files.len() != 1 {
+        eprintln!("tracehound: error: give one directory (the job's rank traces) and nothing else");
+        return Ok(2);
+    }
+    let dir = &args.files[0];
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_file()
+                && !p
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        eprintln!(
+            "tracehound: error: {}: no trace files in the directory",
+            dir.display()
+        );
+        return Ok(2);
+    }
+    let config = Config {
+        gap_threshold_ns: (args.gap_threshold_us * 1000.0).round() as i64,
+        ..Config::default()
+    };
+    let options = tracehound_parsers::LoadOptions {
+        utc_offset_s,
+        ..Default::default()
+    };
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(files.len());
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(workers)
+        .build()
+        .context("starting worker threads")?;
+    let results: Vec<Result<RankSummary, String>> = pool.install(|| {
+        files
+            .par_iter()
+            .enumerate()
+            .map(|(k, f)| {
+                let t =
+                    tracehound_parsers::load_with(f, options.clone()).map_err(|e| e.to_string())?;
+                for w in &t.warnings {
+                    eprintln!("tracehound: warning: {}: {w}", f.display());
+                }
+                let a = tracehound_heuristics::analyze(&t, &config);
+                Ok(RankSummary::new(
+                    &t.source,
+                    t.meta.rank.unwrap_or(k as i64),
+                    t.steps.len(),
+                    &a,
+                ))
+            })
+            .collect()
+    });
+    let mut ranks = Vec::new();
+    let mut failed = false;
+    for r in results {
+        match r {
+            Ok(s) => ranks.push(s),
+            Err(e) => {
+                eprintln!("tracehound: error: {e}");
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        return Ok(2);
+    }
+    ranks.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.source.cmp(&b.source)));
+    let findings = job_findings(&ranks);
+    let name = dir.display().to_string();
+    let job = report::job::JobReport {
+        dir: &name,
+        ranks: &ranks,
+        findings: &findings,
+    };
+    let text = match args.format {
+        OutFormat::Table => report::job::table(&job),
+        OutFormat::Json => report::job::json(&job),
+        OutFormat::Md => report::job::markdown(&job),
+    };
+    std::io::stdout()
+        .lock()
+        .write_all(text.as_bytes())
+        .context("writing the report")?;
+    let threshold = args.fail_on.map(|f| match f {
+        FailOn::Low => Severity::Low,
+        FailOn::Medium => Severity::Medium,
+        FailOn::High => Severity::High,
+    });
+    let failed = threshold.is_some_and(|th| {
+        findings
+            .iter()
+            .chain(ranks.iter().flat_map(|r| r.findings.iter()))
+            .any(|f| f.severity >= th)
+    });
+    Ok(if failed { 1 } else { 0 })
 }
 
 /// Groups the loaded files: every nvidia-smi log is attached to each GPU trace of the same

@@ -40,7 +40,9 @@ fn number_after(ev: &[u8], key: &[u8]) -> Option<(usize, usize)> {
         a += 1;
     }
     let mut b = a;
-    while b < ev.len() && (ev[b].is_ascii_digit() || matches!(ev[b], b'.' | b'-' | b'e' | b'E' | b'+')) {
+    while b < ev.len()
+        && (ev[b].is_ascii_digit() || matches!(ev[b], b'.' | b'-' | b'e' | b'E' | b'+'))
+    {
         b += 1;
     }
     (b > a).then_some((a, b))
@@ -63,7 +65,10 @@ fn load_source(path: &Path) -> Result<Source> {
     let mut events = Vec::new();
     for c in chunks {
         let body = c.trim_ascii_start();
-        let body = body.strip_prefix(b"[").or_else(|| body.strip_prefix(b",")).unwrap_or(body);
+        let body = body
+            .strip_prefix(b"[")
+            .or_else(|| body.strip_prefix(b","))
+            .unwrap_or(body);
         let mut wrapped = Vec::with_capacity(body.len() + 2);
         wrapped.push(b'[');
         wrapped.extend_from_slice(body);
@@ -72,7 +77,10 @@ fn load_source(path: &Path) -> Result<Source> {
         one.feed(&wrapped, &mut |p| {
             if let Piece::Events { text, .. } = p {
                 let t = text.trim_ascii_start();
-                let t = t.strip_prefix(b"[").or_else(|| t.strip_prefix(b",")).unwrap_or(t);
+                let t = t
+                    .strip_prefix(b"[")
+                    .or_else(|| t.strip_prefix(b","))
+                    .unwrap_or(t);
                 let t = t.trim_ascii();
                 if !t.is_empty() {
                     events.push(t.to_vec());
@@ -94,14 +102,21 @@ fn load_source(path: &Path) -> Result<Source> {
             first = first.min(ts);
             last = last.max(ts + dur);
         }
-        for key in [&b"\"id\":"[..], b"\"correlation\":", b"\"External id\":", b"\"external id\":"] {
+        for key in [
+            &b"\"id\":"[..],
+            b"\"correlation\":",
+            b"\"External id\":",
+            b"\"external id\":",
+        ] {
             if let Some((a, b)) = number_after(ev, key)
                 && let Ok(v) = std::str::from_utf8(&ev[a..b]).unwrap_or("").parse::<u64>()
             {
                 max_id = max_id.max(v);
             }
         }
-        if memchr::memmem::find(ev, b"\"ProfilerStep#").is_some() && memchr::memmem::find(ev, b"\"user_annotation\"").is_some() {
+        if memchr::memmem::find(ev, b"\"ProfilerStep#").is_some()
+            && memchr::memmem::find(ev, b"\"user_annotation\"").is_some()
+        {
             steps += 1;
         }
     }
@@ -123,7 +138,15 @@ fn fmt_us(ns: i64) -> String {
 
 /// Rewrites one event for repetition `k`: ids shifted by `k * id_step`, times by `shift_ns`,
 /// stretched by `stretch` around `origin` (a slow rank), step numbers by `k * steps`.
-fn rewrite(ev: &[u8], k: u64, id_step: u64, shift_ns: i64, stretch: f64, origin: i64, steps: u64) -> Vec<u8> {
+fn rewrite(
+    ev: &[u8],
+    k: u64,
+    id_step: u64,
+    shift_ns: i64,
+    stretch: f64,
+    origin: i64,
+    steps: u64,
+) -> Vec<u8> {
     let mut edits: Vec<(usize, usize, String)> = Vec::new();
     let time = |text: &[u8]| us_text_to_ns(std::str::from_utf8(text).unwrap_or(""));
     if let Some((a, b)) = number_after(ev, b"\"ts\":")
@@ -139,7 +162,12 @@ fn rewrite(ev: &[u8], k: u64, id_step: u64, shift_ns: i64, stretch: f64, origin:
         edits.push((a, b, fmt_us((d as f64 * stretch) as i64)));
     }
     if k > 0 {
-        for key in [&b"\"id\":"[..], b"\"correlation\":", b"\"External id\":", b"\"external id\":"] {
+        for key in [
+            &b"\"id\":"[..],
+            b"\"correlation\":",
+            b"\"External id\":",
+            b"\"external id\":",
+        ] {
             if let Some((a, b)) = number_after(ev, key)
                 && let Ok(v) = std::str::from_utf8(&ev[a..b]).unwrap_or("").parse::<u64>()
             {
@@ -180,7 +208,9 @@ fn outer_for_rank(outer: &[u8], r: u32, n: u32) -> (Vec<u8>, Vec<u8>) {
     };
     let (mut head, tail) = (text[..open].to_string(), text[open + 2..].to_string());
     if n > 1 && head.trim_start().starts_with('{') {
-        let info = format!("\"distributedInfo\": {{\"backend\": \"nccl\", \"rank\": {r}, \"world_size\": {n}}}, ");
+        let info = format!(
+            "\"distributedInfo\": {{\"backend\": \"nccl\", \"rank\": {r}, \"world_size\": {n}}}, "
+        );
         if let Some(p) = head.find("\"distributedInfo\"") {
             // Replace the existing object: up to its closing brace.
             if let Some(end) = head[p..].find('}') {
@@ -190,7 +220,10 @@ fn outer_for_rank(outer: &[u8], r: u32, n: u32) -> (Vec<u8>, Vec<u8>) {
             head.insert_str(p + 1, &info);
         }
     }
-    (format!("{head}[\n").into_bytes(), format!("\n]{tail}").into_bytes())
+    (
+        format!("{head}[\n").into_bytes(),
+        format!("\n]{tail}").into_bytes(),
+    )
 }
 
 /// Generates the output file(s); returns their paths.
@@ -206,13 +239,21 @@ pub fn run(input: &Path, output: &Path, opts: &ScaleOptions) -> Result<Vec<std::
         let path = if opts.ranks == 1 {
             output.to_path_buf()
         } else {
-            std::fs::create_dir_all(output).with_context(|| format!("creating {}", output.display()))?;
-            output.join(format!("rank{r}.pt.trace.json{}", if opts.gzip { ".gz" } else { "" }))
+            std::fs::create_dir_all(output)
+                .with_context(|| format!("creating {}", output.display()))?;
+            output.join(format!(
+                "rank{r}.pt.trace.json{}",
+                if opts.gzip { ".gz" } else { "" }
+            ))
         };
-        let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        let file =
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
         let buffered = std::io::BufWriter::with_capacity(1 << 20, file);
         let mut w: Box<dyn Write> = if opts.gzip {
-            Box::new(flate2::write::GzEncoder::new(buffered, flate2::Compression::fast()))
+            Box::new(flate2::write::GzEncoder::new(
+                buffered,
+                flate2::Compression::fast(),
+            ))
         } else {
             Box::new(buffered)
         };
@@ -230,7 +271,15 @@ pub fn run(input: &Path, output: &Path, opts: &ScaleOptions) -> Result<Vec<std::
                     w.write_all(b",\n")?;
                 }
                 first = false;
-                w.write_all(&rewrite(ev, k, id_step, shift_ns, stretch, src.first_ns, src.steps))?;
+                w.write_all(&rewrite(
+                    ev,
+                    k,
+                    id_step,
+                    shift_ns,
+                    stretch,
+                    src.first_ns,
+                    src.steps,
+                ))?;
             }
         }
         w.write_all(&tail)?;
@@ -252,7 +301,10 @@ mod tests {
         let s = String::from_utf8(out).unwrap();
         assert!(s.contains("\"ts\": 5113160565470.376"), "{s}");
         assert!(s.contains("ProfilerStep#13"), "{s}");
-        assert!(s.contains("\"External id\": 207") && s.contains("\"correlation\": 209"), "{s}");
+        assert!(
+            s.contains("\"External id\": 207") && s.contains("\"correlation\": 209"),
+            "{s}"
+        );
         assert!(s.contains("\"Python id\": 4"), "{s}");
         assert_eq!(fmt_us(-1500), "-1.500");
     }

@@ -9,6 +9,7 @@
 pub mod config;
 pub mod counters;
 pub mod finding;
+pub mod job;
 pub mod rules;
 pub mod summary;
 pub mod tables;

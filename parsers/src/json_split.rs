@@ -348,7 +348,10 @@ mod tests {
         // The last event fills a chunk exactly; what follows it is only whitespace.
         let doc = b"{\"traceEvents\":[{\"a\":1}\n  \n]}";
         let (p, _) = split(doc, 1, 3);
-        let n = p.iter().filter(|p| matches!(p, Piece::Events { .. })).count();
+        let n = p
+            .iter()
+            .filter(|p| matches!(p, Piece::Events { .. }))
+            .count();
         assert_eq!(n, 1, "{p:?}");
     }
 

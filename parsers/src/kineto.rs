@@ -47,7 +47,11 @@ struct ChunkOut {
 }
 
 /// Parses one chunk and returns its buffer for reuse.
-fn parse_chunk_keep(buf: Vec<u8>, line: usize, source: &str) -> (Result<Builder, LoadError>, Vec<u8>) {
+fn parse_chunk_keep(
+    buf: Vec<u8>,
+    line: usize,
+    source: &str,
+) -> (Result<Builder, LoadError>, Vec<u8>) {
     let mut buf = buf;
     let r = parse_chunk_in(&mut buf, line, source);
     (r, buf)

@@ -39,11 +39,28 @@ pub enum Format {
 }
 
 /// Options that change how files are read.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
     /// UTC offset of the machine that wrote wall-clock logs (dmon `-o DT`, `--query-gpu`
     /// timestamps), seconds east of UTC. None: assume UTC and say so.
     pub utc_offset_s: Option<i64>,
+    /// Bytes of the file read so far, updated while loading (for a progress bar).
+    pub progress: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+}
+
+/// A reader that counts the bytes it hands out.
+struct Counting<R> {
+    inner: R,
+    count: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count
+            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(n)
+    }
 }
 
 /// True when `data` starts with the gzip magic bytes.
@@ -143,12 +160,20 @@ pub fn load_with(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> 
     use std::io::Seek;
     file.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
     let gz = is_gzip(&magic[..got]);
+    // Progress counts bytes of the file itself (compressed ones for gzip).
+    let file: Box<dyn Read + Send> = match &options.progress {
+        Some(count) => Box::new(Counting {
+            inner: file,
+            count: std::sync::Arc::clone(count),
+        }),
+        None => Box::new(file),
+    };
     let mut reader: Box<dyn Read + Send> = if gz {
         Box::new(flate2::read::MultiGzDecoder::new(
             std::io::BufReader::with_capacity(1 << 20, file),
         ))
     } else {
-        Box::new(file)
+        file
     };
     // The head decides the format; Kineto traces then stream through the parallel parser.
     let mut head = Vec::with_capacity(1 << 16);

@@ -92,6 +92,7 @@ fn dmon_logs_by_header() {
         &dir("dmon").join("h200_dmon_s_pucvmet_o_DT.log"),
         LoadOptions {
             utc_offset_s: Some(3600),
+            ..Default::default()
         },
     )
     .unwrap();

@@ -2,7 +2,8 @@
 //! reviews. Each takes the ranked findings and the summary and writes a string, so output
 //! is byte-for-byte deterministic.
 
-mod json;
+pub mod job;
+pub(crate) mod json;
 mod markdown;
 mod table;
 pub mod tables;

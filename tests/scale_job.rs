@@ -1,0 +1,130 @@
+//! The benchmark generator and job mode, as a user runs them: a scaled trace holds exactly N
+//! copies of the real one (every GPU op still linked to its launch), and a generated job with
+//! one slowed rank names that rank.
+
+mod common;
+use common::*;
+
+fn tmpdir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tracehound-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn scaled_trace_repeats_the_real_one() {
+    let src = own("h200_resnet_pinned_amp_clean.pt.trace.json.gz");
+    let dir = tmpdir("scale");
+    let out = dir.join("x3.json");
+    // The source is 10.7 MB of JSON: 25 MB needs 3 copies.
+    let o = run(&[
+        "dev-scale",
+        src.to_str().unwrap(),
+        out.to_str().unwrap(),
+        "--size-mb",
+        "25",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let a = tracehound_parsers::load(&src).unwrap();
+    let b = tracehound_parsers::load(&out).unwrap();
+    let kernels = |t: &tracehound_parsers::Trace| {
+        t.gpu_ops
+            .iter()
+            .filter(|o| o.kind == tracehound_parsers::GpuOpKind::Kernel)
+            .count()
+    };
+    assert_eq!(kernels(&b), 3 * kernels(&a));
+    assert_eq!(b.host_spans.len(), 3 * a.host_spans.len());
+    assert_eq!(
+        b.steps.len(),
+        3 * a.steps.len(),
+        "step markers renumbered, not merged"
+    );
+    let linked = |t: &tracehound_parsers::Trace| {
+        t.index
+            .op_launch
+            .iter()
+            .filter(|&&l| l != tracehound_parsers::NONE)
+            .count()
+    };
+    assert_eq!(
+        linked(&b),
+        3 * linked(&a),
+        "fresh correlation ids keep every launch link"
+    );
+    // gzip output reads the same.
+    let gz = dir.join("x3.json.gz");
+    let o = run(&[
+        "dev-scale",
+        src.to_str().unwrap(),
+        gz.to_str().unwrap(),
+        "--size-mb",
+        "25",
+        "--gzip",
+    ]);
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(
+        tracehound_parsers::load(&gz).unwrap().gpu_ops.len(),
+        b.gpu_ops.len()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn job_directory_names_the_slow_rank() {
+    let src = own("h200_resnet_pinned_amp_clean.pt.trace.json.gz");
+    let dir = tmpdir("job");
+    let job = dir.join("job");
+    let o = run(&[
+        "dev-scale",
+        src.to_str().unwrap(),
+        job.to_str().unwrap(),
+        "--size-mb",
+        "1",
+        "--ranks",
+        "4",
+        "--slow-rank",
+        "2",
+        "--slow-factor",
+        "1.4",
+        "--gzip",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = run(&["analyze", "--format", "json", job.to_str().unwrap()]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let ranks = doc["job"]["ranks"].as_array().unwrap();
+    assert_eq!(
+        ranks
+            .iter()
+            .map(|r| r["rank"].as_i64().unwrap())
+            .collect::<Vec<_>>(),
+        vec![0, 1, 2, 3]
+    );
+    let f = &doc["job"]["findings"][0];
+    assert_eq!(f["rule"], "slowest_rank");
+    assert_eq!(f["metrics"]["slow_rank"], 2.0);
+    let ratio = f["metrics"]["slow_step_ns"].as_f64().unwrap()
+        / f["metrics"]["median_step_ns"].as_f64().unwrap();
+    assert!((ratio - 1.4).abs() < 0.02, "step ratio {ratio}");
+    let table = run(&["analyze", job.to_str().unwrap()]);
+    let s = String::from_utf8(table.stdout).unwrap();
+    assert!(s.contains("(4 ranks)") && s.contains("slowest_rank"), "{s}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
