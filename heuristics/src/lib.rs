@@ -38,12 +38,19 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
         config,
         window: window::analysed_window(trace, config),
     };
-    let mut findings: Vec<Finding> = rules::all().iter().flat_map(|r| r.check(&cx)).collect();
+    // Rules are independent: run them, and the summary, in parallel. Collecting keeps the
+    // rules' order, and ranking makes the order total, so output stays deterministic.
+    let all = rules::all();
+    let (per_rule, summary) = rayon::join(
+        || {
+            use rayon::prelude::*;
+            all.par_iter().map(|r| r.check(&cx)).collect::<Vec<_>>()
+        },
+        || summary::summarize(&cx),
+    );
+    let mut findings: Vec<Finding> = per_rule.into_iter().flatten().collect();
     rank(&mut findings);
-    Analysis {
-        findings,
-        summary: summary::summarize(&cx),
-    }
+    Analysis { findings, summary }
 }
 
 /// Orders findings by impact (largest first), then severity, rule id and title, so the

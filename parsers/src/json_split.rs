@@ -66,9 +66,10 @@ pub struct Splitter {
     pending: Vec<u8>,
     /// Length of `pending` up to the end of the last complete event.
     complete: usize,
+    /// Bytes the last flush cut off the front of `pending`.
+    complete_cut: usize,
     pending_line: usize,
     pending_offset: u64,
-    line: usize,
     offset: u64,
     /// Emptied chunk buffers handed back for reuse (fresh pages cost a page fault each).
     spare: Vec<Vec<u8>>,
@@ -97,9 +98,9 @@ impl Splitter {
             pending: Vec::new(),
             spare: Vec::new(),
             complete: 0,
+            complete_cut: 0,
             pending_line: 1,
             pending_offset: 0,
-            line: 1,
             offset: 0,
             last_complete_offset: 0,
             saw_events: false,
@@ -107,7 +108,9 @@ impl Splitter {
         }
     }
 
+    /// Cuts `pending[..complete]` off as a chunk; `pending` keeps the rest.
     fn flush(&mut self, emit: &mut impl FnMut(Piece)) {
+        self.complete_cut = self.complete;
         if self.complete == 0 {
             return;
         }
@@ -134,11 +137,49 @@ impl Splitter {
 
     /// Feeds the next bytes of the input.
     pub fn feed(&mut self, buf: &[u8], emit: &mut impl FnMut(Piece)) {
-        let n = buf.len();
-        let mut i = 0;
-        // Start of the current run of bytes that goes to `outer` or `pending`.
-        let mut run = 0;
-        while i < n {
+        let from = self.pending.len();
+        self.pending.extend_from_slice(buf);
+        self.offset += buf.len() as u64;
+        self.scan(from, emit);
+    }
+
+    /// Reads up to `max` bytes from `r` straight into the chunk being built (no copy) and
+    /// scans them. Returns the number of bytes read (0 at the end of the input).
+    pub fn read_from<R: std::io::Read>(
+        &mut self,
+        r: &mut R,
+        max: usize,
+        emit: &mut impl FnMut(Piece),
+    ) -> std::io::Result<usize> {
+        let from = self.pending.len();
+        let n = std::io::Read::read_to_end(
+            &mut std::io::Read::take(&mut *r, max as u64),
+            &mut self.pending,
+        )?;
+        self.offset += n as u64;
+        self.scan(from, emit);
+        Ok(n)
+    }
+
+    /// Scans `pending[from..]`, which just arrived. Bytes stay where they are: outside the
+    /// events array they move to `outer`, inside it the chunk is cut after whole events.
+    fn scan(&mut self, from: usize, emit: &mut impl FnMut(Piece)) {
+        // The offset of pending[0] in the input.
+        let base = self.offset - self.pending.len() as u64;
+        let mut buf = std::mem::take(&mut self.pending);
+        let mut base = base;
+        if self.phase == Phase::After {
+            self.outer.extend_from_slice(&buf);
+            buf.clear();
+            self.pending = buf;
+            return;
+        }
+        let mut i = from;
+        loop {
+            let n = buf.len();
+            if i >= n {
+                break;
+            }
             if self.escape {
                 self.escape = false;
                 if self.collecting_key {
@@ -183,8 +224,7 @@ impl Splitter {
             if i == n {
                 break;
             }
-            let b = buf[i];
-            match b {
+            match buf[i] {
                 b'"' => {
                     self.in_str = true;
                     if self.phase == Phase::Before && self.depth == 1 {
@@ -192,50 +232,54 @@ impl Splitter {
                         self.key.clear();
                     }
                 }
-                b'{' | b'[' => {
-                    if self.phase == Phase::Before
-                        && b == b'['
-                        && ((self.depth == 0)
-                            || (self.depth == 1 && self.last_key == b"traceEvents"))
-                    {
-                        // Enter the events array: what came before is outer text.
-                        self.outer.extend_from_slice(&buf[run..=i]);
-                        self.phase = Phase::Inside;
-                        self.saw_events = true;
-                        self.depth += 1;
-                        self.events_depth = self.depth;
-                        i += 1;
-                        run = i;
-                        self.pending_line =
-                            1 + memchr::memchr_iter(b'\n', &buf[..i]).count() + self.line - 1;
-                        self.pending_offset = self.offset + i as u64;
-                        self.pending.push(b'[');
-                        self.last_complete_offset = self.pending_offset;
-                        continue;
-                    }
+                b'[' if self.phase == Phase::Before
+                    && (self.depth == 0
+                        || (self.depth == 1 && self.last_key == b"traceEvents")) =>
+                {
+                    // Enter the events array: what came before is outer text; the chunk
+                    // starts with this bracket.
+                    self.outer.extend_from_slice(&buf[..=i]);
+                    self.pending_line = 1 + memchr::memchr_iter(b'\n', &self.outer).count();
+                    self.pending_offset = base + i as u64;
+                    buf.drain(..i);
+                    base += i as u64;
+                    i = 0;
+                    self.phase = Phase::Inside;
+                    self.saw_events = true;
                     self.depth += 1;
+                    self.events_depth = self.depth;
+                    self.last_complete_offset = base + 1;
                 }
+                b'{' | b'[' => self.depth += 1,
                 b'}' | b']' => {
                     if self.phase == Phase::Inside && self.depth == self.events_depth {
-                        // The events array closes.
-                        self.pending.extend_from_slice(&buf[run..i]);
-                        self.complete = self.pending.len();
+                        // The events array closes: the last chunk, then outer text.
+                        self.complete = i;
+                        self.pending = buf;
                         self.flush(emit);
-                        self.pending.clear();
+                        buf = std::mem::take(&mut self.pending);
+                        // After the flush `buf` holds what followed the last event.
+                        let close = i - self.complete_cut;
+                        self.outer.extend_from_slice(&buf[close..]);
+                        buf.clear();
                         self.phase = Phase::After;
                         self.closed_events = true;
-                        self.last_complete_offset = self.offset + i as u64 + 1;
-                        run = i;
+                        self.last_complete_offset = base + i as u64 + 1;
+                        self.depth = self.depth.saturating_sub(1);
+                        break;
                     }
                     self.depth = self.depth.saturating_sub(1);
                     if self.phase == Phase::Inside && self.depth == self.events_depth {
                         // An event just ended.
-                        self.pending.extend_from_slice(&buf[run..=i]);
-                        run = i + 1;
-                        self.complete = self.pending.len();
-                        self.last_complete_offset = self.offset + i as u64 + 1;
-                        if self.pending.len() >= self.chunk_bytes {
+                        self.complete = i + 1;
+                        self.last_complete_offset = base + i as u64 + 1;
+                        if self.complete >= self.chunk_bytes {
+                            self.pending = buf;
                             self.flush(emit);
+                            buf = std::mem::take(&mut self.pending);
+                            base += (i + 1) as u64;
+                            i = 0;
+                            continue;
                         }
                     }
                 }
@@ -243,24 +287,30 @@ impl Splitter {
             }
             i += 1;
         }
-        match self.phase {
-            Phase::Inside => self.pending.extend_from_slice(&buf[run..n]),
-            _ => self.outer.extend_from_slice(&buf[run..n]),
+        if self.phase == Phase::After {
+            self.outer.extend_from_slice(&buf);
+            buf.clear();
         }
-        self.offset += n as u64;
-        self.line += memchr::memchr_iter(b'\n', buf).count();
+        self.pending = buf;
     }
 
     /// Ends the input: emits the last complete events and the outer text. Returns true when
     /// the input ended inside the events array (a truncated trace).
     pub fn finish(&mut self, emit: &mut impl FnMut(Piece)) -> bool {
         let truncated = self.phase == Phase::Inside;
-        if truncated {
-            self.flush(emit);
-            // Close what was open so the outer text still parses.
-            self.outer.push(b']');
-            for _ in 1..self.events_depth {
-                self.outer.push(b'}');
+        match self.phase {
+            Phase::Inside => {
+                self.flush(emit);
+                self.pending.clear();
+                // Close what was open so the outer text still parses.
+                self.outer.push(b']');
+                for _ in 1..self.events_depth {
+                    self.outer.push(b'}');
+                }
+            }
+            Phase::Before | Phase::After => {
+                let rest = std::mem::take(&mut self.pending);
+                self.outer.extend_from_slice(&rest);
             }
         }
         emit(Piece::Outer(std::mem::take(&mut self.outer)));
@@ -338,7 +388,7 @@ mod tests {
         let (p, _) = split(doc, 1 << 20, 4);
         assert_eq!(events(&p), "{\"a\":1},\n{\"b\":2}");
         match &p[0] {
-            Piece::Events { line, offset, .. } => assert_eq!((*line, *offset), (1, 1)),
+            Piece::Events { line, offset, .. } => assert_eq!((*line, *offset), (1, 0)),
             _ => panic!(),
         }
     }

@@ -32,7 +32,12 @@ pub fn is_applicable(head: &[u8]) -> Option<bool> {
 
 /// Parses a whole Kineto trace held in memory.
 pub fn parse(data: &[u8], source: &str) -> Result<Trace, LoadError> {
-    parse_reader(std::io::Cursor::new(data.to_vec()), source, Vec::new())
+    parse_reader(
+        std::io::Cursor::new(data.to_vec()),
+        source,
+        Vec::new(),
+        true,
+    )
 }
 
 /// Bytes read from the input at a time.
@@ -67,7 +72,7 @@ fn parse_chunk_in(buf: &mut Vec<u8>, line: usize, source: &str) -> Result<Builde
     buf.push(b']');
     let mut b = Builder::new(source);
     // One UTF-8 check over the chunk is much cheaper than one per string.
-    let result = match std::str::from_utf8(&buf) {
+    let result = match std::str::from_utf8(buf) {
         Ok(text) => {
             let mut de = serde_json::Deserializer::from_str(text);
             EventsSeed { b: &mut b }
@@ -75,7 +80,7 @@ fn parse_chunk_in(buf: &mut Vec<u8>, line: usize, source: &str) -> Result<Builde
                 .and_then(|_| de.end())
         }
         Err(_) => {
-            let mut de = serde_json::Deserializer::from_slice(&buf);
+            let mut de = serde_json::Deserializer::from_slice(buf);
             EventsSeed { b: &mut b }
                 .deserialize(&mut de)
                 .and_then(|_| de.end())
@@ -110,6 +115,7 @@ pub fn parse_reader<R: std::io::Read + Send + 'static>(
     mut reader: R,
     source: &str,
     warnings: Vec<String>,
+    direct: bool,
 ) -> Result<Trace, LoadError> {
     use std::sync::mpsc::{channel, sync_channel};
     use std::sync::{Arc, Mutex};
@@ -119,43 +125,52 @@ pub fn parse_reader<R: std::io::Read + Send + 'static>(
     // Reader thread: blocks of input, or the error that ended it.
     let (block_tx, block_rx) = sync_channel::<Result<Vec<u8>, std::io::Error>>(4);
     let (free_block_tx, free_block_rx) = channel::<Vec<u8>>();
-    let reader_thread = std::thread::spawn(move || {
-        loop {
-            let mut block = match free_block_rx.try_recv() {
-                Ok(mut b) => {
-                    b.resize(BLOCK, 0);
-                    b
-                }
-                Err(_) => vec![0u8; BLOCK],
-            };
-            let mut filled = 0;
-            let err = loop {
-                match reader.read(&mut block[filled..]) {
-                    Ok(0) => break None,
-                    Ok(k) => {
-                        filled += k;
-                        if filled == BLOCK {
-                            break None;
-                        }
+    // `direct`: a plain file is read straight into the chunk buffers on this thread (no copy);
+    // a decompressing reader gets a thread of its own so decoding overlaps parsing.
+    let mut direct_reader: Option<R> = None;
+    let reader_thread = if direct {
+        direct_reader = Some(reader);
+        drop(block_tx);
+        None
+    } else {
+        Some(std::thread::spawn(move || {
+            loop {
+                let mut block = match free_block_rx.try_recv() {
+                    Ok(mut b) => {
+                        b.resize(BLOCK, 0);
+                        b
                     }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => break Some(e),
+                    Err(_) => vec![0u8; BLOCK],
+                };
+                let mut filled = 0;
+                let err = loop {
+                    match reader.read(&mut block[filled..]) {
+                        Ok(0) => break None,
+                        Ok(k) => {
+                            filled += k;
+                            if filled == BLOCK {
+                                break None;
+                            }
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => break Some(e),
+                    }
+                };
+                block.truncate(filled);
+                let end = filled < BLOCK || err.is_some();
+                if !block.is_empty() && block_tx.send(Ok(block)).is_err() {
+                    return;
                 }
-            };
-            block.truncate(filled);
-            let end = filled < BLOCK || err.is_some();
-            if !block.is_empty() && block_tx.send(Ok(block)).is_err() {
-                return;
+                if let Some(e) = err {
+                    let _ = block_tx.send(Err(e));
+                    return;
+                }
+                if end {
+                    return;
+                }
             }
-            if let Some(e) = err {
-                let _ = block_tx.send(Err(e));
-                return;
-            }
-            if end {
-                return;
-            }
-        }
-    });
+        }))
+    };
     // Worker threads: chunks in, parsed builders out. The bounded queue keeps memory flat
     // when parsing is slower than reading.
     let (chunk_tx, chunk_rx) = sync_channel::<(usize, Vec<u8>, usize)>(workers);
@@ -201,6 +216,22 @@ pub fn parse_reader<R: std::io::Read + Send + 'static>(
             }
             crate::json_split::Piece::Outer(o) => outer = o,
         };
+        if let Some(r) = direct_reader.as_mut() {
+            loop {
+                while let Ok(buf) = free_chunk_rx.try_recv() {
+                    splitter.recycle(buf);
+                }
+                match splitter.read_from(r, BLOCK, &mut emit) {
+                    Ok(0) => break,
+                    Ok(n) => bytes_total += n as u64,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        read_error = Some(e);
+                        break;
+                    }
+                }
+            }
+        }
         for block in block_rx {
             match block {
                 Ok(b) => {
@@ -232,7 +263,9 @@ pub fn parse_reader<R: std::io::Read + Send + 'static>(
         }
     }
     drop(chunk_tx);
-    let _ = reader_thread.join();
+    if let Some(h) = reader_thread {
+        let _ = h.join();
+    }
     let mut outs: Vec<ChunkOut> = out_rx.iter().collect();
     for h in handles {
         let _ = h.join();

@@ -476,7 +476,8 @@ impl Trace {
     /// Sorts the event vectors, detects steps and builds the indexes.
     /// Parsers call it once after filling the vectors.
     pub fn finish(&mut self) {
-        self.gpu_ops.sort_by(|a, b| {
+        use rayon::slice::ParallelSliceMut;
+        self.gpu_ops.par_sort_by(|a, b| {
             (a.start, a.device, a.stream, a.end, a.correlation).cmp(&(
                 b.start,
                 b.device,
@@ -485,7 +486,7 @@ impl Trace {
                 b.correlation,
             ))
         });
-        self.host_spans.sort_by(|a, b| {
+        self.host_spans.par_sort_by(|a, b| {
             (a.start, std::cmp::Reverse(a.end), a.pid, a.tid, a.kind).cmp(&(
                 b.start,
                 std::cmp::Reverse(b.end),

@@ -27,7 +27,7 @@ pub struct Ctx<'a> {
 }
 
 /// A heuristic.
-pub trait Rule: Sync {
+pub trait Rule: Sync + Send {
     /// Stable id used in output and `--rules` (`idle_gaps`).
     fn id(&self) -> &'static str;
     /// One sentence on what it looks for.
