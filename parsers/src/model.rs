@@ -570,6 +570,16 @@ impl Trace {
             .map(|(i, s)| (s.correlation, i as u32))
             .collect();
         by_corr.sort_unstable();
+        // When the runtime call is missing (sampled or filtered traces), the profiler's
+        // external id still names the CPU operator: the innermost one carrying it.
+        let mut by_ext: Vec<(u64, std::cmp::Reverse<u16>, u32)> = self
+            .host_spans
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.kind == HostKind::CpuOp && s.external_id != 0)
+            .map(|(i, s)| (s.external_id, std::cmp::Reverse(s.depth), i as u32))
+            .collect();
+        by_ext.sort_unstable();
         let mut op_launch = Vec::with_capacity(self.gpu_ops.len());
         let mut op_cpu_op = Vec::with_capacity(self.gpu_ops.len());
         for op in &self.gpu_ops {
@@ -582,10 +592,19 @@ impl Trace {
                 }
             };
             op_launch.push(launch);
-            op_cpu_op.push(if launch == NONE {
+            let via_launch = if launch == NONE {
                 NONE
             } else {
                 self.enclosing(launch, HostKind::CpuOp)
+            };
+            op_cpu_op.push(if via_launch != NONE || op.external_id == 0 {
+                via_launch
+            } else {
+                let k = by_ext.partition_point(|e| e.0 < op.external_id);
+                by_ext
+                    .get(k)
+                    .filter(|e| e.0 == op.external_id)
+                    .map_or(NONE, |e| e.2)
             });
         }
         self.index.op_launch = op_launch;
@@ -823,6 +842,45 @@ mod tests {
         assert_eq!(t.host_spans[1].parent, 0);
         assert_eq!(t.host_spans[1].depth, 1);
         assert_eq!(t.index.op_launch, vec![1]);
+        assert_eq!(t.index.op_cpu_op, vec![0]);
+    }
+
+    #[test]
+    fn external_id_links_when_the_runtime_call_is_missing() {
+        let mut t = Trace::default();
+        let op = t.strings.intern("aten::mm");
+        t.host_spans.push(HostSpan {
+            kind: HostKind::CpuOp,
+            pid: 1,
+            tid: 1,
+            start: 0,
+            end: 100,
+            name: op,
+            correlation: 0,
+            external_id: 42,
+            input_dims: 0,
+            input_types: 0,
+            call_stack: 0,
+            depth: 0,
+            parent: NONE,
+        });
+        t.gpu_ops.push(GpuOp {
+            kind: GpuOpKind::Kernel,
+            device: 0,
+            stream: 7,
+            start: 150,
+            end: 160,
+            correlation: 99,
+            external_id: 42,
+            name: 0,
+            bytes: 0,
+            direction: CopyDirection::Unknown,
+            src_kind: MemKind::Unknown,
+            dst_kind: MemKind::Unknown,
+            kernel: None,
+        });
+        t.finish();
+        assert_eq!(t.index.op_launch, vec![NONE]);
         assert_eq!(t.index.op_cpu_op, vec![0]);
     }
 }
