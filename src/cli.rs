@@ -82,6 +82,16 @@ enum FailOn {
     High,
 }
 
+impl FailOn {
+    fn severity(self) -> Severity {
+        match self {
+            FailOn::Low => Severity::Low,
+            FailOn::Medium => Severity::Medium,
+            FailOn::High => Severity::High,
+        }
+    }
+}
+
 #[derive(clap::Args)]
 struct AnalyzeArgs {
     /// Trace files (Kineto JSON, plain or gzip; Nsight Systems SQLite; nvidia-smi logs beside
@@ -259,11 +269,7 @@ fn analyze(args: AnalyzeArgs) -> Result<i32> {
         .lock()
         .write_all(text.as_bytes())
         .context("writing the report")?;
-    let threshold = args.fail_on.map(|f| match f {
-        FailOn::Low => Severity::Low,
-        FailOn::Medium => Severity::Medium,
-        FailOn::High => Severity::High,
-    });
+    let threshold = args.fail_on.map(FailOn::severity);
     let failed = threshold.is_some_and(|th| {
         reports
             .iter()
@@ -438,11 +444,7 @@ fn analyze_job(args: &AnalyzeArgs, utc_offset_s: Option<i64>) -> Result<i32> {
         .lock()
         .write_all(text.as_bytes())
         .context("writing the report")?;
-    let threshold = args.fail_on.map(|f| match f {
-        FailOn::Low => Severity::Low,
-        FailOn::Medium => Severity::Medium,
-        FailOn::High => Severity::High,
-    });
+    let threshold = args.fail_on.map(FailOn::severity);
     let failed = threshold.is_some_and(|th| {
         findings
             .iter()

@@ -42,6 +42,15 @@ pub fn gpus(trace: &Trace) -> Vec<i32> {
     g
 }
 
+/// GPUs with counter series or an inventory entry, ascending.
+pub fn gpus_with_inventory(trace: &Trace) -> Vec<i32> {
+    let mut g = gpus(trace);
+    g.extend(0..trace.inventory.len() as i32);
+    g.sort();
+    g.dedup();
+    g
+}
+
 /// Mean of values.
 pub fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
     let (n, s) = v.fold((0usize, 0.0), |(n, s), x| (n + 1, s + x));

@@ -68,6 +68,43 @@ impl SeriesBuilder {
     }
 }
 
+/// Builds the trace of a counter log (shared by the dmon and `--query-gpu` readers).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn counter_trace(
+    source: &str,
+    format: SourceFormat,
+    format_version: String,
+    rows: u64,
+    bytes: usize,
+    bad: &[usize],
+    clock: CounterClock,
+    builder: SeriesBuilder,
+) -> Trace {
+    let mut trace = Trace {
+        source: source.to_string(),
+        ..Default::default()
+    };
+    trace.strings.intern("");
+    trace.meta.format = Some(format);
+    trace.meta.format_version = format_version;
+    trace.stats.events_total = rows;
+    trace.stats.bytes_total = bytes as u64;
+    trace.stats.bytes_parsed = bytes as u64;
+    if !bad.is_empty() {
+        let shown: Vec<String> = bad.iter().take(5).map(|l| l.to_string()).collect();
+        trace.warnings.push(format!(
+            "skipped {} line(s) that do not match the header (line {}{})",
+            bad.len(),
+            shown.join(", "),
+            if bad.len() > 5 { ", ..." } else { "" }
+        ));
+    }
+    trace.counter_clock = Some(clock);
+    trace.counters = builder.finish();
+    trace.finish();
+    trace
+}
+
 /// Parses a dmon log.
 pub fn parse(data: &[u8], source: &str, clock: ClockOptions) -> Result<Trace, LoadError> {
     let text = String::from_utf8_lossy(data);
@@ -173,51 +210,36 @@ pub fn parse(data: &[u8], source: &str, clock: ClockOptions) -> Result<Trace, Lo
             why: "a dmon header but no sample lines".into(),
         });
     }
-    let mut trace = Trace {
-        source: source.to_string(),
-        ..Default::default()
-    };
-    trace.strings.intern("");
-    trace.meta.format = Some(SourceFormat::Dmon);
-    trace.meta.format_version = format!("columns: {}", names.join(" "));
-    trace.stats.events_total = rows;
-    trace.stats.bytes_total = data.len() as u64;
-    trace.stats.bytes_parsed = data.len() as u64;
-    if !bad.is_empty() {
-        let shown: Vec<String> = bad.iter().take(5).map(|l| l.to_string()).collect();
-        trace.warnings.push(format!(
-            "skipped {} line(s) that do not match the header (line {}{})",
-            bad.len(),
-            shown.join(", "),
-            if bad.len() > 5 { ", ..." } else { "" }
-        ));
-    }
-    if wall && relative {
-        trace
-            .warnings
-            .push("some lines have dates and some do not: only dated lines are aligned".into());
-    }
-    trace.counter_clock = Some(if wall {
+    let mut notes = Vec::new();
+    let counter_clock = if wall {
         if clock.utc_offset_s.is_none() {
-            trace
-                .stats
-                .notes
-                .push("dmon -o DT prints local wall time at 1 s resolution: assumed UTC (set --utc-offset if the machine ran in another zone)".into());
+            notes.push("dmon -o DT prints local wall time at 1 s resolution: assumed UTC (set --utc-offset if the machine ran in another zone)".to_string());
         }
         CounterClock::Wall {
             utc_offset_s: offset,
         }
     } else {
-        trace
-            .stats
-            .notes
-            .push("no Date/Time columns (dmon -o DT): samples are numbered at 1 s and cannot be aligned with a trace".into());
+        notes.push("no Date/Time columns (dmon -o DT): samples are numbered at 1 s and cannot be aligned with a trace".to_string());
         CounterClock::Relative {
             interval_ns: 1_000_000_000,
         }
-    });
-    trace.counters = builder.finish();
-    trace.finish();
+    };
+    let mut trace = counter_trace(
+        source,
+        SourceFormat::Dmon,
+        format!("columns: {}", names.join(" ")),
+        rows,
+        data.len(),
+        &bad,
+        counter_clock,
+        builder,
+    );
+    trace.stats.notes = notes;
+    if wall && relative {
+        trace
+            .warnings
+            .push("some lines have dates and some do not: only dated lines are aligned".into());
+    }
     Ok(trace)
 }
 

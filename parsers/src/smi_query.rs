@@ -120,27 +120,10 @@ pub fn parse(data: &[u8], source: &str, clock: ClockOptions) -> Result<Trace, Lo
             why: "a CSV without nvidia-smi --query-gpu header and rows".into(),
         });
     }
-    let mut trace = Trace {
-        source: source.to_string(),
-        ..Default::default()
-    };
-    trace.strings.intern("");
-    trace.meta.format = Some(SourceFormat::SmiQuery);
-    trace.meta.format_version = format!("{} fields", header.len());
-    trace.stats.events_total = rows;
-    trace.stats.bytes_total = data.len() as u64;
-    trace.stats.bytes_parsed = data.len() as u64;
-    if !bad.is_empty() {
-        let shown: Vec<String> = bad.iter().take(5).map(|l| l.to_string()).collect();
-        trace.warnings.push(format!(
-            "skipped {} line(s) that do not match the header (line {})",
-            bad.len(),
-            shown.join(", ")
-        ));
-    }
-    trace.counter_clock = Some(if has_time {
+    let mut notes = Vec::new();
+    let counter_clock = if has_time {
         if clock.utc_offset_s.is_none() {
-            trace.stats.notes.push("nvidia-smi timestamps are local wall time: assumed UTC (set --utc-offset otherwise)".into());
+            notes.push("nvidia-smi timestamps are local wall time: assumed UTC (set --utc-offset otherwise)".to_string());
         }
         CounterClock::Wall {
             utc_offset_s: offset,
@@ -149,9 +132,18 @@ pub fn parse(data: &[u8], source: &str, clock: ClockOptions) -> Result<Trace, Lo
         CounterClock::Relative {
             interval_ns: 1_000_000_000,
         }
-    });
-    trace.counters = builder.finish();
-    trace.finish();
+    };
+    let mut trace = crate::dmon::counter_trace(
+        source,
+        SourceFormat::SmiQuery,
+        format!("{} fields", header.len()),
+        rows,
+        data.len(),
+        &bad,
+        counter_clock,
+        builder,
+    );
+    trace.stats.notes = notes;
     Ok(trace)
 }
 

@@ -17,13 +17,7 @@ impl Rule for EccErrors {
     fn check(&self, cx: &Ctx) -> Vec<Finding> {
         let t = cx.trace;
         let mut out = Vec::new();
-        let mut gpus = crate::counters::gpus(t);
-        for k in 0..t.inventory.len() as i32 {
-            if !gpus.contains(&k) {
-                gpus.push(k);
-            }
-        }
-        for gpu in gpus {
+        for gpu in gpus_with_inventory(t) {
             let max_of = |m: &str| {
                 series(t, gpu, m)
                     .and_then(|s| s.samples.iter().map(|x| x.1).reduce(f64::max))

@@ -17,13 +17,7 @@ impl Rule for Throttling {
     fn check(&self, cx: &Ctx) -> Vec<Finding> {
         let t = cx.trace;
         let mut out = Vec::new();
-        let mut gpus = crate::counters::gpus(t);
-        for k in 0..t.inventory.len() as i32 {
-            if !gpus.contains(&k) {
-                gpus.push(k);
-            }
-        }
-        for gpu in gpus {
+        for gpu in gpus_with_inventory(t) {
             let w = counter_window(cx, gpu);
             let busy: Vec<(i64, f64)> = w
                 .as_ref()
