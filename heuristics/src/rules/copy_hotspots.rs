@@ -367,3 +367,73 @@ mod tests {
         assert!(parse_list("").is_empty());
     }
 }
+
+#[cfg(test)]
+mod rule_tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::testutil::TB;
+    use crate::window::analysed_window;
+    use tracehound_parsers::GpuOpKind::{Kernel, Memcpy};
+
+    fn check(t: &Trace) -> Vec<Finding> {
+        let config = Config::default();
+        let cx = Ctx {
+            trace: t,
+            config: &config,
+            window: analysed_window(t, &config),
+        };
+        CopyHotspots.check(&cx)
+    }
+
+    #[test]
+    fn casts_under_linear_are_attributed_and_transfers_excluded() {
+        let mut b = TB::new();
+        b.span(HostKind::CpuOp, "aten::linear", 0, 100_000)
+            .span(HostKind::CpuOp, "aten::to", 1_000, 50_000)
+            .span(HostKind::CpuOp, "aten::_to_copy", 2_000, 49_000)
+            .span(HostKind::CpuOp, "aten::copy_", 3_000, 48_000)
+            .op(Kernel, "copy_kernel", 7, 10_000, 40_000, Some(4_000))
+            .span(HostKind::CpuOp, "aten::mm", 60_000, 90_000)
+            .op(Kernel, "gemm", 7, 60_000, 90_000, Some(61_000))
+            // A host-to-device copy under aten::to: counted in evidence, not in the impact.
+            .span(HostKind::CpuOp, "aten::to", 200_000, 300_000)
+            .span(HostKind::CpuOp, "aten::copy_", 201_000, 299_000)
+            .op(
+                Memcpy,
+                "Memcpy HtoD (Pinned -> Device)",
+                7,
+                210_000,
+                290_000,
+                Some(202_000),
+            );
+        let mut t = b.build();
+        let dims = t.strings.intern("[[16, 1024], [16, 1024], []]");
+        let types = t
+            .strings
+            .intern("[\"c10::BFloat16\", \"float\", \"Scalar\"]");
+        for s in t.host_spans.iter_mut() {
+            if t.strings.get(s.name) == "aten::copy_" && s.start == 3_000 {
+                s.input_dims = dims;
+                s.input_types = types;
+            }
+        }
+        let f = check(&t);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].impact_ns, 30_000, "only the copy kernel counts");
+        assert_eq!(f[0].metrics["gpu_ops"], 1.0);
+        assert_eq!(f[0].breakdown[0].label, "caller aten::linear");
+        assert!(
+            f[0].breakdown
+                .iter()
+                .any(|r| r.label == "[16, 1024] float → c10::BFloat16")
+        );
+        assert!(f[0].advice[0].contains("autocast"));
+    }
+
+    #[test]
+    fn no_copies_no_finding() {
+        let t = TB::new().op(Kernel, "gemm", 7, 0, 10_000, None).build();
+        assert!(check(&t).is_empty());
+    }
+}
