@@ -151,7 +151,7 @@ pub fn parse(data: &[u8], source: &str, clock: ClockOptions) -> Result<Trace, Lo
             continue;
         };
         let ts = match (col("Date"), col("Time")) {
-            (Some(d), Some(t)) if d.len() == 8 => {
+            (Some(d), Some(t)) if d.len() == 8 && d.bytes().all(|b| b.is_ascii_digit()) => {
                 let (y, mo, day) = (
                     d[..4].parse().ok(),
                     d[4..6].parse().ok(),
