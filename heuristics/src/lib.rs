@@ -50,6 +50,20 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
     );
     let mut findings: Vec<Finding> = per_rule.into_iter().flatten().collect();
     rank(&mut findings);
+    let mut summary = summary;
+    // The verdict names what bounds the run; when a costlier problem of another kind ranks
+    // first, say so, or "GPU-bound" would read as "nothing to fix".
+    if let Some(top) = findings.first()
+        && top.severity == Severity::High
+        && top.rule != "idle_gaps"
+    {
+        summary.verdict = format!(
+            "{} First fix the top finding: {} ({:.0}% of the window).",
+            summary.verdict,
+            top.title,
+            100.0 * top.impact_share
+        );
+    }
     Analysis { findings, summary }
 }
 

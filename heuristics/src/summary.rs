@@ -174,7 +174,7 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (String, String) {
         return (
             "GPU-bound".into(),
             format!(
-                "GPU-bound: GPU {} is busy {:.0}% of the window; look at kernel efficiency next.",
+                "GPU-bound: GPU {} is busy {:.0}% of the window, so kernel efficiency decides the step time.",
                 main.device,
                 100.0 * busy
             ),
