@@ -90,12 +90,22 @@ pub struct DeviceIdle {
     pub short_idle_ns: i64,
     /// Number of gaps below the threshold.
     pub short_count: u64,
+    /// Median kernel duration in the window, ns (0 without kernels).
+    pub median_kernel_ns: i64,
 }
 
 impl DeviceIdle {
     /// Idle time in gaps at or above the threshold.
     pub fn gap_ns(&self) -> i64 {
         self.gaps.iter().map(|g| g.end - g.start).sum()
+    }
+
+    /// A launch-bound run: kernels so short that the idle time between them, in gaps below
+    /// the threshold, is itself a cost of at least 10% of the window.
+    pub fn launch_bound(&self, window_ns: i64) -> bool {
+        self.median_kernel_ns > 0
+            && self.median_kernel_ns < 20_000
+            && self.short_idle_ns * 10 >= window_ns
     }
 
     /// Idle time by cause class, largest first.
@@ -143,12 +153,28 @@ pub fn analyse_device(cx: &Ctx, device: i32) -> DeviceIdle {
         }
         gaps.push(attr.classify(device, s, e));
     }
+    let mut kernels: Vec<i64> = trace
+        .device_ops(device)
+        .iter()
+        .map(|&i| &trace.gpu_ops[i as usize])
+        .filter(|o| {
+            o.kind == tracehound_parsers::GpuOpKind::Kernel && o.start >= w.start && o.start < w.end
+        })
+        .map(|o| o.dur())
+        .collect();
+    let median_kernel_ns = if kernels.is_empty() {
+        0
+    } else {
+        let mid = kernels.len() / 2;
+        *kernels.select_nth_unstable(mid).1
+    };
     DeviceIdle {
         device,
         busy_ns: total(&busy),
         gaps,
         short_idle_ns,
         short_count,
+        median_kernel_ns,
     }
 }
 
@@ -425,7 +451,7 @@ impl Rule for IdleGaps {
         let mut out = Vec::new();
         for device in cx.trace.devices() {
             let idle = analyse_device(cx, device);
-            if idle.gaps.is_empty() {
+            if idle.gaps.is_empty() && !idle.launch_bound(cx.window.len()) {
                 continue;
             }
             out.push(finding(cx, &idle));
@@ -438,6 +464,9 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     let w = &cx.window;
     let gap_ns = idle.gap_ns();
     let idle_share = 1.0 - w.share(idle.busy_ns);
+    // In a launch-bound run the short gaps between tiny kernels are the cost, not noise.
+    let launch_bound = idle.launch_bound(w.len());
+    let short_cost = if launch_bound { idle.short_idle_ns } else { 0 };
     type Group = (u64, i64, Vec<Option<String>>, FxHashMap<CauseKind, i64>);
     let mut groups: FxHashMap<&str, Group> = FxHashMap::default();
     for g in &idle.gaps {
@@ -462,6 +491,19 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
             python_frame: most_common(&frames),
         })
         .collect();
+    if launch_bound {
+        rows.push(Row {
+            label: format!(
+                "launch latency: gaps < {} between kernels of median {}",
+                fmt_ns(cx.config.gap_threshold_ns),
+                fmt_ns(idle.median_kernel_ns)
+            ),
+            count: idle.short_count,
+            time_ns: idle.short_idle_ns,
+            bytes: None,
+            python_frame: None,
+        });
+    }
     rows.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.label.cmp(&b.label)));
     rows.truncate(cx.config.max_rows);
     let mut worst: Vec<&Gap> = idle.gaps.iter().collect();
@@ -500,12 +542,16 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
         .collect();
     let kinds = idle.by_kind();
     let main = kinds.first().map(|k| k.0).unwrap_or(CauseKind::Unknown);
-    let mut advice_list: Vec<String> = kinds
-        .iter()
-        .filter(|(_, ns)| *ns * 5 >= gap_ns)
-        .take(2)
-        .map(|(k, _)| advice(*k).to_string())
-        .collect();
+    let mut advice_list: Vec<String> = Vec::new();
+    if launch_bound && short_cost >= gap_ns {
+        advice_list.push(advice(CauseKind::LaunchOverhead).to_string());
+    }
+    for (k, ns) in kinds.iter().take(2) {
+        let a = advice(*k).to_string();
+        if *ns * 5 >= gap_ns && !advice_list.contains(&a) {
+            advice_list.push(a);
+        }
+    }
     if advice_list.is_empty() {
         advice_list.push(advice(main).to_string());
     }
@@ -521,19 +567,32 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
             )
         })
         .collect();
-    let share = w.share(gap_ns);
+    let impact = gap_ns + short_cost;
+    let share = w.share(impact);
     Finding {
         rule: "idle_gaps",
-        title: format!(
-            "GPU {} idle {:.0}% of the window: {} gaps ≥ {} cost {}",
-            idle.device,
-            100.0 * idle_share,
-            idle.gaps.len(),
-            fmt_ns(cx.config.gap_threshold_ns),
-            fmt_ns(gap_ns)
-        ),
+        title: if launch_bound {
+            format!(
+                "GPU {} idle {:.0}% of the window: {} gaps ≥ {} cost {}, and {} more between tiny kernels (launch-bound)",
+                idle.device,
+                100.0 * idle_share,
+                idle.gaps.len(),
+                fmt_ns(cx.config.gap_threshold_ns),
+                fmt_ns(gap_ns),
+                fmt_ns(short_cost)
+            )
+        } else {
+            format!(
+                "GPU {} idle {:.0}% of the window: {} gaps ≥ {} cost {}",
+                idle.device,
+                100.0 * idle_share,
+                idle.gaps.len(),
+                fmt_ns(cx.config.gap_threshold_ns),
+                fmt_ns(gap_ns)
+            )
+        },
         severity: Severity::from_share(share),
-        impact_ns: gap_ns,
+        impact_ns: impact,
         impact_share: share,
         confidence: if main == CauseKind::Unknown {
             Confidence::Low
@@ -567,6 +626,8 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
             ("short_gaps", idle.short_count as f64),
             ("short_idle_ns", idle.short_idle_ns as f64),
             ("largest_gap_ns", largest as f64),
+            ("median_kernel_ns", idle.median_kernel_ns as f64),
+            ("launch_bound", if launch_bound { 1.0 } else { 0.0 }),
             (
                 "host_sync_ns",
                 kinds
@@ -687,6 +748,25 @@ mod tests {
             .build();
         let (_, idle) = run(&t, &Config::default());
         assert_eq!(idle.gaps[0].kind, CauseKind::GpuWait);
+    }
+
+    #[test]
+    fn short_gaps_between_tiny_kernels_count_when_launch_bound() {
+        // 100 kernels of 5 µs, 20 µs apart: no gap reaches 100 µs, yet the GPU idles 80%.
+        let mut b = TB::new();
+        for k in 0..100 {
+            let t = k * 25_000;
+            b.op(Kernel, "tiny", 7, t, t + 5_000, Some(t - 1_000));
+        }
+        let t = b.build();
+        let (f, idle) = run(&t, &Config::default());
+        assert!(idle.gaps.is_empty());
+        assert_eq!(idle.median_kernel_ns, 5_000);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].impact_ns, 99 * 20_000);
+        assert_eq!(f[0].metrics["launch_bound"], 1.0);
+        assert_eq!(f[0].severity, Severity::High);
+        assert!(f[0].title.contains("launch-bound"), "{}", f[0].title);
     }
 
     #[test]
