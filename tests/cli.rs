@@ -203,3 +203,22 @@ fn every_shared_kineto_trace_analyses() {
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(doc["traces"].as_array().unwrap().len(), files.len());
 }
+
+#[test]
+fn window_flag_limits_the_analysis() {
+    let p = own("h200_resnet_unpinned_sync.pt.trace.json.gz");
+    let doc = analyze_json(&p, &["--window", "100", "200"]);
+    let w = &doc["summary"]["window"];
+    assert_eq!(w["source"]["kind"], "user");
+    assert_eq!(
+        w["end"].as_i64().unwrap() - w["start"].as_i64().unwrap(),
+        100_000_000
+    );
+    let full = analyze_json(&p, &[]);
+    assert!(
+        doc["summary"]["devices"][0]["kernels"].as_u64().unwrap()
+            < full["summary"]["devices"][0]["kernels"].as_u64().unwrap()
+    );
+    let bad = run(&["analyze", "--window", "200", "100", p.to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(2));
+}
