@@ -74,7 +74,7 @@ fn load_source(path: &Path) -> Result<Source> {
         wrapped.extend_from_slice(body);
         wrapped.push(b']');
         let mut one = Splitter::new(1);
-        one.feed(&wrapped, &mut |p| {
+        let mut take = |p: Piece| {
             if let Piece::Events { text, .. } = p {
                 let t = text.trim_ascii_start();
                 let t = t
@@ -86,8 +86,10 @@ fn load_source(path: &Path) -> Result<Source> {
                     events.push(t.to_vec());
                 }
             }
-        });
-        one.finish(&mut |_| {});
+        };
+        one.feed(&wrapped, &mut take);
+        // The last events may come out only when the input ends.
+        one.finish(&mut take);
     }
     if events.is_empty() {
         bail!("{}: no trace events to repeat", path.display());
@@ -220,9 +222,10 @@ fn outer_for_rank(outer: &[u8], r: u32, n: u32) -> (Vec<u8>, Vec<u8>) {
             head.insert_str(p + 1, &info);
         }
     }
+    // torch's own layout: events indented by two spaces, `\n  },\n  {` between them.
     (
-        format!("{head}[\n").into_bytes(),
-        format!("\n]{tail}").into_bytes(),
+        format!("{head}[\n  ").into_bytes(),
+        format!("\n  ]{tail}").into_bytes(),
     )
 }
 
@@ -268,7 +271,7 @@ pub fn run(input: &Path, output: &Path, opts: &ScaleOptions) -> Result<Vec<std::
             let shift_ns = (k as f64 * shift as f64 * stretch) as i64;
             for ev in &src.events {
                 if !first {
-                    w.write_all(b",\n")?;
+                    w.write_all(b",\n  ")?;
                 }
                 first = false;
                 w.write_all(&rewrite(

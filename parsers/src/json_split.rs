@@ -9,6 +9,11 @@
 
 use memchr::memchr2;
 
+/// How torch's writer separates two events: a raw newline never occurs inside a JSON string,
+/// and the writer indents events by two spaces and everything nested deeper, so in its output
+/// this sequence is an event boundary and nothing else.
+const TORCH_SEP: &[u8] = b"\n  },\n  {";
+
 /// Bytes the state machine must look at outside strings; everything else is skipped.
 const STRUCTURAL: [bool; 256] = {
     let mut t = [false; 256];
@@ -71,6 +76,12 @@ pub struct Splitter {
     pending_line: usize,
     pending_offset: u64,
     offset: u64,
+    /// Cutting at [`TORCH_SEP`] instead of scanning every byte (the file has torch's layout).
+    fast: bool,
+    /// In fast mode, where in `pending` the separator search resumes.
+    fast_from: usize,
+    /// `pending` still begins with the events array's opening bracket (no chunk cut yet).
+    bracket_pending: bool,
     /// Emptied chunk buffers handed back for reuse (fresh pages cost a page fault each).
     spare: Vec<Vec<u8>>,
     /// Offset just after the last complete event (or the array), for truncation reports.
@@ -96,6 +107,9 @@ impl Splitter {
             last_key: Vec::new(),
             outer: Vec::new(),
             pending: Vec::new(),
+            fast: false,
+            fast_from: 0,
+            bracket_pending: false,
             spare: Vec::new(),
             complete: 0,
             complete_cut: 0,
@@ -114,6 +128,7 @@ impl Splitter {
         if self.complete == 0 {
             return;
         }
+        self.bracket_pending = false;
         let mut rest = self
             .spare
             .pop()
@@ -177,6 +192,33 @@ impl Splitter {
         let mut i = from;
         loop {
             let n = buf.len();
+            if self.fast {
+                // Between events by construction: jump to the first separator past the chunk size.
+                let start = i
+                    .max(self.fast_from)
+                    .max(self.chunk_bytes.saturating_sub(TORCH_SEP.len()));
+                match (start < n)
+                    .then(|| memchr::memmem::find(&buf[start..], TORCH_SEP))
+                    .flatten()
+                {
+                    Some(k) => {
+                        let end = start + k + 4;
+                        self.complete = end;
+                        self.last_complete_offset = base + end as u64;
+                        self.pending = buf;
+                        self.flush(emit);
+                        buf = std::mem::take(&mut self.pending);
+                        base += end as u64;
+                        i = 0;
+                        self.fast_from = 0;
+                        continue;
+                    }
+                    None => {
+                        self.fast_from = n.saturating_sub(TORCH_SEP.len() - 1).max(start.min(n));
+                        break;
+                    }
+                }
+            }
             if i >= n {
                 break;
             }
@@ -249,6 +291,13 @@ impl Splitter {
                     self.depth += 1;
                     self.events_depth = self.depth;
                     self.last_complete_offset = base + 1;
+                    self.bracket_pending = true;
+                    // torch's writer: `[` then each event on `\n  {\n    "`.
+                    self.fast = buf[1..].starts_with(b"\n  {\n    \"");
+                    if self.fast {
+                        i = 1;
+                        continue;
+                    }
                 }
                 b'{' | b'[' => self.depth += 1,
                 b'}' | b']' => {
@@ -297,6 +346,14 @@ impl Splitter {
     /// Ends the input: emits the last complete events and the outer text. Returns true when
     /// the input ended inside the events array (a truncated trace).
     pub fn finish(&mut self, emit: &mut impl FnMut(Piece)) -> bool {
+        if self.fast {
+            // The tail after the last cut holds the array's end (or the truncation): scan it
+            // byte by byte from the known state between events.
+            self.fast = false;
+            // The first chunk still begins with the array's own `[`: resume after it.
+            let from = usize::from(self.bracket_pending);
+            self.scan(from, emit);
+        }
         let truncated = self.phase == Phase::Inside;
         match self.phase {
             Phase::Inside => {
@@ -391,6 +448,49 @@ mod tests {
             Piece::Events { line, offset, .. } => assert_eq!((*line, *offset), (1, 0)),
             _ => panic!(),
         }
+    }
+
+    #[test]
+    fn torch_layout_takes_the_fast_path_and_agrees() {
+        let mut doc = b"{\n  \"schemaVersion\": 1,\n  \"traceEvents\": [\n".to_vec();
+        for k in 0..50 {
+            if k > 0 {
+                doc.extend_from_slice(b",\n");
+            }
+            doc.extend_from_slice(format!("  {{\n    \"ph\": \"X\", \"name\": \"a}},\\n  {{{k}\",\n    \"args\": {{\n      \"x\": {k}\n    }}\n  }}").as_bytes());
+        }
+        doc.extend_from_slice(b"\n  ],\n  \"traceName\": \"t\"\n}");
+        for block in [1, 7, 64, 100_000] {
+            for chunk in [1, 100, 1 << 20] {
+                let (p, t) = split(&doc, chunk, block);
+                assert!(!t);
+                let n: usize = p
+                    .iter()
+                    .map(|p| match p {
+                        Piece::Events { text, .. } => {
+                            memchr::memmem::find_iter(text, b"\"ph\"").count()
+                        }
+                        _ => 0,
+                    })
+                    .sum();
+                assert_eq!(n, 50, "block {block} chunk {chunk}");
+                match p.last().unwrap() {
+                    Piece::Outer(o) => assert!(
+                        String::from_utf8_lossy(o).ends_with("[],\n  \"traceName\": \"t\"\n}"),
+                        "{}",
+                        String::from_utf8_lossy(o)
+                    ),
+                    _ => panic!(),
+                }
+            }
+        }
+        // Cut mid-event: whole events only, and flagged.
+        let (p, t) = split(&doc[..doc.len() / 2], 100, 64);
+        assert!(t);
+        assert!(p.iter().all(|p| match p {
+            Piece::Events { text, .. } => text.trim_ascii_end().ends_with(b"}"),
+            _ => true,
+        }));
     }
 
     #[test]
