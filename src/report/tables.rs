@@ -14,15 +14,13 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-/// The kernel table as CSV (`cuda_gpu_kern_sum` columns).
-pub fn kernels_csv(rows: &[TimeRow]) -> String {
-    let mut s = String::from(
-        "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n",
-    );
+/// Rows of the shared `nsys stats` time columns, then bytes (memory tables only), then the name.
+fn time_csv(header: &str, rows: &[TimeRow], with_bytes: bool) -> String {
+    let mut s = String::from(header);
     for r in rows {
-        let _ = writeln!(
+        let _ = write!(
             s,
-            "{:.1},{},{},{:.1},{:.1},{},{},{:.1},{}",
+            "{:.1},{},{},{:.1},{:.1},{},{},{:.1},",
             100.0 * r.time_share,
             r.total_ns,
             r.instances,
@@ -30,35 +28,32 @@ pub fn kernels_csv(rows: &[TimeRow]) -> String {
             r.med_ns,
             r.min_ns,
             r.max_ns,
-            r.stddev_ns,
-            csv_field(&r.name)
+            r.stddev_ns
         );
+        if with_bytes {
+            let _ = write!(s, "{},", r.bytes);
+        }
+        let _ = writeln!(s, "{}", csv_field(&r.name));
     }
     s
 }
 
+/// The kernel table as CSV (`cuda_gpu_kern_sum` columns).
+pub fn kernels_csv(rows: &[TimeRow]) -> String {
+    time_csv(
+        "Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Name\n",
+        rows,
+        false,
+    )
+}
+
 /// The memory table as CSV (`cuda_gpu_mem_time_sum` columns plus total bytes).
 pub fn memory_csv(rows: &[TimeRow]) -> String {
-    let mut s = String::from(
+    time_csv(
         "Time (%),Total Time (ns),Count,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Total (bytes),Operation\n",
-    );
-    for r in rows {
-        let _ = writeln!(
-            s,
-            "{:.1},{},{},{:.1},{:.1},{},{},{:.1},{},{}",
-            100.0 * r.time_share,
-            r.total_ns,
-            r.instances,
-            r.avg_ns,
-            r.med_ns,
-            r.min_ns,
-            r.max_ns,
-            r.stddev_ns,
-            r.bytes,
-            csv_field(&r.name)
-        );
-    }
-    s
+        rows,
+        true,
+    )
 }
 
 /// Both tables for a terminal.

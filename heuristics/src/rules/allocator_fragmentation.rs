@@ -18,10 +18,6 @@ use tracehound_parsers::HostKind;
 /// The rule.
 pub struct AllocatorFragmentation;
 
-fn base_name(name: &str) -> &str {
-    name.split("_v").next().unwrap_or(name)
-}
-
 impl Rule for AllocatorFragmentation {
     fn id(&self) -> &'static str {
         "allocator_fragmentation"
@@ -95,7 +91,7 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
         {
             continue;
         }
-        let name = base_name(t.str(s.name));
+        let name = super::api_name(t.str(s.name));
         match name {
             "cudaMalloc" | "hipMalloc" => mallocs += 1,
             "cudaFree" | "hipFree" => frees += 1,
@@ -281,9 +277,7 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
     use crate::testutil::TB;
-    use crate::window::analysed_window;
     use tracehound_parsers::{GpuOpKind, MemorySample, Trace};
 
     const GIB: i64 = 1 << 30;
@@ -301,13 +295,7 @@ mod tests {
     }
 
     fn check(t: &Trace) -> Vec<Finding> {
-        let config = Config::default();
-        let cx = Ctx {
-            trace: t,
-            config: &config,
-            window: analysed_window(t, &config),
-        };
-        AllocatorFragmentation.check(&cx)
+        crate::testutil::check(&AllocatorFragmentation, t)
     }
 
     fn base() -> TB {

@@ -371,19 +371,11 @@ mod tests {
 #[cfg(test)]
 mod rule_tests {
     use super::*;
-    use crate::config::Config;
     use crate::testutil::TB;
-    use crate::window::analysed_window;
     use tracehound_parsers::GpuOpKind::{Kernel, Memcpy};
 
     fn check(t: &Trace) -> Vec<Finding> {
-        let config = Config::default();
-        let cx = Ctx {
-            trace: t,
-            config: &config,
-            window: analysed_window(t, &config),
-        };
-        CopyHotspots.check(&cx)
+        crate::testutil::check(&CopyHotspots, t)
     }
 
     #[test]

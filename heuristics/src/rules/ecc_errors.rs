@@ -56,8 +56,6 @@ impl Rule for EccErrors {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
-    use crate::window::analysed_window;
     use tracehound_parsers::{GpuInventory, Trace};
 
     #[test]
@@ -68,21 +66,10 @@ mod tests {
             ..Default::default()
         });
         t.finish();
-        let config = Config::default();
-        let cx = Ctx {
-            trace: &t,
-            config: &config,
-            window: analysed_window(&t, &config),
-        };
-        let f = EccErrors.check(&cx);
+        let f = crate::testutil::check(&EccErrors, &t);
         assert_eq!(f[0].severity, Severity::High);
         assert_eq!(f[0].metrics["uncorrectable"], 1.0);
         t.inventory[0].ecc_volatile = (Some(0), Some(0));
-        let cx = Ctx {
-            trace: &t,
-            config: &config,
-            window: analysed_window(&t, &config),
-        };
-        assert!(EccErrors.check(&cx).is_empty());
+        assert!(crate::testutil::check(&EccErrors, &t).is_empty());
     }
 }

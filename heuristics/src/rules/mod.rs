@@ -76,9 +76,14 @@ pub(crate) fn span_name<'t>(trace: &'t Trace, i: u32, fallback: &'t str) -> &'t 
     }
 }
 
+/// A CUDA API name without the version suffix Nsight Systems adds (`cudaFree_v3020` -> `cudaFree`).
+pub(crate) fn api_name(name: &str) -> &str {
+    name.split("_v").next().unwrap_or(name)
+}
+
 /// CUDA / HIP calls that block the host until the GPU has drained.
 pub(crate) fn is_sync_call(name: &str) -> bool {
-    let n = name.split("_v").next().unwrap_or(name);
+    let n = api_name(name);
     n.ends_with("Synchronize")
         || matches!(
             n,

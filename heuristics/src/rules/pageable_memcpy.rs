@@ -248,19 +248,11 @@ fn direction_finding(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
     use crate::testutil::TB;
-    use crate::window::analysed_window;
     use tracehound_parsers::GpuOpKind::Memcpy;
 
     fn check(t: &Trace) -> Vec<Finding> {
-        let config = Config::default();
-        let cx = Ctx {
-            trace: t,
-            config: &config,
-            window: analysed_window(t, &config),
-        };
-        PageableMemcpy.check(&cx)
+        crate::testutil::check(&PageableMemcpy, t)
     }
 
     #[test]

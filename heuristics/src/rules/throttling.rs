@@ -116,8 +116,6 @@ impl Rule for Throttling {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
-    use crate::window::analysed_window;
     use tracehound_parsers::{CounterSeries, GpuInventory, Trace};
 
     fn series(metric: &str, values: &[f64]) -> CounterSeries {
@@ -134,13 +132,7 @@ mod tests {
     }
 
     fn check(t: &Trace) -> Vec<Finding> {
-        let config = Config::default();
-        let cx = Ctx {
-            trace: t,
-            config: &config,
-            window: analysed_window(t, &config),
-        };
-        Throttling.check(&cx)
+        crate::testutil::check(&Throttling, t)
     }
 
     #[test]
