@@ -71,8 +71,6 @@ pub struct Splitter {
     pending: Vec<u8>,
     /// Length of `pending` up to the end of the last complete event.
     complete: usize,
-    /// Bytes the last flush cut off the front of `pending`.
-    complete_cut: usize,
     pending_line: usize,
     pending_offset: u64,
     offset: u64,
@@ -88,8 +86,6 @@ pub struct Splitter {
     pub last_complete_offset: u64,
     /// True once the events array was entered.
     pub saw_events: bool,
-    /// True once the events array was closed.
-    pub closed_events: bool,
 }
 
 impl Splitter {
@@ -112,19 +108,16 @@ impl Splitter {
             bracket_pending: false,
             spare: Vec::new(),
             complete: 0,
-            complete_cut: 0,
             pending_line: 1,
             pending_offset: 0,
             offset: 0,
             last_complete_offset: 0,
             saw_events: false,
-            closed_events: false,
         }
     }
 
     /// Cuts `pending[..complete]` off as a chunk; `pending` keeps the rest.
     fn flush(&mut self, emit: &mut impl FnMut(Piece)) {
-        self.complete_cut = self.complete;
         if self.complete == 0 {
             return;
         }
@@ -307,12 +300,10 @@ impl Splitter {
                         self.pending = buf;
                         self.flush(emit);
                         buf = std::mem::take(&mut self.pending);
-                        // After the flush `buf` holds what followed the last event.
-                        let close = i - self.complete_cut;
-                        self.outer.extend_from_slice(&buf[close..]);
+                        // After the flush `buf` starts at the closing bracket.
+                        self.outer.extend_from_slice(&buf);
                         buf.clear();
                         self.phase = Phase::After;
-                        self.closed_events = true;
                         self.last_complete_offset = base + i as u64 + 1;
                         self.depth = self.depth.saturating_sub(1);
                         break;

@@ -95,18 +95,6 @@ fn parse_chunk_in(buf: &mut Vec<u8>, line: usize, source: &str) -> Result<Builde
     Ok(b)
 }
 
-fn splitter_feed(
-    splitter: &mut crate::json_split::Splitter,
-    block: &[u8],
-    recycled: &mut Vec<Vec<u8>>,
-    emit: &mut impl FnMut(crate::json_split::Piece),
-) {
-    for buf in recycled.drain(..) {
-        splitter.recycle(buf);
-    }
-    splitter.feed(block, emit);
-}
-
 /// Parses a Kineto trace from a reader, streaming: a reader thread pulls (and, for gzip,
 /// decompresses) blocks, the splitter cuts the events array into chunks of whole events, and
 /// worker threads parse the chunks in parallel. Memory holds the model plus a few chunks,
@@ -206,8 +194,6 @@ pub fn parse_reader<R: std::io::Read + Send + 'static>(
     let mut read_error: Option<std::io::Error> = None;
     let mut bytes_total = 0u64;
     let mut stream_warning: Option<String> = None;
-    let mut spare: Vec<Vec<u8>> = Vec::new();
-    let mut recycle_into: Vec<Vec<u8>> = Vec::new();
     {
         let mut emit = |p: crate::json_split::Piece| match p {
             crate::json_split::Piece::Events { text, line, .. } => {
@@ -237,12 +223,9 @@ pub fn parse_reader<R: std::io::Read + Send + 'static>(
                 Ok(b) => {
                     bytes_total += b.len() as u64;
                     while let Ok(buf) = free_chunk_rx.try_recv() {
-                        spare.push(buf);
+                        splitter.recycle(buf);
                     }
-                    for buf in spare.drain(..) {
-                        recycle_into.push(buf);
-                    }
-                    splitter_feed(&mut splitter, &b, &mut recycle_into, &mut emit);
+                    splitter.feed(&b, &mut emit);
                     let _ = free_block_tx.send(b);
                 }
                 Err(e) => read_error = Some(e),

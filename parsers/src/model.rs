@@ -652,7 +652,8 @@ impl Trace {
     /// Falls back to the recorded `Call stack` of an enclosing operator (older traces).
     pub fn user_frame(&self, i: u32) -> Option<&str> {
         let mut fallback: Option<&str> = None;
-        let start = self.host_spans.get(i as usize)?;
+        // An index outside the trace has no frame (and must not be indexed below).
+        self.host_spans.get(i as usize)?;
         for a in std::iter::once(i).chain(self.ancestors(i)) {
             let s = &self.host_spans[a as usize];
             if s.kind == HostKind::Python {
@@ -665,7 +666,6 @@ impl Trace {
                 fallback = stack.split(';').map(str::trim).find(|f| is_user_frame(f));
             }
         }
-        let _ = start;
         fallback
     }
 
