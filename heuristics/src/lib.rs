@@ -33,11 +33,7 @@ pub struct Analysis {
 
 /// Runs every rule over `trace` and ranks the findings.
 pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
-    let cx = rules::Ctx {
-        trace,
-        config,
-        window: window::analysed_window(trace, config),
-    };
+    let cx = rules::Ctx::new(trace, config);
     // Rules are independent: run them, and the summary, in parallel. Collecting keeps the
     // rules' order, and ranking makes the order total, so output stays deterministic.
     let all = rules::all();

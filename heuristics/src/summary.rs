@@ -2,7 +2,7 @@
 //! kernels, the top kernel, and a verdict on what bounds the run.
 
 use crate::finding::fmt_ns;
-use crate::rules::idle_gaps::{CauseKind, analyse_device};
+use crate::rules::idle_gaps::CauseKind;
 use crate::rules::{Ctx, short_name};
 use crate::window::Window;
 use serde::Serialize;
@@ -85,7 +85,11 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
             }
         }
         kernels += k;
-        let busy = crate::window::total(&crate::window::busy_intervals(t, d, w));
+        let busy = cx
+            .idle()
+            .iter()
+            .find(|i| i.device == d)
+            .map_or(0, |i| i.busy_ns);
         devices.push(DeviceSummary {
             device: d,
             name: t
@@ -180,7 +184,12 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (String, String) {
             ),
         );
     }
-    let idle = analyse_device(cx, main.device);
+    let Some(idle) = cx.idle().iter().find(|d| d.device == main.device) else {
+        return (
+            "no GPU activity".into(),
+            "No GPU activity in the window.".into(),
+        );
+    };
     let kinds = idle.by_kind();
     let gap_ns = idle.gap_ns();
     let short = idle.short_idle_ns;

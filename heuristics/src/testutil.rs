@@ -3,18 +3,12 @@
 use crate::Finding;
 use crate::config::Config;
 use crate::rules::{Ctx, Rule};
-use crate::window::analysed_window;
 use tracehound_parsers::*;
 
 /// Runs one rule over `t` with the default settings and the window they give.
 pub fn check(rule: &dyn Rule, t: &Trace) -> Vec<Finding> {
     let config = Config::default();
-    let cx = Ctx {
-        trace: t,
-        config: &config,
-        window: analysed_window(t, &config),
-    };
-    rule.check(&cx)
+    rule.check(&Ctx::new(t, &config))
 }
 
 /// A trace builder: one host thread (pid 1, tid 1), GPU ops on device 0.

@@ -449,12 +449,11 @@ impl Rule for IdleGaps {
 
     fn check(&self, cx: &Ctx) -> Vec<Finding> {
         let mut out = Vec::new();
-        for device in cx.trace.devices() {
-            let idle = analyse_device(cx, device);
+        for idle in cx.idle() {
             if idle.gaps.is_empty() && !idle.launch_bound(cx.window.len()) {
                 continue;
             }
-            out.push(finding(cx, &idle));
+            out.push(finding(cx, idle));
         }
         out
     }
@@ -651,15 +650,10 @@ mod tests {
     use super::*;
     use crate::config::Config;
     use crate::testutil::TB;
-    use crate::window::analysed_window;
     use tracehound_parsers::GpuOpKind::{self, Kernel};
 
     fn run(t: &Trace, config: &Config) -> (Vec<Finding>, DeviceIdle) {
-        let cx = Ctx {
-            trace: t,
-            config,
-            window: analysed_window(t, config),
-        };
+        let cx = Ctx::new(t, config);
         (IdleGaps.check(&cx), analyse_device(&cx, 0))
     }
 

@@ -24,6 +24,32 @@ pub struct Ctx<'a> {
     pub config: &'a Config,
     /// The analysed window.
     pub window: Window,
+    /// Per-device idle analysis, computed on first use: the idle-gap rule and the summary's
+    /// verdict both need it, and classifying every gap is the costliest step of analysis.
+    idle: std::sync::OnceLock<Vec<idle_gaps::DeviceIdle>>,
+}
+
+impl<'a> Ctx<'a> {
+    /// The context of one analysis: the window comes from the trace and the settings.
+    pub fn new(trace: &'a Trace, config: &'a Config) -> Self {
+        Ctx {
+            trace,
+            config,
+            window: crate::window::analysed_window(trace, config),
+            idle: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Idle accounting of every device that ran GPU work, ascending by device.
+    pub fn idle(&self) -> &[idle_gaps::DeviceIdle] {
+        self.idle.get_or_init(|| {
+            self.trace
+                .devices()
+                .into_iter()
+                .map(|d| idle_gaps::analyse_device(self, d))
+                .collect()
+        })
+    }
 }
 
 /// A heuristic.
