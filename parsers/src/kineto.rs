@@ -9,6 +9,7 @@
 //! A file that ends early (a job killed mid-write) yields what was complete, with a warning.
 
 use crate::error::LoadError;
+use crate::json_scan::{Bail, Scan, Scanned};
 use crate::lenient::{Dims, LStr, Num, us_text_to_ns};
 use crate::model::*;
 use rustc_hash::FxHashMap;
@@ -74,6 +75,15 @@ fn parse_chunk_in(buf: &mut Vec<u8>, line: usize, source: &str) -> Result<Builde
     // One UTF-8 check over the chunk is much cheaper than one per string.
     let result = match std::str::from_utf8(buf) {
         Ok(text) => {
+            if FAST_SCAN.load(std::sync::atomic::Ordering::Relaxed)
+                && scan_events(text, &mut b).is_ok()
+            {
+                return Ok(b);
+            }
+            // Anything the scanner does not take is read again by serde, which either reads
+            // it the slow way or says exactly where it is wrong.
+            SCAN_FALLBACKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            b = Builder::new(source);
             let mut de = serde_json::Deserializer::from_str(text);
             EventsSeed { b: &mut b }
                 .deserialize(&mut de)
@@ -297,9 +307,29 @@ pub fn parse_reader<R: std::io::Read + Send + 'static>(
     b.trace.gpu_ops.reserve_exact(n_ops);
     b.trace.host_spans.reserve_exact(n_spans);
     b.trace.memory.reserve_exact(n_mem);
-    for o in outs {
-        let chunk = o.result?;
-        b.absorb(chunk);
+    let mut chunks = outs
+        .into_iter()
+        .map(|o| o.result)
+        .collect::<Result<Vec<Builder>, LoadError>>()?;
+    // String ids are assigned in chunk order, so they do not depend on which worker finished
+    // first; rewriting the events' ids is then independent per chunk and runs in parallel.
+    let maps: Vec<Vec<StrId>> = chunks
+        .iter()
+        .map(|c| {
+            (0..c.trace.strings.len() as u32)
+                .map(|id| b.trace.strings.intern(c.trace.strings.get(id)))
+                .collect()
+        })
+        .collect();
+    {
+        use rayon::prelude::*;
+        chunks
+            .par_iter_mut()
+            .zip(&maps)
+            .for_each(|(c, map)| c.remap_strings(map));
+    }
+    for c in chunks {
+        b.absorb(c);
     }
     if truncated {
         if b.events == 0 {
@@ -383,17 +413,28 @@ struct RawArgs<'a> {
     device_id: Num,
     #[serde(default, rename = "Addr")]
     addr: Num,
-    #[serde(borrow, default, rename = "Input Dims", alias = "Input dims")]
-    input_dims: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "Input type")]
-    input_type: Option<&'a RawValue>,
+    #[serde(
+        borrow,
+        default,
+        rename = "Input Dims",
+        alias = "Input dims",
+        deserialize_with = "raw_text"
+    )]
+    input_dims: Option<&'a str>,
+    #[serde(borrow, default, rename = "Input type", deserialize_with = "raw_text")]
+    input_type: Option<&'a str>,
     #[serde(borrow, default, rename = "Call stack")]
     call_stack: LStr<'a>,
     #[serde(borrow, default)]
     kind: LStr<'a>,
 }
 
-#[derive(Deserialize)]
+/// The text of a value as written, `None` for `null` (timestamps and ids keep their digits).
+fn raw_text<'de, D: de::Deserializer<'de>>(d: D) -> Result<Option<&'de str>, D::Error> {
+    Option::<&'de RawValue>::deserialize(d).map(|v| v.map(RawValue::get))
+}
+
+#[derive(Deserialize, Default)]
 struct RawEvent<'a> {
     #[serde(borrow, default)]
     ph: LStr<'a>,
@@ -401,14 +442,14 @@ struct RawEvent<'a> {
     cat: LStr<'a>,
     #[serde(borrow, default)]
     name: LStr<'a>,
-    #[serde(borrow, default)]
-    ts: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    dur: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    pid: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    tid: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "raw_text")]
+    ts: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_text")]
+    dur: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_text")]
+    pid: Option<&'a str>,
+    #[serde(borrow, default, deserialize_with = "raw_text")]
+    tid: Option<&'a str>,
     #[serde(borrow, default)]
     args: Option<RawArgs<'a>>,
 }
@@ -497,14 +538,19 @@ impl Builder {
     }
 
     fn skip(&mut self, what: &str) {
-        *self.skipped.entry(what.to_string()).or_default() += 1;
+        // Most skipped events are flows: count without allocating a key each time.
+        match self.skipped.get_mut(what) {
+            Some(n) => *n += 1,
+            None => {
+                self.skipped.insert(what.to_string(), 1);
+            }
+        }
     }
 
     /// An id from a pid/tid value: ints as they are, numeric strings parsed, other strings
     /// interned above 2^40 so they never collide with OS ids.
-    fn id_of(&mut self, v: Option<&RawValue>) -> i64 {
-        let Some(v) = v else { return 0 };
-        let t = v.get();
+    fn id_of(&mut self, v: Option<&str>) -> i64 {
+        let Some(t) = v else { return 0 };
         if let Ok(i) = t.parse::<i64>() {
             return i;
         }
@@ -521,22 +567,25 @@ impl Builder {
     }
 
     /// Adds the events of a chunk parsed on another thread, re-interning its strings.
-    fn absorb(&mut self, mut c: Builder) {
-        let map: Vec<StrId> = (0..c.trace.strings.len() as u32)
-            .map(|id| self.trace.strings.intern(c.trace.strings.get(id)))
-            .collect();
+    /// Rewrites the chunk's string ids through `map` (chunk id -> trace id).
+    fn remap_strings(&mut self, map: &[StrId]) {
         let m = |id: StrId| map.get(id as usize).copied().unwrap_or(0);
-        for mut op in c.trace.gpu_ops.drain(..) {
+        for op in &mut self.trace.gpu_ops {
             op.name = m(op.name);
-            self.trace.gpu_ops.push(op);
         }
-        for mut sp in c.trace.host_spans.drain(..) {
+        for sp in &mut self.trace.host_spans {
             sp.name = m(sp.name);
             sp.input_dims = m(sp.input_dims);
             sp.input_types = m(sp.input_types);
             sp.call_stack = m(sp.call_stack);
-            self.trace.host_spans.push(sp);
         }
+    }
+
+    /// Adds the events of a chunk parsed on another thread, whose string ids were already
+    /// rewritten into this builder's ([`Builder::remap_strings`]).
+    fn absorb(&mut self, mut c: Builder) {
+        self.trace.gpu_ops.append(&mut c.trace.gpu_ops);
+        self.trace.host_spans.append(&mut c.trace.host_spans);
         self.trace.memory.append(&mut c.trace.memory);
         self.events += c.events;
         self.with_ph += c.with_ph;
@@ -546,7 +595,7 @@ impl Builder {
         }
     }
 
-    fn add(&mut self, ev: RawEvent<'_>) {
+    fn add(&mut self, ev: &RawEvent<'_>) {
         self.events += 1;
         let ph = ev.ph.as_str();
         if ph.is_empty() {
@@ -564,9 +613,9 @@ impl Builder {
             self.legacy_categories = true;
         }
         match (kind, ph) {
-            (Cat::Memory, _) => self.add_memory(&ev),
-            (Cat::Gpu(k), "X") => self.add_gpu(k, &ev),
-            (Cat::Host(k), "X") => self.add_host(k, &ev),
+            (Cat::Memory, _) => self.add_memory(ev),
+            (Cat::Gpu(k), "X") => self.add_gpu(k, ev),
+            (Cat::Host(k), "X") => self.add_host(k, ev),
             _ => {
                 let what = if ph == "X" || ph == "i" {
                     if cat_s.is_empty() { "(no cat)" } else { cat_s }
@@ -583,16 +632,12 @@ impl Builder {
     }
 
     fn times(&mut self, ev: &RawEvent<'_>) -> Option<(i64, i64)> {
-        let ts = ev.ts.and_then(|v| us_text_to_ns(v.get()));
+        let ts = ev.ts.and_then(us_text_to_ns);
         let Some(ts) = ts else {
             self.skip("missing ts");
             return None;
         };
-        let dur = ev
-            .dur
-            .and_then(|v| us_text_to_ns(v.get()))
-            .unwrap_or(0)
-            .max(0);
+        let dur = ev.dur.and_then(us_text_to_ns).unwrap_or(0).max(0);
         Some((ts, ts + dur))
     }
 
@@ -607,7 +652,7 @@ impl Builder {
         let stream = match a.stream.i64() {
             Some(s) => s,
             None => {
-                let t = ev.tid.map(|v| v.get()).unwrap_or("0");
+                let t = ev.tid.unwrap_or("0");
                 let digits: String = t.chars().filter(|c| c.is_ascii_digit()).collect();
                 digits.parse().unwrap_or(0)
             }
@@ -623,21 +668,12 @@ impl Builder {
                 direction = direction_from_label(a.kind.as_str());
             }
         }
-        let kernel = (kind == GpuOpKind::Kernel).then(|| {
-            let d3 = |d: &Dims| {
-                let mut r = [1u32; 3];
-                for (k, v) in d.0.iter().take(3).enumerate() {
-                    r[k] = (*v).clamp(0, u32::MAX as i64) as u32;
-                }
-                r
-            };
-            KernelInfo {
-                grid: d3(&a.grid),
-                block: d3(&a.block),
-                registers: a.registers.i64().unwrap_or(0).clamp(0, u16::MAX as i64) as u16,
-                shared_mem: a.shared_mem.i64().unwrap_or(0).clamp(0, u32::MAX as i64) as u32,
-                occupancy_pct: a.occupancy.f64().map(|v| v as f32),
-            }
+        let kernel = (kind == GpuOpKind::Kernel).then(|| KernelInfo {
+            grid: a.grid.0,
+            block: a.block.0,
+            registers: a.registers.i64().unwrap_or(0).clamp(0, u16::MAX as i64) as u16,
+            shared_mem: a.shared_mem.i64().unwrap_or(0).clamp(0, u32::MAX as i64) as u32,
+            occupancy_pct: a.occupancy.f64().map(|v| v as f32),
         });
         self.trace.gpu_ops.push(GpuOp {
             kind,
@@ -665,12 +701,8 @@ impl Builder {
         let pid = self.id_of(ev.pid);
         let tid = self.id_of(ev.tid);
         let name = self.trace.strings.intern(ev.name.as_str());
-        let input_dims = a
-            .input_dims
-            .map_or(0, |v| self.trace.strings.intern(v.get()));
-        let input_types = a
-            .input_type
-            .map_or(0, |v| self.trace.strings.intern(v.get()));
+        let input_dims = a.input_dims.map_or(0, |v| self.trace.strings.intern(v));
+        let input_types = a.input_type.map_or(0, |v| self.trace.strings.intern(v));
         let call_stack = match &a.call_stack.0 {
             Some(s) if !s.is_empty() => self.trace.strings.intern(s),
             _ => 0,
@@ -743,6 +775,187 @@ impl Builder {
         self.trace.finish();
         self.trace
     }
+}
+
+/// Whether chunks are read with the [`crate::json_scan`] fast path (the default) before
+/// serde. Tests turn it off to compare both readings of the same files.
+#[doc(hidden)]
+pub static FAST_SCAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Chunks the scanner handed to serde (a test's window into the fast path's coverage).
+#[doc(hidden)]
+pub static SCAN_FALLBACKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Reads a chunk (`[event, ...]`) with the scanner into `b`.
+fn scan_events(text: &str, b: &mut Builder) -> Scanned<()> {
+    let mut s = Scan::new(text);
+    s.array(|s| {
+        if s.peek() == Some(b'{') {
+            let ev = scan_event(s)?;
+            b.add(&ev);
+        } else {
+            s.skip_value()?;
+            b.events += 1;
+            b.skip("not an object");
+        }
+        Ok(())
+    })?;
+    if s.at_end() { Ok(()) } else { Err(Bail) }
+}
+
+/// Marks a field as read; a second occurrence bails (serde rejects duplicate fields).
+fn once(seen: &mut u32, bit: u32) -> Scanned<()> {
+    if *seen & bit != 0 {
+        return Err(Bail);
+    }
+    *seen |= bit;
+    Ok(())
+}
+
+/// One event object, as [`RawEvent`]'s serde derive reads it.
+fn scan_event<'a>(s: &mut Scan<'a>) -> Scanned<RawEvent<'a>> {
+    let mut ev = RawEvent::default();
+    let mut seen = 0u32;
+    s.object(|s, key| {
+        match key {
+            "ph" => {
+                once(&mut seen, 1)?;
+                ev.ph = s.lstr()?;
+            }
+            "cat" => {
+                once(&mut seen, 2)?;
+                ev.cat = s.lstr()?;
+            }
+            "name" => {
+                once(&mut seen, 4)?;
+                ev.name = s.lstr()?;
+            }
+            "ts" => {
+                once(&mut seen, 8)?;
+                ev.ts = s.raw()?;
+            }
+            "dur" => {
+                once(&mut seen, 16)?;
+                ev.dur = s.raw()?;
+            }
+            "pid" => {
+                once(&mut seen, 32)?;
+                ev.pid = s.raw()?;
+            }
+            "tid" => {
+                once(&mut seen, 64)?;
+                ev.tid = s.raw()?;
+            }
+            "args" => {
+                once(&mut seen, 128)?;
+                match s.peek() {
+                    Some(b'{') => scan_args(s, ev.args.insert(RawArgs::default()))?,
+                    Some(b'n') => {
+                        s.skip_value()?;
+                    }
+                    _ => return Err(Bail),
+                }
+            }
+            _ => {
+                s.skip_value()?;
+            }
+        }
+        Ok(())
+    })?;
+    Ok(ev)
+}
+
+/// An event's `args`, as [`RawArgs`]' serde derive reads them.
+fn scan_args<'a>(s: &mut Scan<'a>, a: &mut RawArgs<'a>) -> Scanned<()> {
+    let mut seen = 0u32;
+    s.object(|s, key| {
+        match key {
+            "correlation" => {
+                once(&mut seen, 1)?;
+                a.correlation = s.num()?;
+            }
+            "External id" | "external id" => {
+                once(&mut seen, 1 << 1)?;
+                a.external_id = s.num()?;
+            }
+            "device" => {
+                once(&mut seen, 1 << 2)?;
+                a.device = s.num()?;
+            }
+            "stream" => {
+                once(&mut seen, 1 << 3)?;
+                a.stream = s.num()?;
+            }
+            "bytes" => {
+                once(&mut seen, 1 << 4)?;
+                a.bytes = s.num()?;
+            }
+            "grid" => {
+                once(&mut seen, 1 << 5)?;
+                a.grid = s.dims()?;
+            }
+            "block" => {
+                once(&mut seen, 1 << 6)?;
+                a.block = s.dims()?;
+            }
+            "registers per thread" => {
+                once(&mut seen, 1 << 7)?;
+                a.registers = s.num()?;
+            }
+            "shared memory" => {
+                once(&mut seen, 1 << 8)?;
+                a.shared_mem = s.num()?;
+            }
+            "est. achieved occupancy %" => {
+                once(&mut seen, 1 << 9)?;
+                a.occupancy = s.num()?;
+            }
+            "Bytes" => {
+                once(&mut seen, 1 << 10)?;
+                a.mem_bytes = s.num()?;
+            }
+            "Total Allocated" => {
+                once(&mut seen, 1 << 11)?;
+                a.total_allocated = s.num()?;
+            }
+            "Total Reserved" => {
+                once(&mut seen, 1 << 12)?;
+                a.total_reserved = s.num()?;
+            }
+            "Device Type" => {
+                once(&mut seen, 1 << 13)?;
+                a.device_type = s.num()?;
+            }
+            "Device Id" => {
+                once(&mut seen, 1 << 14)?;
+                a.device_id = s.num()?;
+            }
+            "Addr" => {
+                once(&mut seen, 1 << 15)?;
+                a.addr = s.num()?;
+            }
+            "Input Dims" | "Input dims" => {
+                once(&mut seen, 1 << 16)?;
+                a.input_dims = s.raw()?;
+            }
+            "Input type" => {
+                once(&mut seen, 1 << 17)?;
+                a.input_type = s.raw()?;
+            }
+            "Call stack" => {
+                once(&mut seen, 1 << 18)?;
+                a.call_stack = s.lstr()?;
+            }
+            "kind" => {
+                once(&mut seen, 1 << 19)?;
+                a.kind = s.lstr()?;
+            }
+            _ => {
+                s.skip_value()?;
+            }
+        }
+        Ok(())
+    })
 }
 
 struct TopSeed<'b> {
@@ -850,7 +1063,7 @@ impl<'de> Visitor<'de> for EventsSeed<'_> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         while let Some(el) = seq.next_element::<Element<'de>>()? {
             match el.0 {
-                Some(ev) => self.b.add(ev),
+                Some(ev) => self.b.add(&ev),
                 None => {
                     self.b.events += 1;
                     self.b.skip("not an object");

@@ -8,12 +8,28 @@ use std::fmt;
 
 /// A number that may arrive as int, float, numeric string, null or something else (-> None).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Num(pub Option<f64>, pub Option<i64>);
+pub enum Num {
+    /// Absent, null, or not a number.
+    #[default]
+    None,
+    /// An integer that fits i64.
+    Int(i64),
+    /// Any other number.
+    Float(f64),
+}
 
 impl Num {
+    /// A float, or nothing.
+    pub fn float(f: Option<f64>) -> Num {
+        f.map_or(Num::None, Num::Float)
+    }
     /// As i64 (floats truncated toward zero).
     pub fn i64(self) -> Option<i64> {
-        self.1.or(self.0.map(|f| f as i64))
+        match self {
+            Num::None => None,
+            Num::Int(i) => Some(i),
+            Num::Float(f) => Some(f as i64),
+        }
     }
     /// As u64 (negative -> None).
     pub fn u64(self) -> Option<u64> {
@@ -21,7 +37,11 @@ impl Num {
     }
     /// As f64.
     pub fn f64(self) -> Option<f64> {
-        self.0.or(self.1.map(|v| v as f64))
+        match self {
+            Num::None => None,
+            Num::Int(i) => Some(i as f64),
+            Num::Float(f) => Some(f),
+        }
     }
 }
 
@@ -33,26 +53,26 @@ impl<'de> Visitor<'de> for NumVisitor {
         f.write_str("a number")
     }
     fn visit_i64<E: de::Error>(self, v: i64) -> Result<Num, E> {
-        Ok(Num(None, Some(v)))
+        Ok(Num::Int(v))
     }
     fn visit_u64<E: de::Error>(self, v: u64) -> Result<Num, E> {
         Ok(match i64::try_from(v) {
-            Ok(i) => Num(None, Some(i)),
-            Err(_) => Num(Some(v as f64), None),
+            Ok(i) => Num::Int(i),
+            Err(_) => Num::Float(v as f64),
         })
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Num, E> {
-        Ok(Num(Some(v), None))
+        Ok(Num::Float(v))
     }
     fn visit_bool<E: de::Error>(self, v: bool) -> Result<Num, E> {
-        Ok(Num(None, Some(v as i64)))
+        Ok(Num::Int(v as i64))
     }
     fn visit_str<E: de::Error>(self, v: &str) -> Result<Num, E> {
         let v = v.trim();
         if let Ok(i) = v.parse::<i64>() {
-            return Ok(Num(None, Some(i)));
+            return Ok(Num::Int(i));
         }
-        Ok(Num(v.parse::<f64>().ok(), None))
+        Ok(Num::float(v.parse::<f64>().ok()))
     }
     fn visit_unit<E: de::Error>(self) -> Result<Num, E> {
         Ok(Num::default())
@@ -137,9 +157,25 @@ impl<'de: 'a, 'a> Deserialize<'de> for LStr<'a> {
     }
 }
 
-/// A list of numbers (`grid`, `block`); anything else -> empty.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Dims(pub Vec<i64>);
+/// The first three numbers of a list (`grid`, `block`), clamped to u32; a missing one reads as
+/// 1, a non-number as 0, and anything that is not a list as `[1, 1, 1]`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Dims(pub [u32; 3]);
+
+impl Default for Dims {
+    fn default() -> Self {
+        Dims([1; 3])
+    }
+}
+
+impl Dims {
+    /// Sets dimension `k` (ignored past the third).
+    pub fn set(&mut self, k: usize, v: i64) {
+        if let Some(d) = self.0.get_mut(k) {
+            *d = v.clamp(0, u32::MAX as i64) as u32;
+        }
+    }
+}
 
 struct DimsVisitor;
 
@@ -149,11 +185,13 @@ impl<'de> Visitor<'de> for DimsVisitor {
         f.write_str("a list of numbers")
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Dims, A::Error> {
-        let mut v = Vec::with_capacity(3);
+        let mut d = Dims::default();
+        let mut k = 0;
         while let Some(n) = seq.next_element::<Num>()? {
-            v.push(n.i64().unwrap_or(0));
+            d.set(k, n.i64().unwrap_or(0));
+            k += 1;
         }
-        Ok(Dims(v))
+        Ok(d)
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Dims, A::Error> {
         while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
@@ -189,6 +227,29 @@ impl<'de> Deserialize<'de> for Dims {
 /// integer nanoseconds without going through f64 when the text is plain decimal, so that
 /// epoch-scale timestamps keep their ns digits.
 pub fn us_text_to_ns(text: &str) -> Option<i64> {
+    // Fast path: `123` or `123.456` (how torch writes them).
+    let b = text.as_bytes();
+    let mut v: i64 = 0;
+    let mut k = 0;
+    while k < b.len() && b[k].is_ascii_digit() && k < 15 {
+        v = v * 10 + (b[k] - b'0') as i64;
+        k += 1;
+    }
+    if k > 0 {
+        if k == b.len() {
+            return Some(v * 1000);
+        }
+        if b[k] == b'.' {
+            let f = &b[k + 1..];
+            if f.len() <= 3 && !f.is_empty() && f.iter().all(u8::is_ascii_digit) {
+                let mut frac = 0i64;
+                for i in 0..3 {
+                    frac = frac * 10 + f.get(i).map_or(0, |c| (c - b'0') as i64);
+                }
+                return Some(v * 1000 + frac);
+            }
+        }
+    }
     let t = text.trim().trim_matches('"');
     let (neg, digits) = match t.strip_prefix('-') {
         Some(r) => (true, r),
@@ -254,6 +315,6 @@ mod tests {
         let s: LStr = serde_json::from_str("{\"a\":1}").unwrap();
         assert_eq!(s.0, None);
         let d: Dims = serde_json::from_str("[1, 2.0, 3]").unwrap();
-        assert_eq!(d.0, vec![1, 2, 3]);
+        assert_eq!(d.0, [1, 2, 3]);
     }
 }

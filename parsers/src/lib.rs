@@ -8,6 +8,7 @@
 pub mod clock;
 pub mod dmon;
 pub mod error;
+pub mod json_scan;
 pub mod json_split;
 pub mod kineto;
 pub mod lenient;

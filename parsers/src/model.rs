@@ -560,6 +560,7 @@ impl Trace {
     }
 
     fn build_launch_links(&mut self) {
+        use rayon::slice::ParallelSliceMut;
         let mut by_corr: Vec<(u64, u32)> = self
             .host_spans
             .iter()
@@ -569,19 +570,10 @@ impl Trace {
             })
             .map(|(i, s)| (s.correlation, i as u32))
             .collect();
-        by_corr.sort_unstable();
-        // When the runtime call is missing (sampled or filtered traces), the profiler's
-        // external id still names the CPU operator: the innermost one carrying it.
-        let mut by_ext: Vec<(u64, std::cmp::Reverse<u16>, u32)> = self
-            .host_spans
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.kind == HostKind::CpuOp && s.external_id != 0)
-            .map(|(i, s)| (s.external_id, std::cmp::Reverse(s.depth), i as u32))
-            .collect();
-        by_ext.sort_unstable();
+        by_corr.par_sort_unstable();
         let mut op_launch = Vec::with_capacity(self.gpu_ops.len());
         let mut op_cpu_op = Vec::with_capacity(self.gpu_ops.len());
+        let mut unlinked = false;
         for op in &self.gpu_ops {
             let launch = if op.correlation == 0 {
                 NONE
@@ -597,15 +589,30 @@ impl Trace {
             } else {
                 self.enclosing(launch, HostKind::CpuOp)
             };
-            op_cpu_op.push(if via_launch != NONE || op.external_id == 0 {
-                via_launch
-            } else {
-                let k = by_ext.partition_point(|e| e.0 < op.external_id);
-                by_ext
-                    .get(k)
-                    .filter(|e| e.0 == op.external_id)
-                    .map_or(NONE, |e| e.2)
-            });
+            unlinked |= via_launch == NONE && op.external_id != 0;
+            op_cpu_op.push(via_launch);
+        }
+        // When the runtime call is missing (sampled or filtered traces), the profiler's
+        // external id still names the CPU operator: the innermost one carrying it. The
+        // index of millions of operators is built only when some op needs it.
+        if unlinked {
+            let mut by_ext: Vec<(u64, std::cmp::Reverse<u16>, u32)> = self
+                .host_spans
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.kind == HostKind::CpuOp && s.external_id != 0)
+                .map(|(i, s)| (s.external_id, std::cmp::Reverse(s.depth), i as u32))
+                .collect();
+            by_ext.par_sort_unstable();
+            for (op, cpu) in self.gpu_ops.iter().zip(op_cpu_op.iter_mut()) {
+                if *cpu == NONE && op.external_id != 0 {
+                    let k = by_ext.partition_point(|e| e.0 < op.external_id);
+                    *cpu = by_ext
+                        .get(k)
+                        .filter(|e| e.0 == op.external_id)
+                        .map_or(NONE, |e| e.2);
+                }
+            }
         }
         self.index.op_launch = op_launch;
         self.index.op_cpu_op = op_cpu_op;
