@@ -34,16 +34,36 @@ pub struct Analysis {
 /// Runs every rule over `trace` and ranks the findings.
 pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
     let cx = rules::Ctx::new(trace, config);
-    // Rules are independent: run them, and the summary, in parallel. Collecting keeps the
-    // rules' order, and ranking makes the order total, so output stays deterministic.
+    // Rules are independent: run them, and the summary, in parallel. The idle accounting is
+    // computed alongside the rules that do not read it, then the rules that do and the
+    // summary run, so no thread waits on it. Collecting keeps the rules' order, and ranking
+    // makes the order total, so output stays deterministic.
+    use rayon::prelude::*;
     let all = rules::all();
-    let (per_rule, summary) = rayon::join(
+    let (early, ()) = rayon::join(
         || {
-            use rayon::prelude::*;
-            all.par_iter().map(|r| r.check(&cx)).collect::<Vec<_>>()
+            all.par_iter()
+                .map(|r| (!r.uses_idle()).then(|| r.check(&cx)))
+                .collect::<Vec<_>>()
+        },
+        || {
+            cx.idle();
+        },
+    );
+    let (late, summary) = rayon::join(
+        || {
+            all.par_iter()
+                .filter(|r| r.uses_idle())
+                .map(|r| r.check(&cx))
+                .collect::<Vec<_>>()
         },
         || summary::summarize(&cx),
     );
+    let mut late = late.into_iter();
+    let per_rule: Vec<Vec<Finding>> = early
+        .into_iter()
+        .map(|e| e.unwrap_or_else(|| late.next().unwrap_or_default()))
+        .collect();
     let mut findings: Vec<Finding> = per_rule.into_iter().flatten().collect();
     rank(&mut findings);
     let mut summary = summary;

@@ -29,12 +29,20 @@ pub fn is_copy_op(name: &str) -> bool {
     )
 }
 
+/// Which interned names are copy-family operators, by string id: millions of spans are
+/// tested, but a trace has only thousands of distinct names.
+fn copy_names(t: &Trace) -> Vec<bool> {
+    (0..t.strings.len() as u32)
+        .map(|id| is_copy_op(t.str(id)))
+        .collect()
+}
+
 /// The outermost copy-family operator around CPU operator `i`, or NONE.
-fn root_copy(t: &Trace, i: u32) -> u32 {
+fn root_copy(t: &Trace, copy: &[bool], i: u32) -> u32 {
     let mut root = NONE;
     for a in std::iter::once(i).chain(t.ancestors(i)) {
         let s = &t.host_spans[a as usize];
-        if s.kind == HostKind::CpuOp && is_copy_op(t.str(s.name)) {
+        if s.kind == HostKind::CpuOp && copy.get(s.name as usize).copied().unwrap_or(false) {
             root = a;
         }
     }
@@ -43,14 +51,14 @@ fn root_copy(t: &Trace, i: u32) -> u32 {
 
 /// Who asked for the copy: the nearest enclosing operator or user annotation
 /// (`aten::linear`, `Optimizer.step#AdamW.step`), never the step marker itself.
-fn caller_of(t: &Trace, root: u32) -> Option<String> {
+fn caller_of(t: &Trace, root: u32) -> Option<&str> {
     t.ancestors(root)
         .map(|a| &t.host_spans[a as usize])
         .find(|s| {
             s.kind == HostKind::CpuOp
                 || (s.kind == HostKind::Annotation && !t.str(s.name).starts_with("ProfilerStep#"))
         })
-        .map(|s| t.str(s.name).to_string())
+        .map(|s| t.str(s.name))
 }
 
 /// `[16, 1024, 1024] float -> c10::BFloat16` from an `aten::copy_` (dst, src, ...) record.
@@ -117,12 +125,19 @@ mod serde_json_lite {
     }
 }
 
+/// A copy record's identity: input dims, input types and name of the copy operator, and the
+/// name of the outermost copy operator around it (string ids).
+type CopyKey = (u32, u32, u32, u32);
+
+/// A dtype conversion, source then destination, when the record names both.
+type Conversion = Option<(String, String)>;
+
 #[derive(Default)]
-struct Group {
+struct Group<'t> {
     count: u64,
     gpu_ns: i64,
     bytes: u64,
-    frames: Vec<Option<String>>,
+    frames: Vec<Option<&'t str>>,
 }
 
 impl Rule for CopyHotspots {
@@ -143,6 +158,7 @@ impl Rule for CopyHotspots {
         let mut transfer_ns = 0i64;
         let mut n_ops = 0u64;
         let mut per_root: FxHashMap<u32, (i64, u64, u32)> = FxHashMap::default();
+        let copy = copy_names(t);
         for (i, op) in t.gpu_ops.iter().enumerate() {
             if !op.is_work() || op.start < w.start || op.start >= w.end {
                 continue;
@@ -154,7 +170,7 @@ impl Rule for CopyHotspots {
             if cpu == NONE {
                 continue;
             }
-            let root = root_copy(t, cpu);
+            let root = root_copy(t, &copy, cpu);
             if root == NONE {
                 continue;
             }
@@ -184,48 +200,64 @@ impl Rule for CopyHotspots {
                 s.kind == HostKind::CpuOp
                     && s.start >= w.start
                     && s.start < w.end
-                    && is_copy_op(t.str(s.name))
-                    && root_copy(t, *i as u32) == *i as u32
+                    && copy.get(s.name as usize).copied().unwrap_or(false)
+                    && root_copy(t, &copy, *i as u32) == *i as u32
             })
             .map(|(_, s)| s.dur())
             .sum();
-        let mut by_caller: FxHashMap<String, Group> = FxHashMap::default();
+        let mut by_caller: FxHashMap<&str, Group> = FxHashMap::default();
         let mut by_shape: FxHashMap<String, Group> = FxHashMap::default();
+        // Copies repeat every step with the same records: read each distinct one once.
+        let mut labels: FxHashMap<CopyKey, (String, String, Conversion)> = FxHashMap::default();
+        let mut per_label: FxHashMap<CopyKey, (u64, i64)> = FxHashMap::default();
         let mut conversions: FxHashMap<(String, String, String), (u64, i64)> = FxHashMap::default();
         let mut roots: Vec<(&u32, &(i64, u64, u32))> = per_root.iter().collect();
         roots.sort_by_key(|(r, _)| **r);
         for &(&root, &(ns, bytes, copy)) in &roots {
             let caller = caller_of(t, root);
-            let frame = t.user_frame(root).map(str::to_string);
-            let caller_label = caller
-                .clone()
-                .or_else(|| frame.clone())
-                .unwrap_or_else(|| "(called from Python directly)".into());
+            let frame = t.user_frame(root);
+            let caller_label = caller.or(frame).unwrap_or("(called from Python directly)");
             let g = by_caller.entry(caller_label).or_default();
             g.count += 1;
             g.gpu_ns += ns;
             g.bytes += bytes;
-            g.frames.push(frame.clone());
-            let (shape, conv) = shape_dtype(t, copy);
-            let shape_label = match &conv {
-                Some((src, dst)) if src != dst => format!("{shape} {src} → {dst}"),
-                Some((src, _)) => format!("{shape} {src} (same dtype: layout copy)"),
-                None => format!("{shape} via {}", t.str(t.host_spans[root as usize].name)),
-            };
-            let g = by_shape.entry(shape_label).or_default();
+            g.frames.push(frame);
+            let c = &t.host_spans[copy as usize];
+            let root_name = t.host_spans[root as usize].name;
+            let key = (c.input_dims, c.input_types, c.name, root_name);
+            let (shape_label, _, _) = labels.entry(key).or_insert_with(|| {
+                let (shape, conv) = shape_dtype(t, copy);
+                let label = match &conv {
+                    Some((src, dst)) if src != dst => format!("{shape} {src} → {dst}"),
+                    Some((src, _)) => format!("{shape} {src} (same dtype: layout copy)"),
+                    None => format!("{shape} via {}", t.str(root_name)),
+                };
+                (label, shape, conv)
+            });
+            let g = by_shape.entry(shape_label.clone()).or_default();
             g.count += 1;
             g.gpu_ns += ns;
             g.bytes += bytes;
             g.frames.push(frame);
-            if let Some((src, dst)) = conv
+            let e = per_label.entry(key).or_default();
+            e.0 += 1;
+            e.1 += ns;
+        }
+        let mut keys: Vec<_> = per_label.keys().copied().collect();
+        keys.sort_unstable();
+        for key in keys {
+            if let (Some((_, shape, Some((src, dst)))), Some(&(n, ns))) =
+                (labels.get(&key), per_label.get(&key))
                 && src != dst
             {
-                let e = conversions.entry((shape, src, dst)).or_default();
-                e.0 += 1;
+                let e = conversions
+                    .entry((shape.clone(), src.clone(), dst.clone()))
+                    .or_default();
+                e.0 += n;
                 e.1 += ns;
             }
         }
-        let rows = |m: FxHashMap<String, Group>, prefix: &str| -> Vec<Row> {
+        fn rows<K: std::fmt::Display>(m: FxHashMap<K, Group>, prefix: &str) -> Vec<Row> {
             let mut v: Vec<Row> = m
                 .into_iter()
                 .map(|(label, g)| Row {
@@ -238,7 +270,7 @@ impl Rule for CopyHotspots {
                 .collect();
             v.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.label.cmp(&b.label)));
             v
-        };
+        }
         let callers = rows(by_caller, "caller ");
         let shapes = rows(by_shape, "");
         let mut round_trips: Vec<(String, u64, i64)> = conversions
@@ -291,7 +323,7 @@ impl Rule for CopyHotspots {
                             String::new()
                         }
                     ),
-                    cpu_op: caller_of(t, root),
+                    cpu_op: caller_of(t, root).map(str::to_string),
                     python_frame: t.user_frame(root).map(str::to_string),
                 }
             })

@@ -447,6 +447,10 @@ impl Rule for IdleGaps {
         "GPU idle intervals over the gap threshold inside the analysed window, attributed to what the host was doing"
     }
 
+    fn uses_idle(&self) -> bool {
+        true
+    }
+
     fn check(&self, cx: &Ctx) -> Vec<Finding> {
         let mut out = Vec::new();
         for idle in cx.idle() {

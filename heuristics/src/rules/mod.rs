@@ -43,9 +43,10 @@ impl<'a> Ctx<'a> {
     /// Idle accounting of every device that ran GPU work, ascending by device.
     pub fn idle(&self) -> &[idle_gaps::DeviceIdle] {
         self.idle.get_or_init(|| {
+            use rayon::prelude::*;
             self.trace
                 .devices()
-                .into_iter()
+                .into_par_iter()
                 .map(|d| idle_gaps::analyse_device(self, d))
                 .collect()
         })
@@ -60,6 +61,11 @@ pub trait Rule: Sync + Send {
     fn description(&self) -> &'static str;
     /// Runs the rule.
     fn check(&self, cx: &Ctx) -> Vec<Finding>;
+    /// Whether the rule reads [`Ctx::idle`]: such rules run after it is computed, so that no
+    /// worker thread sits blocked waiting for it while other rules could run.
+    fn uses_idle(&self) -> bool {
+        false
+    }
 }
 
 /// Every rule, in a fixed order.
@@ -157,10 +163,10 @@ pub fn short_name(name: &str, max: usize) -> String {
 }
 
 /// Most frequent value of a list of optional strings (ties: first in sort order).
-pub(crate) fn most_common(items: &[Option<String>]) -> Option<String> {
-    let mut v: Vec<&String> = items.iter().flatten().collect();
-    v.sort();
-    let mut best: Option<(&String, usize)> = None;
+pub(crate) fn most_common<S: AsRef<str>>(items: &[Option<S>]) -> Option<String> {
+    let mut v: Vec<&str> = items.iter().flatten().map(AsRef::as_ref).collect();
+    v.sort_unstable();
+    let mut best: Option<(&str, usize)> = None;
     let mut k = 0;
     while k < v.len() {
         let mut j = k;
@@ -172,7 +178,7 @@ pub(crate) fn most_common(items: &[Option<String>]) -> Option<String> {
         }
         k = j;
     }
-    best.map(|(s, _)| s.clone())
+    best.map(|(s, _)| s.to_string())
 }
 
 #[cfg(test)]
@@ -192,7 +198,7 @@ mod tests {
         assert!(is_sync_call("cudaDeviceSynchronize_v3020"));
         assert!(!is_sync_call("cudaMemcpyAsync"));
         assert_eq!(
-            most_common(&[Some("b".into()), None, Some("a".into()), Some("b".into())]),
+            most_common(&[Some("b"), None, Some("a"), Some("b")]),
             Some("b".into())
         );
     }
