@@ -486,13 +486,21 @@ impl Trace {
                 b.correlation,
             ))
         });
-        self.host_spans.par_sort_by(|a, b| {
-            (a.start, std::cmp::Reverse(a.end), a.pid, a.tid, a.kind).cmp(&(
+        // Sorted in place, with the input position as the last key so the order is the one a
+        // stable sort would give: a stable parallel sort needs a buffer as large as the
+        // spans, the biggest allocation of a load. `parent` holds the position until
+        // build_nesting sets it.
+        for (i, s) in self.host_spans.iter_mut().enumerate() {
+            s.parent = i as u32;
+        }
+        self.host_spans.par_sort_unstable_by(|a, b| {
+            (a.start, std::cmp::Reverse(a.end), a.pid, a.tid, a.kind, a.parent).cmp(&(
                 b.start,
                 std::cmp::Reverse(b.end),
                 b.pid,
                 b.tid,
                 b.kind,
+                b.parent,
             ))
         });
         self.memory.sort_by_key(|m| m.ts);
