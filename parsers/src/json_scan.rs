@@ -40,6 +40,37 @@ const NUMBER: [bool; 256] = {
     t
 };
 
+/// Position of the first `"` or `\\` in `b` at or after `from`. Strings in traces are mostly
+/// 2 to 60 bytes: eight bytes at a time in a register (SWAR) beats both a byte loop and
+/// memchr's setup there; long ones go to memchr.
+#[inline]
+fn quote_or_backslash(b: &[u8], from: usize) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut at = from;
+    let limit = b.len().min(from + 64);
+    while at + 8 <= limit {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[at..at + 8]);
+        let w = u64::from_le_bytes(w);
+        let q = w ^ (ONES * b'"' as u64);
+        let s = w ^ (ONES * b'\\' as u64);
+        // A zero byte in q or s marks a match; the lowest marked byte is exact.
+        let hit = ((q.wrapping_sub(ONES) & !q) | (s.wrapping_sub(ONES) & !s)) & HIGH;
+        if hit != 0 {
+            return Some(at + (hit.trailing_zeros() / 8) as usize);
+        }
+        at += 8;
+    }
+    if at + 8 <= b.len() {
+        return memchr2(b'"', b'\\', &b[at..]).map(|k| at + k);
+    }
+    b[at.min(b.len())..]
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\')
+        .map(|k| at + k)
+}
+
 /// A cursor over JSON text.
 pub struct Scan<'a> {
     text: &'a str,
@@ -92,25 +123,11 @@ impl<'a> Scan<'a> {
         self.eat(b'"')?;
         let b = self.bytes();
         let start = self.pos;
-        // Keys and most values are short: a plain loop beats memchr's setup for them.
-        let mut k = 0;
-        loop {
-            match b.get(start + k) {
-                Some(b'"') => {
-                    self.pos = start + k + 1;
-                    // Both ends are ASCII quotes, so the slice is on char boundaries.
-                    return Ok(Cow::Borrowed(&self.text[start..start + k]));
-                }
-                Some(b'\\') => break,
-                Some(_) if k < 24 => k += 1,
-                Some(_) => {
-                    k += memchr2(b'"', b'\\', &b[start + k..]).ok_or(Bail)?;
-                    if b[start + k] == b'\\' {
-                        break;
-                    }
-                }
-                None => return Err(Bail),
-            }
+        let k = quote_or_backslash(b, start).ok_or(Bail)? - start;
+        if b[start + k] == b'"' {
+            self.pos = start + k + 1;
+            // Both ends are ASCII quotes, so the slice is on char boundaries.
+            return Ok(Cow::Borrowed(&self.text[start..start + k]));
         }
         let mut out = String::with_capacity(k + 16);
         let mut at = start;
@@ -170,26 +187,16 @@ impl<'a> Scan<'a> {
     fn skip_string(&mut self) -> Scanned<()> {
         let b = self.bytes();
         let mut at = self.pos + 1;
-        let short_end = (at + 24).min(b.len());
-        // Most skipped strings are short ("", dtype names): a plain loop first.
-        while at < short_end {
-            match b[at] {
-                b'"' => {
-                    self.pos = at + 1;
-                    return Ok(());
-                }
-                b'\\' => at += 2,
-                _ => at += 1,
-            }
-        }
         loop {
-            let k = memchr2(b'"', b'\\', b.get(at..).ok_or(Bail)?).ok_or(Bail)?;
-            at += k;
+            at = quote_or_backslash(b, at).ok_or(Bail)?;
             if b[at] == b'"' {
                 self.pos = at + 1;
                 return Ok(());
             }
             at += 2;
+            if at > b.len() {
+                return Err(Bail);
+            }
         }
     }
 
@@ -230,8 +237,12 @@ impl<'a> Scan<'a> {
     /// Skips an object or array, tracking only strings and nesting: the values inside are
     /// not needed, only where the container ends.
     fn skip_container(&mut self) -> Scanned<()> {
+        self.skip_nested(0)
+    }
+
+    /// Skips to the end of the container `depth` levels up (0: the one starting here).
+    fn skip_nested(&mut self, mut depth: u32) -> Scanned<()> {
         let b = self.bytes();
-        let mut depth = 0u32;
         loop {
             let c = *b.get(self.pos).ok_or(Bail)?;
             match c {
@@ -243,7 +254,7 @@ impl<'a> Scan<'a> {
                     self.pos += 1;
                 }
                 b'}' | b']' => {
-                    depth -= 1;
+                    depth = depth.checked_sub(1).ok_or(Bail)?;
                     self.pos += 1;
                     if depth == 0 {
                         return Ok(());
@@ -379,9 +390,13 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// Reads an object: calls `field(self, key)` for each key, which must consume the value.
-    /// The scanner is at the opening brace (after whitespace).
-    pub fn object(&mut self, mut field: impl FnMut(&mut Self, &str) -> Scanned<()>) -> Scanned<()> {
+    /// Reads an object: calls `field(self, key)` for each key, which must consume the value
+    /// and says whether the rest of the object is wanted; when not, the rest is skipped. The
+    /// scanner is at the opening brace (after whitespace).
+    pub fn object(
+        &mut self,
+        mut field: impl FnMut(&mut Self, &str) -> Scanned<bool>,
+    ) -> Scanned<()> {
         self.eat(b'{')?;
         if self.peek() == Some(b'}') {
             self.pos += 1;
@@ -391,7 +406,9 @@ impl<'a> Scan<'a> {
             let key = self.string()?;
             self.eat(b':')?;
             self.peek();
-            field(self, &key)?;
+            if !field(self, &key)? {
+                return self.skip_nested(1);
+            }
             match self.peek() {
                 Some(b',') => self.pos += 1,
                 Some(b'}') => {
@@ -502,13 +519,32 @@ mod tests {
     }
 
     #[test]
+    fn finds_the_first_quote_or_backslash() {
+        let text = "abcdefghijklmnopqrstuvwxyz0123456789abcdefghijklmnopqrstuvwxyz0123456789\"x";
+        let b = text.as_bytes();
+        for from in 0..b.len() {
+            let want = b[from..]
+                .iter()
+                .position(|&c| c == b'"' || c == b'\\')
+                .map(|k| from + k);
+            assert_eq!(quote_or_backslash(b, from), want, "from {from}");
+        }
+        // Bytes above 0x7f (UTF-8) next to the target must not fake or hide a match.
+        let t = "é\u{80}\u{ff}a\"";
+        let b = t.as_bytes();
+        assert_eq!(quote_or_backslash(b, 0), Some(b.len() - 1));
+        assert_eq!(quote_or_backslash(b"\\\"", 0), Some(0));
+        assert_eq!(quote_or_backslash(b"", 0), None);
+    }
+
+    #[test]
     fn objects_and_skipping() {
         let text = r#" {"a": {"x": [1, "}", {"y": null}]}, "b\n": "v", "c": -3.5e1} tail"#;
         let mut s = Scan::new(text);
         let mut seen = Vec::new();
         s.object(|s, k| {
             seen.push((k.to_string(), s.skip_value()?.to_string()));
-            Ok(())
+            Ok(true)
         })
         .unwrap();
         assert_eq!(
@@ -519,6 +555,17 @@ mod tests {
                 ("c".into(), "-3.5e1".into()),
             ]
         );
+        assert_eq!(s.peek(), Some(b't'));
+        // A field can stop the object: the rest is skipped, strings and nesting included.
+        let mut s = Scan::new(text);
+        let mut keys = Vec::new();
+        s.object(|s, k| {
+            keys.push(k.to_string());
+            s.skip_value()?;
+            Ok(false)
+        })
+        .unwrap();
+        assert_eq!(keys, vec!["a".to_string()]);
         assert_eq!(s.peek(), Some(b't'));
     }
 }
