@@ -160,13 +160,15 @@ impl Splitter {
         emit: &mut impl FnMut(Piece),
     ) -> std::io::Result<usize> {
         let from = self.pending.len();
-        let n = std::io::Read::read_to_end(
+        let result = std::io::Read::read_to_end(
             &mut std::io::Read::take(&mut *r, max as u64),
             &mut self.pending,
-        )?;
+        );
+        // What arrived before an error (a gzip stream cut short) is input all the same.
+        let n = self.pending.len() - from;
         self.offset += n as u64;
         self.scan(from, emit);
-        Ok(n)
+        result.map(|_| n)
     }
 
     /// Scans `pending[from..]`, which just arrived. Bytes stay where they are: outside the

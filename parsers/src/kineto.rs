@@ -33,12 +33,7 @@ pub fn is_applicable(head: &[u8]) -> Option<bool> {
 
 /// Parses a whole Kineto trace held in memory.
 pub fn parse(data: &[u8], source: &str) -> Result<Trace, LoadError> {
-    parse_reader(
-        std::io::Cursor::new(data.to_vec()),
-        source,
-        Vec::new(),
-        true,
-    )
+    parse_reader(data, source, Vec::new())
 }
 
 /// Bytes read from the input at a time.
@@ -105,70 +100,21 @@ fn parse_chunk_in(buf: &mut Vec<u8>, line: usize, source: &str) -> Result<Builde
     Ok(b)
 }
 
-/// Parses a Kineto trace from a reader, streaming: a reader thread pulls (and, for gzip,
-/// decompresses) blocks, the splitter cuts the events array into chunks of whole events, and
-/// worker threads parse the chunks in parallel. Memory holds the model plus a few chunks,
-/// never the whole input. `warnings` are carried into the trace (e.g. from sniffing).
-pub fn parse_reader<R: std::io::Read + Send + 'static>(
+/// Parses a Kineto trace from a reader, streaming: this thread reads (and, for gzip,
+/// decompresses) straight into chunk buffers, the splitter cuts the events array into chunks
+/// of whole events, and worker threads parse the chunks in parallel while the next bytes are
+/// read. Memory holds the model plus a few chunks, never the whole input. `warnings` are
+/// carried into the trace (e.g. from sniffing).
+pub fn parse_reader<R: std::io::Read>(
     mut reader: R,
     source: &str,
     warnings: Vec<String>,
-    direct: bool,
 ) -> Result<Trace, LoadError> {
     use std::sync::mpsc::{channel, sync_channel};
     use std::sync::{Arc, Mutex};
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .clamp(1, 16);
-    // Reader thread: blocks of input, or the error that ended it.
-    let (block_tx, block_rx) = sync_channel::<Result<Vec<u8>, std::io::Error>>(4);
-    let (free_block_tx, free_block_rx) = channel::<Vec<u8>>();
-    // `direct`: a plain file is read straight into the chunk buffers on this thread (no copy);
-    // a decompressing reader gets a thread of its own so decoding overlaps parsing.
-    let mut direct_reader: Option<R> = None;
-    let reader_thread = if direct {
-        direct_reader = Some(reader);
-        drop(block_tx);
-        None
-    } else {
-        Some(std::thread::spawn(move || {
-            loop {
-                let mut block = match free_block_rx.try_recv() {
-                    Ok(mut b) => {
-                        b.resize(BLOCK, 0);
-                        b
-                    }
-                    Err(_) => vec![0u8; BLOCK],
-                };
-                let mut filled = 0;
-                let err = loop {
-                    match reader.read(&mut block[filled..]) {
-                        Ok(0) => break None,
-                        Ok(k) => {
-                            filled += k;
-                            if filled == BLOCK {
-                                break None;
-                            }
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) => break Some(e),
-                    }
-                };
-                block.truncate(filled);
-                let end = filled < BLOCK || err.is_some();
-                if !block.is_empty() && block_tx.send(Ok(block)).is_err() {
-                    return;
-                }
-                if let Some(e) = err {
-                    let _ = block_tx.send(Err(e));
-                    return;
-                }
-                if end {
-                    return;
-                }
-            }
-        }))
-    };
     // Worker threads: chunks in, parsed builders out. The bounded queue keeps memory flat
     // when parsing is slower than reading.
     let (chunk_tx, chunk_rx) = sync_channel::<(usize, Vec<u8>, usize)>(workers);
@@ -212,33 +158,19 @@ pub fn parse_reader<R: std::io::Read + Send + 'static>(
             }
             crate::json_split::Piece::Outer(o) => outer = o,
         };
-        if let Some(r) = direct_reader.as_mut() {
-            loop {
-                while let Ok(buf) = free_chunk_rx.try_recv() {
-                    splitter.recycle(buf);
-                }
-                match splitter.read_from(r, BLOCK, &mut emit) {
-                    Ok(0) => break,
-                    Ok(n) => bytes_total += n as u64,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => {
-                        read_error = Some(e);
-                        break;
-                    }
-                }
+        loop {
+            while let Ok(buf) = free_chunk_rx.try_recv() {
+                splitter.recycle(buf);
             }
-        }
-        for block in block_rx {
-            match block {
-                Ok(b) => {
-                    bytes_total += b.len() as u64;
-                    while let Ok(buf) = free_chunk_rx.try_recv() {
-                        splitter.recycle(buf);
-                    }
-                    splitter.feed(&b, &mut emit);
-                    let _ = free_block_tx.send(b);
+            match splitter.read_from(&mut reader, BLOCK, &mut emit) {
+                Ok(0) => break,
+                Ok(n) => bytes_total += n as u64,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    bytes_total = splitter.offset();
+                    read_error = Some(e);
+                    break;
                 }
-                Err(e) => read_error = Some(e),
             }
         }
         let cut = splitter.finish(&mut emit);
@@ -256,9 +188,6 @@ pub fn parse_reader<R: std::io::Read + Send + 'static>(
         }
     }
     drop(chunk_tx);
-    if let Some(h) = reader_thread {
-        let _ = h.join();
-    }
     let mut outs: Vec<ChunkOut> = out_rx.iter().collect();
     for h in handles {
         let _ = h.join();

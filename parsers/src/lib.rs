@@ -195,7 +195,7 @@ pub fn load_with(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> 
     let format = sniff(&head);
     if format == Some(Format::Kineto) {
         let chained = std::io::Cursor::new(head).chain(reader);
-        return kineto::parse_reader(chained, &name, Vec::new(), !gz);
+        return kineto::parse_reader(chained, &name, Vec::new());
     }
     let Some(format) = format else {
         return Err(LoadError::NotATrace {

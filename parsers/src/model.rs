@@ -494,14 +494,22 @@ impl Trace {
             s.parent = i as u32;
         }
         self.host_spans.par_sort_unstable_by(|a, b| {
-            (a.start, std::cmp::Reverse(a.end), a.pid, a.tid, a.kind, a.parent).cmp(&(
-                b.start,
-                std::cmp::Reverse(b.end),
-                b.pid,
-                b.tid,
-                b.kind,
-                b.parent,
-            ))
+            (
+                a.start,
+                std::cmp::Reverse(a.end),
+                a.pid,
+                a.tid,
+                a.kind,
+                a.parent,
+            )
+                .cmp(&(
+                    b.start,
+                    std::cmp::Reverse(b.end),
+                    b.pid,
+                    b.tid,
+                    b.kind,
+                    b.parent,
+                ))
         });
         self.memory.sort_by_key(|m| m.ts);
         self.detect_steps();
