@@ -100,6 +100,31 @@ fn parse_chunk_in(buf: &mut Vec<u8>, line: usize, source: &str) -> Result<Builde
     Ok(b)
 }
 
+/// Chunks whose events are gathered into the trace at a time.
+const GATHER_BATCH: usize = 16;
+
+/// Appends one vector of every chunk to `dst`, in chunk order, passing each element through
+/// `fix(chunk index, element)`; runs in parallel and writes in place (rayon fills the
+/// reserved space of an indexed extend directly), so the copy is not serial.
+fn gather<T: Copy + Send + Sync>(
+    dst: &mut Vec<T>,
+    chunks: &[Builder],
+    part: impl Fn(&Builder) -> &Vec<T> + Sync,
+    fix: impl Fn(usize, T) -> T + Sync,
+) {
+    use rayon::prelude::*;
+    let mut offsets = Vec::with_capacity(chunks.len() + 1);
+    let mut total = 0;
+    for c in chunks {
+        offsets.push(total);
+        total += part(c).len();
+    }
+    dst.par_extend((0..total).into_par_iter().with_min_len(1 << 13).map(|i| {
+        let k = offsets.partition_point(|&o| o <= i) - 1;
+        fix(k, part(&chunks[k])[i - offsets[k]])
+    }));
+}
+
 /// Parses a Kineto trace from a reader, streaming: this thread reads (and, for gzip,
 /// decompresses) straight into chunk buffers, the splitter cuts the events array into chunks
 /// of whole events, and worker threads parse the chunks in parallel while the next bytes are
@@ -224,24 +249,12 @@ pub fn parse_reader<R: std::io::Read>(
         }
     }
     b.saw_events_container |= splitter.saw_events;
-    // Reserve once: growing vectors of millions of events by doubling copies them repeatedly.
-    let (mut n_ops, mut n_spans, mut n_mem) = (0, 0, 0);
-    for o in &outs {
-        if let Ok(c) = &o.result {
-            n_ops += c.trace.gpu_ops.len();
-            n_spans += c.trace.host_spans.len();
-            n_mem += c.trace.memory.len();
-        }
-    }
-    b.trace.gpu_ops.reserve_exact(n_ops);
-    b.trace.host_spans.reserve_exact(n_spans);
-    b.trace.memory.reserve_exact(n_mem);
-    let mut chunks = outs
+    let chunks = outs
         .into_iter()
         .map(|o| o.result)
         .collect::<Result<Vec<Builder>, LoadError>>()?;
     // String ids are assigned in chunk order, so they do not depend on which worker finished
-    // first; rewriting the events' ids is then independent per chunk and runs in parallel.
+    // first. The events are then copied into the trace, ids rewritten, in parallel.
     let maps: Vec<Vec<StrId>> = chunks
         .iter()
         .map(|c| {
@@ -250,15 +263,52 @@ pub fn parse_reader<R: std::io::Read>(
                 .collect()
         })
         .collect();
-    {
-        use rayon::prelude::*;
-        chunks
-            .par_iter_mut()
-            .zip(&maps)
-            .for_each(|(c, map)| c.remap_strings(map));
-    }
-    for c in chunks {
-        b.absorb(c);
+    let (n_ops, n_spans, n_mem) = chunks.iter().fold((0, 0, 0), |n, c| {
+        (
+            n.0 + c.trace.gpu_ops.len(),
+            n.1 + c.trace.host_spans.len(),
+            n.2 + c.trace.memory.len(),
+        )
+    });
+    b.trace.gpu_ops.reserve_exact(n_ops);
+    b.trace.host_spans.reserve_exact(n_spans);
+    b.trace.memory.reserve_exact(n_mem);
+    // A batch at a time, freeing each batch's chunks after it: memory holds the trace and
+    // one batch, not the trace twice.
+    let mut first = 0;
+    let mut chunks = chunks.into_iter();
+    loop {
+        let batch: Vec<Builder> = chunks.by_ref().take(GATHER_BATCH).collect();
+        if batch.is_empty() {
+            break;
+        }
+        let m = |k: usize, id: StrId| maps[first + k].get(id as usize).copied().unwrap_or(0);
+        gather(
+            &mut b.trace.gpu_ops,
+            &batch,
+            |c| &c.trace.gpu_ops,
+            |k, mut op| {
+                op.name = m(k, op.name);
+                op
+            },
+        );
+        gather(
+            &mut b.trace.host_spans,
+            &batch,
+            |c| &c.trace.host_spans,
+            |k, mut sp| {
+                sp.name = m(k, sp.name);
+                sp.input_dims = m(k, sp.input_dims);
+                sp.input_types = m(k, sp.input_types);
+                sp.call_stack = m(k, sp.call_stack);
+                sp
+            },
+        );
+        gather(&mut b.trace.memory, &batch, |c| &c.trace.memory, |_, s| s);
+        first += batch.len();
+        for c in batch {
+            b.absorb(c);
+        }
     }
     if truncated {
         if b.events == 0 {
@@ -496,26 +546,9 @@ impl Builder {
     }
 
     /// Adds the events of a chunk parsed on another thread, re-interning its strings.
-    /// Rewrites the chunk's string ids through `map` (chunk id -> trace id).
-    fn remap_strings(&mut self, map: &[StrId]) {
-        let m = |id: StrId| map.get(id as usize).copied().unwrap_or(0);
-        for op in &mut self.trace.gpu_ops {
-            op.name = m(op.name);
-        }
-        for sp in &mut self.trace.host_spans {
-            sp.name = m(sp.name);
-            sp.input_dims = m(sp.input_dims);
-            sp.input_types = m(sp.input_types);
-            sp.call_stack = m(sp.call_stack);
-        }
-    }
-
-    /// Adds the events of a chunk parsed on another thread, whose string ids were already
-    /// rewritten into this builder's ([`Builder::remap_strings`]).
-    fn absorb(&mut self, mut c: Builder) {
-        self.trace.gpu_ops.append(&mut c.trace.gpu_ops);
-        self.trace.host_spans.append(&mut c.trace.host_spans);
-        self.trace.memory.append(&mut c.trace.memory);
+    /// Adds the counters of a chunk parsed on another thread (its events are gathered
+    /// separately).
+    fn absorb(&mut self, c: Builder) {
         self.events += c.events;
         self.with_ph += c.with_ph;
         self.legacy_categories |= c.legacy_categories;
