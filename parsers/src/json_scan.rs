@@ -347,26 +347,14 @@ impl<'a> Scan<'a> {
             self.skip_value()?;
             return Ok(Dims::default());
         }
-        self.pos += 1;
         let mut d = Dims::default();
         let mut k = 0;
-        if self.peek() == Some(b']') {
-            self.pos += 1;
-            return Ok(d);
-        }
-        loop {
-            let n = self.num()?;
-            d.set(k, n.i64().unwrap_or(0));
+        self.array(|s| {
+            d.set(k, s.num()?.i64().unwrap_or(0));
             k += 1;
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    return Ok(d);
-                }
-                _ => return Err(Bail),
-            }
-        }
+            Ok(())
+        })?;
+        Ok(d)
     }
 
     /// Reads an array: calls `item(self)` for each element, which must consume it. The
@@ -379,14 +367,25 @@ impl<'a> Scan<'a> {
         }
         loop {
             item(self)?;
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                _ => return Err(Bail),
+            if self.closes(b']')? {
+                return Ok(());
             }
+        }
+    }
+
+    /// After a member of a container: consumes `,` (false: more follow) or `close` (true).
+    #[inline]
+    fn closes(&mut self, close: u8) -> Scanned<bool> {
+        match self.peek() {
+            Some(b',') => {
+                self.pos += 1;
+                Ok(false)
+            }
+            Some(c) if c == close => {
+                self.pos += 1;
+                Ok(true)
+            }
+            _ => Err(Bail),
         }
     }
 
@@ -409,13 +408,8 @@ impl<'a> Scan<'a> {
             if !field(self, &key)? {
                 return self.skip_nested(1);
             }
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    return Ok(());
-                }
-                _ => return Err(Bail),
+            if self.closes(b'}')? {
+                return Ok(());
             }
         }
     }

@@ -102,24 +102,7 @@ fn scanner_and_serde_build_the_same_model() {
                 "{name}: the scanner gave up on a well-formed file"
             );
         }
-        assert!(fast.gpu_ops == slow.gpu_ops, "{name}: GPU ops differ");
-        assert!(
-            fast.host_spans == slow.host_spans,
-            "{name}: host spans differ"
-        );
-        assert!(fast.memory == slow.memory, "{name}: memory samples differ");
-        assert_eq!(strings(&fast), strings(&slow), "{name}: strings differ");
-        assert_eq!(
-            format!("{:?}", fast.meta),
-            format!("{:?}", slow.meta),
-            "{name}"
-        );
-        assert_eq!(
-            format!("{:?}", fast.stats),
-            format!("{:?}", slow.stats),
-            "{name}"
-        );
-        assert_eq!(fast.warnings, slow.warnings, "{name}");
+        assert_same(&fast, &slow, &name.to_string());
         events += fast.stats.events_total;
     }
     eprintln!(
