@@ -545,7 +545,6 @@ impl Builder {
         (1i64 << 40) | (h & ((1 << 39) - 1)) as i64
     }
 
-    /// Adds the events of a chunk parsed on another thread, re-interning its strings.
     /// Adds the counters of a chunk parsed on another thread (its events are gathered
     /// separately).
     fn absorb(&mut self, c: Builder) {
