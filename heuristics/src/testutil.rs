@@ -26,21 +26,9 @@ impl TB {
 
     pub fn span(&mut self, kind: HostKind, name: &str, start: i64, end: i64) -> &mut Self {
         let name = self.t.strings.intern(name);
-        self.t.host_spans.push(HostSpan {
-            kind,
-            pid: 1,
-            tid: 1,
-            start,
-            end,
-            name,
-            correlation: 0,
-            external_id: 0,
-            input_dims: 0,
-            input_types: 0,
-            call_stack: 0,
-            depth: 0,
-            parent: NONE,
-        });
+        self.t
+            .host_spans
+            .push(HostSpan::new(kind, 1, 1, start, end, name));
         self
     }
 
@@ -68,19 +56,11 @@ impl TB {
         let (direction, src_kind, dst_kind) = parse_memcpy_name(name);
         let name = self.t.strings.intern(name);
         self.t.gpu_ops.push(GpuOp {
-            kind,
-            device: 0,
-            stream,
-            start,
-            end,
             correlation: corr,
-            external_id: 0,
-            name,
-            bytes: 0,
             direction,
             src_kind,
             dst_kind,
-            kernel: None,
+            ..GpuOp::new(kind, 0, stream, start, end, name)
         });
         self
     }

@@ -163,21 +163,7 @@ mod tests {
     use tracehound_parsers::*;
 
     fn op(device: i32, stream: i64, start: i64, end: i64) -> GpuOp {
-        GpuOp {
-            kind: GpuOpKind::Kernel,
-            device,
-            stream,
-            start,
-            end,
-            correlation: 0,
-            external_id: 0,
-            name: 0,
-            bytes: 0,
-            direction: CopyDirection::Unknown,
-            src_kind: MemKind::Unknown,
-            dst_kind: MemKind::Unknown,
-            kernel: None,
-        }
+        GpuOp::new(GpuOpKind::Kernel, device, stream, start, end, 0)
     }
 
     #[test]

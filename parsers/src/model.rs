@@ -235,6 +235,34 @@ pub struct GpuOp {
 }
 
 impl GpuOp {
+    /// An operation with what places it set and nothing else recorded: no correlation or
+    /// external id, no bytes, unknown copy direction and memory kinds, no launch
+    /// configuration. Readers set the rest with struct update syntax.
+    pub fn new(
+        kind: GpuOpKind,
+        device: i32,
+        stream: i64,
+        start: i64,
+        end: i64,
+        name: StrId,
+    ) -> Self {
+        GpuOp {
+            kind,
+            device,
+            stream,
+            start,
+            end,
+            correlation: 0,
+            external_id: 0,
+            name,
+            bytes: 0,
+            direction: CopyDirection::Unknown,
+            src_kind: MemKind::Unknown,
+            dst_kind: MemKind::Unknown,
+            kernel: None,
+        }
+    }
+
     /// Duration in ns (never negative).
     pub fn dur(&self) -> i64 {
         (self.end - self.start).max(0)
@@ -302,6 +330,26 @@ pub struct HostSpan {
 }
 
 impl HostSpan {
+    /// A span with what places it set and nothing else recorded (no ids, shapes or stack),
+    /// not yet nested. Readers set the rest with struct update syntax.
+    pub fn new(kind: HostKind, pid: i64, tid: i64, start: i64, end: i64, name: StrId) -> Self {
+        HostSpan {
+            kind,
+            pid,
+            tid,
+            start,
+            end,
+            name,
+            correlation: 0,
+            external_id: 0,
+            input_dims: 0,
+            input_types: 0,
+            call_stack: 0,
+            depth: 0,
+            parent: NONE,
+        }
+    }
+
     /// Duration in ns (never negative).
     pub fn dur(&self) -> i64 {
         (self.end - self.start).max(0)
@@ -829,36 +877,18 @@ mod tests {
         let op = t.strings.intern("aten::copy_");
         let rt = t.strings.intern("cudaMemcpyAsync");
         let span = |kind, start, end, name, corr| HostSpan {
-            kind,
-            pid: 1,
-            tid: 1,
-            start,
-            end,
-            name,
             correlation: corr,
-            external_id: 0,
-            input_dims: 0,
-            input_types: 0,
-            call_stack: 0,
-            depth: 0,
-            parent: NONE,
+            ..HostSpan::new(kind, 1, 1, start, end, name)
         };
         t.host_spans.push(span(HostKind::Runtime, 20, 30, rt, 7));
         t.host_spans.push(span(HostKind::CpuOp, 10, 100, op, 0));
         t.gpu_ops.push(GpuOp {
-            kind: GpuOpKind::Memcpy,
-            device: 0,
-            stream: 7,
-            start: 40,
-            end: 50,
             correlation: 7,
-            external_id: 0,
-            name: 0,
             bytes: 8,
             direction: CopyDirection::HtoD,
             src_kind: MemKind::Pageable,
             dst_kind: MemKind::Device,
-            kernel: None,
+            ..GpuOp::new(GpuOpKind::Memcpy, 0, 7, 40, 50, 0)
         });
         t.finish();
         assert_eq!(t.host_spans[0].kind, HostKind::CpuOp);
@@ -873,34 +903,13 @@ mod tests {
         let mut t = Trace::default();
         let op = t.strings.intern("aten::mm");
         t.host_spans.push(HostSpan {
-            kind: HostKind::CpuOp,
-            pid: 1,
-            tid: 1,
-            start: 0,
-            end: 100,
-            name: op,
-            correlation: 0,
             external_id: 42,
-            input_dims: 0,
-            input_types: 0,
-            call_stack: 0,
-            depth: 0,
-            parent: NONE,
+            ..HostSpan::new(HostKind::CpuOp, 1, 1, 0, 100, op)
         });
         t.gpu_ops.push(GpuOp {
-            kind: GpuOpKind::Kernel,
-            device: 0,
-            stream: 7,
-            start: 150,
-            end: 160,
             correlation: 99,
             external_id: 42,
-            name: 0,
-            bytes: 0,
-            direction: CopyDirection::Unknown,
-            src_kind: MemKind::Unknown,
-            dst_kind: MemKind::Unknown,
-            kernel: None,
+            ..GpuOp::new(GpuOpKind::Kernel, 0, 7, 150, 160, 0)
         });
         t.finish();
         assert_eq!(t.index.op_launch, vec![NONE]);

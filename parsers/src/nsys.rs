@@ -328,19 +328,15 @@ pub fn parse(path: &Path) -> Result<Trace, LoadError> {
                   end: i64,
                   corr: Option<i64>,
                   name| GpuOp {
-        kind,
-        device: device.unwrap_or(0) as i32,
-        stream: stream.unwrap_or(0),
-        start,
-        end,
         correlation: corr.unwrap_or(0).max(0) as u64,
-        external_id: 0,
-        name,
-        bytes: 0,
-        direction: CopyDirection::Unknown,
-        src_kind: MemKind::Unknown,
-        dst_kind: MemKind::Unknown,
-        kernel: None,
+        ..GpuOp::new(
+            kind,
+            device.unwrap_or(0) as i32,
+            stream.unwrap_or(0),
+            start,
+            end,
+            name,
+        )
     };
 
     if db.has("CUPTI_ACTIVITY_KIND_KERNEL") {
@@ -489,19 +485,8 @@ pub fn parse(path: &Path) -> Result<Trace, LoadError> {
     let span = |kind, g: Option<i64>, start: i64, end: i64, name, corr: Option<i64>| {
         let (pid, tid) = split_global_tid(g.unwrap_or(0));
         HostSpan {
-            kind,
-            pid,
-            tid,
-            start,
-            end,
-            name,
             correlation: corr.unwrap_or(0).max(0) as u64,
-            external_id: 0,
-            input_dims: 0,
-            input_types: 0,
-            call_stack: 0,
-            depth: 0,
-            parent: NONE,
+            ..HostSpan::new(kind, pid, tid, start, end, name)
         }
     };
     if db.has("CUPTI_ACTIVITY_KIND_RUNTIME") {
