@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::io::Write;
 use std::path::PathBuf;
-use tracehound_heuristics::{Config, Severity};
+use tracehound_heuristics::{Config, Finding, Severity};
 
 #[derive(Parser)]
 #[command(name = "tracehound", version, about = "Find where GPU time is lost in PyTorch profiler traces", long_about = None)]
@@ -265,15 +265,27 @@ fn analyze(args: AnalyzeArgs) -> Result<i32> {
         OutFormat::Md => Format::Markdown,
     };
     let text = report::render(&reports, format, args.top);
+    emit(
+        &text,
+        args.fail_on,
+        reports.iter().flat_map(|r| r.analysis.findings.iter()),
+    )
+}
+
+/// Writes the report to stdout; the exit code is 1 when `--fail-on` is set and a finding
+/// reaches its severity, 0 otherwise.
+fn emit<'f>(
+    text: &str,
+    fail_on: Option<FailOn>,
+    findings: impl IntoIterator<Item = &'f Finding>,
+) -> Result<i32> {
     std::io::stdout()
         .lock()
         .write_all(text.as_bytes())
         .context("writing the report")?;
-    let threshold = args.fail_on.map(FailOn::severity);
-    let failed = threshold.is_some_and(|th| {
-        reports
-            .iter()
-            .any(|r| r.analysis.findings.iter().any(|f| f.severity >= th))
+    let failed = fail_on.is_some_and(|f| {
+        let th = f.severity();
+        findings.into_iter().any(|f| f.severity >= th)
     });
     Ok(if failed { 1 } else { 0 })
 }
@@ -440,18 +452,13 @@ fn analyze_job(args: &AnalyzeArgs, utc_offset_s: Option<i64>) -> Result<i32> {
         OutFormat::Json => report::job::json(&job),
         OutFormat::Md => report::job::markdown(&job),
     };
-    std::io::stdout()
-        .lock()
-        .write_all(text.as_bytes())
-        .context("writing the report")?;
-    let threshold = args.fail_on.map(FailOn::severity);
-    let failed = threshold.is_some_and(|th| {
+    emit(
+        &text,
+        args.fail_on,
         findings
             .iter()
-            .chain(ranks.iter().flat_map(|r| r.findings.iter()))
-            .any(|f| f.severity >= th)
-    });
-    Ok(if failed { 1 } else { 0 })
+            .chain(ranks.iter().flat_map(|r| r.findings.iter())),
+    )
 }
 
 /// Groups the loaded files: every nvidia-smi log is attached to each GPU trace of the same
