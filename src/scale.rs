@@ -32,6 +32,14 @@ struct Source {
     steps: u64,
 }
 
+/// The keys whose numbers are ids: offset in every copy so repeated steps stay distinct.
+const ID_KEYS: [&[u8]; 4] = [
+    b"\"id\":",
+    b"\"correlation\":",
+    b"\"External id\":",
+    b"\"external id\":",
+];
+
 /// Finds `"key":` at depth-insensitive positions and returns the number text range after it.
 fn number_after(ev: &[u8], key: &[u8]) -> Option<(usize, usize)> {
     let pos = memchr::memmem::find(ev, key)?;
@@ -104,12 +112,7 @@ fn load_source(path: &Path) -> Result<Source> {
             first = first.min(ts);
             last = last.max(ts + dur);
         }
-        for key in [
-            &b"\"id\":"[..],
-            b"\"correlation\":",
-            b"\"External id\":",
-            b"\"external id\":",
-        ] {
+        for key in ID_KEYS {
             if let Some((a, b)) = number_after(ev, key)
                 && let Ok(v) = std::str::from_utf8(&ev[a..b]).unwrap_or("").parse::<u64>()
             {
@@ -164,12 +167,7 @@ fn rewrite(
         edits.push((a, b, fmt_us((d as f64 * stretch) as i64)));
     }
     if k > 0 {
-        for key in [
-            &b"\"id\":"[..],
-            b"\"correlation\":",
-            b"\"External id\":",
-            b"\"external id\":",
-        ] {
+        for key in ID_KEYS {
             if let Some((a, b)) = number_after(ev, key)
                 && let Ok(v) = std::str::from_utf8(&ev[a..b]).unwrap_or("").parse::<u64>()
             {
