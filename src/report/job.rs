@@ -39,22 +39,9 @@ pub fn table(j: &JobReport) -> String {
     if j.findings.is_empty() {
         let _ = writeln!(s, "  No job-level findings: the ranks run alike.");
     } else {
-        let _ = writeln!(
-            s,
-            "  {:>2}  {:<8} {:<24} {:>10} {:>6}  FINDING",
-            "#", "SEVERITY", "RULE", "IMPACT", "WINDOW"
-        );
+        super::table::findings_header(&mut s);
         for (i, f) in j.findings.iter().enumerate() {
-            let _ = writeln!(
-                s,
-                "  {:>2}  {:<8} {:<24} {:>10} {:>5.1}%  {}",
-                i + 1,
-                f.severity.label(),
-                f.rule,
-                fmt_ns(f.impact_ns),
-                100.0 * f.impact_share,
-                f.title
-            );
+            super::table::finding_headline(&mut s, i + 1, f);
             let _ = writeln!(s, "      evidence: {}", f.evidence);
             if let Some(a) = f.advice.first() {
                 let _ = writeln!(s, "      fix: {a}");

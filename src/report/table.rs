@@ -2,6 +2,7 @@
 
 use super::{TraceReport, gpu_names};
 use std::fmt::Write;
+use tracehound_heuristics::Finding;
 use tracehound_heuristics::finding::{fmt_bytes, fmt_ns};
 use tracehound_heuristics::summary::short_kernel;
 
@@ -44,22 +45,9 @@ fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
             "  No findings: nothing in this trace costs measurable GPU time."
         );
     } else {
-        let _ = writeln!(
-            s,
-            "  {:>2}  {:<8} {:<24} {:>10} {:>6}  FINDING",
-            "#", "SEVERITY", "RULE", "IMPACT", "WINDOW"
-        );
+        findings_header(s);
         for (i, f) in shown.iter().enumerate() {
-            let _ = writeln!(
-                s,
-                "  {:>2}  {:<8} {:<24} {:>10} {:>5.1}%  {}",
-                i + 1,
-                f.severity.label(),
-                f.rule,
-                fmt_ns(f.impact_ns),
-                100.0 * f.impact_share,
-                f.title
-            );
+            finding_headline(s, i + 1, f);
             let pad = " ".repeat(6);
             let _ = writeln!(s, "{pad}evidence: {}", f.evidence);
             for row in f.breakdown.iter().take(4) {
@@ -136,4 +124,27 @@ fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
         );
     }
     let _ = writeln!(s, "    verdict: {}", sm.verdict);
+}
+
+/// The column header of a findings list.
+pub(super) fn findings_header(s: &mut String) {
+    let _ = writeln!(
+        s,
+        "  {:>2}  {:<8} {:<24} {:>10} {:>6}  FINDING",
+        "#", "SEVERITY", "RULE", "IMPACT", "WINDOW"
+    );
+}
+
+/// The first line of finding number `n`: severity, rule, impact, share and title.
+pub(super) fn finding_headline(s: &mut String, n: usize, f: &Finding) {
+    let _ = writeln!(
+        s,
+        "  {:>2}  {:<8} {:<24} {:>10} {:>5.1}%  {}",
+        n,
+        f.severity.label(),
+        f.rule,
+        fmt_ns(f.impact_ns),
+        100.0 * f.impact_share,
+        f.title
+    );
 }
