@@ -269,12 +269,8 @@ impl<'t> Attributor<'t> {
         }
         // Spans around the moment the GPU ran dry: the chain containing `a`, and the few
         // that ended just before it (the host returns from a sync a moment after the GPU).
-        let first_after = spans.partition_point(|&i| t.host_spans[i as usize].start <= a);
-        let mut around: Vec<u32> = Vec::new();
+        let (first_after, mut around) = chain_at(t, spans, a);
         if first_after > 0 {
-            let y = spans[first_after - 1];
-            around.push(y);
-            around.extend(t.ancestors(y));
             around.extend(
                 spans[first_after.saturating_sub(12)..first_after - 1]
                     .iter()
@@ -321,13 +317,7 @@ impl<'t> Attributor<'t> {
     /// Classifies what the host thread did over [a, host_end).
     fn host_activity(&self, gap: &mut Gap, spans: &[u32], launch: u32, a: i64, host_end: i64) {
         let t = self.trace;
-        let first_after = spans.partition_point(|&i| t.host_spans[i as usize].start <= a);
-        let mut around: Vec<u32> = Vec::new();
-        if first_after > 0 {
-            let y = spans[first_after - 1];
-            around.push(y);
-            around.extend(t.ancestors(y));
-        }
+        let (first_after, around) = chain_at(t, spans, a);
         let span_len = (host_end - a).max(1);
         let overlap = |i: u32| {
             let s = &t.host_spans[i as usize];
@@ -647,6 +637,20 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
             ),
         ]),
     }
+}
+
+/// The host spans of a thread (`spans`, sorted by start) around time `at`: the last one
+/// starting at or before it and its ancestors, innermost first, with the index of the first
+/// span starting after `at`.
+fn chain_at(t: &Trace, spans: &[u32], at: i64) -> (usize, Vec<u32>) {
+    let first_after = spans.partition_point(|&i| t.host_spans[i as usize].start <= at);
+    let mut chain = Vec::new();
+    if first_after > 0 {
+        let y = spans[first_after - 1];
+        chain.push(y);
+        chain.extend(t.ancestors(y));
+    }
+    (first_after, chain)
 }
 
 #[cfg(test)]
