@@ -35,19 +35,22 @@ fn unpinned_sync_pageable_copies_and_sync_gaps() {
 
     let idle = findings(&doc, "idle_gaps");
     assert_eq!(idle[0]["severity"], "high");
+    // Measured with Python on the trace: the 5 DataLoader `__next__` annotations (num_workers=0)
+    // take 331.5 ms, the 15 cudaStreamSynchronize calls 10.3 ms. The host loads the next batch
+    // right after each loss.item() drained the GPU's queue: data loading is the cause, the
+    // sync is what left the GPU with nothing queued.
     let rows = idle[0]["breakdown"].as_array().unwrap();
-    let item = rows
-        .iter()
-        .find(|r| {
-            r["label"]
-                .as_str()
-                .unwrap()
-                .starts_with("host sync: aten::item (cudaStreamSynchronize)")
-        })
-        .expect("the per-step loss.item() sync is a gap cause");
-    // One .item() per step, 5 profiled steps (Python: 5 aten::item ops).
-    assert_eq!(item["count"], 5);
-    assert!(metric(idle[0], "host_sync_ns") > 0.5 * metric(idle[0], "gap_ns"));
+    assert_eq!(rows[0]["cause"], "data_loading");
+    assert!(rows[0]["share"].as_f64().unwrap() > 0.7, "{}", rows[0]);
+    let label = rows[0]["label"].as_str().unwrap();
+    assert!(
+        label.contains("queue drained by aten::item (cudaStreamSynchronize)"),
+        "{label}"
+    );
+    // One .item() per step, 5 profiled steps: the loader runs once after each.
+    assert_eq!(rows[0]["count"], 5);
+    assert!(metric(idle[0], "data_loading_ns") > 0.8 * metric(idle[0], "gap_ns"));
+    assert!(metric(idle[0], "host_sync_ns") < 0.05 * metric(idle[0], "gap_ns"));
     assert_eq!(
         doc["findings"][0]["rule"], "idle_gaps",
         "idle time is the largest cost"
@@ -172,22 +175,17 @@ fn kineto_and_nsys_captures_of_one_scenario_agree() {
     );
     assert_eq!(metric(pk, "copies"), metric(pn, "copies"));
     assert_eq!(metric(pk, "bytes"), metric(pn, "bytes"));
-    // The per-step sync, one per step in both: Kineto names the operator (aten::item), nsys
-    // only the runtime call.
-    let sync_count = |d: &serde_json::Value, needle: &str| -> u64 {
-        findings(d, "idle_gaps")[0]["breakdown"]
-            .as_array()
+    // Kineto sees the DataLoader; this nsys export has no CPU-side data, so the same time is
+    // untraced host code, and it says how to capture what the host did.
+    let top_row = |d: &serde_json::Value| findings(d, "idle_gaps")[0]["breakdown"][0].clone();
+    assert_eq!(top_row(&k)["cause"], "data_loading");
+    assert_eq!(top_row(&n)["cause"], "untraced");
+    assert!(
+        top_row(&n)["label"]
+            .as_str()
             .unwrap()
-            .iter()
-            .find(|r| r["label"].as_str().unwrap().starts_with(needle))
-            .map(|r| r["count"].as_u64().unwrap())
-            .unwrap_or(0)
-    };
-    assert_eq!(
-        sync_count(&k, "host sync: aten::item (cudaStreamSynchronize)"),
-        5
+            .contains("this export has no CPU-side data")
     );
-    assert_eq!(sync_count(&n, "host sync: cudaStreamSynchronize"), 5);
     for key in ["kernels", "memcpys", "memsets"] {
         assert_eq!(
             k["summary"]["devices"][0][key], n["summary"]["devices"][0][key],

@@ -80,6 +80,13 @@ pub struct Row {
     /// The user's Python frame most often involved, when the trace has stacks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub python_frame: Option<String>,
+    /// The measured cause category (`python`, `host_sync`, `cpu_op` ...), for rows that
+    /// attribute time to a cause.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<&'static str>,
+    /// The row's share of the time the breakdown divides (0..1), when it divides one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<f64>,
 }
 
 /// One concrete instance, for the reader to find in a timeline viewer.

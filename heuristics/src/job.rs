@@ -109,6 +109,7 @@ pub fn job_findings(ranks: &[RankSummary]) -> Vec<Finding> {
             breakdown: ranks
                 .iter()
                 .map(|r| Row {
+ cause: None, share: None,
                     label: format!("rank {} step time", r.rank),
                     count: r.steps as u64,
                     time_ns: r.step_ns,

@@ -5,6 +5,7 @@
 
 #![warn(missing_docs)]
 
+pub mod activity;
 pub mod clock;
 pub mod dmon;
 pub mod error;

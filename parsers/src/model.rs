@@ -296,6 +296,9 @@ pub enum HostKind {
     Annotation,
     /// A user annotation projected onto a GPU stream.
     GpuAnnotation,
+    /// An OS runtime call (`clock_nanosleep`, `poll`, `futex`, `read`), from Nsight Systems'
+    /// OS runtime trace.
+    OsCall,
 }
 
 /// A span of time on a host thread.
@@ -780,8 +783,21 @@ pub fn is_user_frame(name: &str) -> bool {
     if n.is_empty() || n.starts_with('<') || n.starts_with("built-in") {
         return false;
     }
-    const LIB: [&str; 8] = [
+    const LIB: &[&str] = &[
         "torch/",
+        "torchvision/",
+        "numpy/",
+        "scipy/",
+        "pandas/",
+        "PIL/",
+        "transformers/",
+        "triton/",
+        "logging/",
+        "multiprocessing/",
+        "concurrent/",
+        "queue.py",
+        "selectors.py",
+        "socket.py",
         "site-packages/",
         "dist-packages/",
         "/lib/python",

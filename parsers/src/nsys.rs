@@ -159,6 +159,16 @@ fn mem_kind(kind: Option<i64>) -> MemKind {
     }
 }
 
+/// The operator an NVTX range stands for when PyTorch emitted it per operator:
+/// `aten::linear, seq = 0, op_id = 104` (`--pytorch=autograd-nvtx`) or
+/// `aten::addmm, seq = 3, sizes = [[64], [64, 32]]` (`torch.autograd.profiler.emit_nvtx`).
+pub fn autograd_op_name(text: &str) -> Option<&str> {
+    let (head, rest) = text.split_once(", ")?;
+    let tagged =
+        rest.starts_with("seq = ") || rest.starts_with("op_id = ") || rest.starts_with("sizes = ");
+    (tagged && head.contains("::")).then_some(head)
+}
+
 /// Splits an nsys `globalTid` into (pid, tid).
 pub fn split_global_tid(g: i64) -> (i64, i64) {
     ((g >> 24) & 0xFF_FFFF, g & 0xFF_FFFF)
@@ -515,6 +525,10 @@ pub fn parse(path: &Path) -> Result<Trace, LoadError> {
     }
     if db.has("NVTX_EVENTS") {
         // eventType 59: push/pop range, 60: start/end range; marks (no end) are skipped.
+        // Ranges that PyTorch emits per operator (`--pytorch=autograd-nvtx`, `emit_nvtx`) are
+        // operators: `aten::linear, seq = 0, op_id = 104` becomes the CPU operator `aten::linear`.
+        let mut op_names: FxHashMap<StrId, Option<StrId>> = FxHashMap::default();
+        let mut ops = 0u64;
         db.select(
             "NVTX_EVENTS",
             &["start", "end", "eventType", "text", "textId", "globalTid"],
@@ -529,17 +543,43 @@ pub fn parse(path: &Path) -> Result<Trace, LoadError> {
                     Some(t) => trace.strings.intern(t),
                     None => name_of(r.i(4)),
                 };
-                trace
-                    .host_spans
-                    .push(span(HostKind::Annotation, r.i(5), s, e, name, None));
+                let op = *op_names.entry(name).or_insert_with(|| {
+                    autograd_op_name(trace.strings.get(name))
+                        .map(str::to_string)
+                        .map(|n| trace.strings.intern(&n))
+                });
+                let (kind, name) = match op {
+                    Some(op) => {
+                        ops += 1;
+                        (HostKind::CpuOp, op)
+                    }
+                    None => (HostKind::Annotation, name),
+                };
+                trace.host_spans.push(span(kind, r.i(5), s, e, name, None));
                 Ok(())
             },
         )?;
+        if ops > 0 {
+            notes.push(format!(
+                "{ops} NVTX ranges are PyTorch operators (--pytorch=autograd-nvtx / emit_nvtx): read as CPU operators"
+            ));
+        }
     } else {
         notes.push(
             "no NVTX_EVENTS table: no step markers, the window is first to last GPU operation"
                 .into(),
         );
+    }
+    if db.has("OSRT_API") {
+        db.select("OSRT_API", &["start", "end", "globalTid", "nameId"], |r| {
+            let (Some(s), Some(e)) = (r.i(0), r.i(1)) else {
+                return Ok(());
+            };
+            trace
+                .host_spans
+                .push(span(HostKind::OsCall, r.i(2), s, e, name_of(r.i(3)), None));
+            Ok(())
+        })?;
     }
     if db.has("CUDA_GPU_MEMORY_USAGE_EVENTS") {
         let mut rows: Vec<(i64, i32, u64, i64, i64)> = Vec::new();
@@ -607,6 +647,25 @@ mod tests {
         let (pid, tid) = split_global_tid(281_487_979_053_831);
         assert_eq!(pid, (281_487_979_053_831 >> 24) & 0xFF_FFFF);
         assert_eq!(tid, 281_487_979_053_831 & 0xFF_FFFF);
+    }
+
+    #[test]
+    fn autograd_nvtx_ranges_are_operators() {
+        assert_eq!(
+            autograd_op_name("aten::linear, seq = 0, op_id = 104"),
+            Some("aten::linear")
+        );
+        assert_eq!(
+            autograd_op_name("aten::uniform_, op_id = 7"),
+            Some("aten::uniform_")
+        );
+        assert_eq!(
+            autograd_op_name("aten::addmm, seq = 3, sizes = [[64], [64, 32]]"),
+            Some("aten::addmm")
+        );
+        assert_eq!(autograd_op_name("ProfilerStep#3"), None);
+        assert_eq!(autograd_op_name("forward, seq = 1"), None);
+        assert_eq!(autograd_op_name("my range, with a comma"), None);
     }
 
     #[test]

@@ -171,6 +171,8 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
     instances.truncate(cx.config.max_instances);
     let mut breakdown = vec![
         Row {
+            cause: None,
+            share: None,
             label: format!(
                 "reserved peak {} / allocated peak {}",
                 fmt_bytes(peak_reserved as u64),
@@ -182,6 +184,8 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
             python_frame: None,
         },
         Row {
+            cause: None,
+            share: None,
             label: format!(
                 "reserved but unallocated at the reserved peak: {:.0}%",
                 100.0 * unalloc_share
@@ -194,6 +198,8 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
     ];
     if mallocs + frees > 0 {
         breakdown.push(Row {
+            cause: None,
+            share: None,
             label: format!("cudaMalloc ×{mallocs}, cudaFree ×{frees} after the first step"),
             count: mallocs + frees,
             time_ns: call_ns,
@@ -203,6 +209,8 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
     }
     if !ooms.is_empty() {
         breakdown.push(Row {
+            cause: None,
+            share: None,
             label: format!("steps lost to out-of-memory errors: {}", lost_steps.len()),
             count: ooms.len() as u64,
             time_ns: lost_ns,

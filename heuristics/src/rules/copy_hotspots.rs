@@ -261,6 +261,8 @@ impl Rule for CopyHotspots {
             let mut v: Vec<Row> = m
                 .into_iter()
                 .map(|(label, g)| Row {
+                    cause: None,
+                    share: None,
                     label: format!("{prefix}{label}"),
                     count: g.count,
                     time_ns: g.gpu_ns,
@@ -293,6 +295,8 @@ impl Rule for CopyHotspots {
         breakdown.extend(shapes.iter().take(cx.config.max_rows - half).cloned());
         for (label, n, ns) in round_trips.iter().take(2) {
             breakdown.push(Row {
+                cause: None,
+                share: None,
                 label: format!("round trip {label}"),
                 count: *n,
                 time_ns: *ns,

@@ -1,44 +1,78 @@
 //! GPU idle gaps: intervals of at least `gap_threshold_ns` (100 µs) inside the analysed
 //! window where a GPU runs nothing on any stream, each attributed to what the host thread
-//! that launched the next GPU operation was doing, and aggregated by cause.
+//! that launched the next GPU operation was doing, **by measured time**.
 //!
-//! Attribution, in order:
-//! 1. the next operation was launched before the gap began: the GPU waited on something
-//!    other than the host (a dependency, an event, launch latency);
-//! 2. the host was blocked in a synchronising call when the GPU ran dry
-//!    (`cudaStreamSynchronize` under `aten::item`, a pageable copy ...): the host could not
-//!    queue work ahead;
-//! 3. the host spent most of the gap in data loading (`DataLoader` `__next__`);
-//! 4. the host spent most of the gap in one CPU operator;
-//! 5. the host was dispatching many small operators: launch overhead;
-//! 6. otherwise Python (or untraced) code between operators.
+//! For each gap the launching thread is swept from the gap's start to the launch of the next
+//! GPU work ([`Trace::exclusive_time`]): every instant goes to the innermost span active then,
+//! and that span is put in a category (a synchronising call, an allocator call, module
+//! loading, cuDNN autotuning, launch calls and operator dispatch, a CPU operator that
+//! launched no GPU work, a Python frame, data loading, an OS call, untraced time). The time
+//! from that launch to the gap's end is launch latency. The category holding most of the
+//! gap's time is its cause; a gap where none holds a third is "mixed" and shows its top two.
+//!
+//! A second fact is kept beside it: whether a synchronising call returned just before the gap
+//! (`.item()`, `.cpu()`, a pageable copy) and so drained the GPU's queue. A drained gap's
+//! launch time is the sync's cost (the GPU could otherwise have run ahead of the host).
+//! A gap whose next operation was launched before the gap began is a GPU-side wait.
 
-use super::{Ctx, Rule, most_common, outermost_cpu_op, short_name, span_name};
+use super::{Ctx, Rule, api_name, is_sync_call, short_name, span_name};
 use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_ns, metrics};
 use crate::window::{WindowSource, busy_intervals, total};
 use rustc_hash::{FxHashMap, FxHashSet};
-use tracehound_parsers::{HostKind, NONE, Trace};
+use std::cell::RefCell;
+use tracehound_parsers::{HostKind, NONE, Trace, activity::ThreadKey};
 
 /// The rule.
 pub struct IdleGaps;
 
-/// Broad class of a gap's cause; the advice depends on it.
+/// A launch or runtime call this long is not launch overhead: the first call of a kernel
+/// loads its module (lazy loading, `CUDA_MODULE_LOADING=LAZY`), which takes milliseconds,
+/// while a launch takes 2-20 µs. 1 ms sits two orders of magnitude above a launch and below
+/// every module load seen on H100/H200 captures (1.8-34 ms).
+const SLOW_CALL_NS: i64 = 1_000_000;
+
+/// A sync that returned at most this long before the gap began drained the queue: the host
+/// wakes a few µs after the GPU finishes; 20 µs covers the wake-up and the return path.
+const DRAIN_SLACK_NS: i64 = 20_000;
+
+/// The leading gap of a Kineto capture up to this long is the profiler starting up: every
+/// capture we have opens with a 1-4 ms hole; 5 ms leaves room and stays far below the stalls
+/// the rule is for.
+const PROFILER_STARTUP_NS: i64 = 5_000_000;
+
+/// A gap whose largest category holds less than this share of its time is "mixed".
+const MIXED_BELOW: f64 = 1.0 / 3.0;
+
+/// Category of host activity during GPU idle time; the advice depends on it and on the leaf.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CauseKind {
-    /// The host was blocked in a synchronising call.
+    /// Blocked in a synchronising call (`cudaStreamSynchronize` under `aten::item` ...).
     HostSync,
-    /// The host was loading data.
-    DataLoading,
-    /// The host was busy in one CPU operator.
-    CpuOp,
-    /// The host was dispatching many small operators.
+    /// In an allocator call (`cudaMalloc`, `cudaFree`, `hipFree` ...).
+    Allocator,
+    /// Module loading, JIT, or the first call of a kernel or operator.
+    ModuleLoad,
+    /// cuDNN autotuning inside a convolution (`cudnn.benchmark=True` on a new shape).
+    Autotune,
+    /// Launch calls, operator dispatch and launch latency.
     LaunchOverhead,
-    /// The host ran Python or untraced code.
+    /// A CPU operator that launched no GPU work (CPU tensor compute on the training thread).
+    CpuOp,
+    /// A Python frame: user code or a builtin such as `time.sleep`.
     Python,
+    /// The DataLoader (`__next__` on the training thread).
+    DataLoading,
+    /// An OS call (sleep, poll, futex, read), from Nsight Systems' OS runtime trace.
+    OsCall,
+    /// Time no span covers.
+    Untraced,
     /// The next GPU operation was already launched: the GPU waited on a dependency.
     GpuWait,
-    /// No host activity is known (no launching thread in the trace).
+    /// No host thread is known for the gap.
     Unknown,
+    /// The hole Kineto leaves at the start of the first profiled step while the profiler
+    /// starts (1-4 ms on every capture we have): not the program's cost, so not in the impact.
+    ProfilerStartup,
 }
 
 impl CauseKind {
@@ -46,14 +80,53 @@ impl CauseKind {
     pub fn label(self) -> &'static str {
         match self {
             CauseKind::HostSync => "host synchronisation",
-            CauseKind::DataLoading => "data loading",
-            CauseKind::CpuOp => "CPU operators",
+            CauseKind::Allocator => "allocator calls",
+            CauseKind::ModuleLoad => "module loading / first calls",
+            CauseKind::Autotune => "cuDNN autotuning",
             CauseKind::LaunchOverhead => "launch overhead",
-            CauseKind::Python => "Python between operators",
+            CauseKind::CpuOp => "CPU operators",
+            CauseKind::Python => "Python",
+            CauseKind::DataLoading => "data loading",
+            CauseKind::OsCall => "OS calls",
+            CauseKind::Untraced => "untraced host code",
             CauseKind::GpuWait => "GPU-side waits",
             CauseKind::Unknown => "unknown host activity",
+            CauseKind::ProfilerStartup => "profiler start-up",
         }
     }
+
+    /// Stable snake_case id, for JSON metrics and tests.
+    pub fn id(self) -> &'static str {
+        match self {
+            CauseKind::HostSync => "host_sync",
+            CauseKind::Allocator => "allocator",
+            CauseKind::ModuleLoad => "module_loading",
+            CauseKind::Autotune => "cudnn_autotune",
+            CauseKind::LaunchOverhead => "launch_overhead",
+            CauseKind::CpuOp => "cpu_op",
+            CauseKind::Python => "python",
+            CauseKind::DataLoading => "data_loading",
+            CauseKind::OsCall => "os_call",
+            CauseKind::Untraced => "untraced",
+            CauseKind::GpuWait => "gpu_wait",
+            CauseKind::Unknown => "unknown",
+            CauseKind::ProfilerStartup => "profiler_startup",
+        }
+    }
+}
+
+/// Measured host time of one category and leaf inside a gap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Part {
+    /// Category.
+    pub kind: CauseKind,
+    /// What exactly: the call, operator or frame (`aten::item (cudaStreamSynchronize)`,
+    /// `aten::upsample_bilinear2d on CPU`, `<built-in function sleep>`).
+    pub leaf: String,
+    /// The user's Python frame around it, when the trace has stacks.
+    pub frame: Option<String>,
+    /// Time, ns.
+    pub ns: i64,
 }
 
 /// One gap with its attribution.
@@ -63,9 +136,11 @@ pub struct Gap {
     pub start: i64,
     /// End, ns.
     pub end: i64,
-    /// Cause class.
+    /// The category holding most of the gap's time.
     pub kind: CauseKind,
-    /// Cause as a label for grouping (`host sync: aten::item (cudaStreamSynchronize)`).
+    /// Whether no category holds a third of the gap.
+    pub mixed: bool,
+    /// The cause in words, with its measured share.
     pub label: String,
     /// The CPU operator responsible, when one.
     pub cpu_op: Option<String>,
@@ -73,8 +148,10 @@ pub struct Gap {
     pub frame: Option<String>,
     /// Name of the GPU operation that ended the gap, when one.
     pub next_op: Option<String>,
-    /// For a gap after a host sync: what the host did once the sync returned.
-    pub then: Option<CauseKind>,
+    /// The synchronising call that returned just before the gap and drained the queue.
+    pub drained_by: Option<String>,
+    /// Measured time by category and leaf, largest first; adds up to the gap.
+    pub parts: Vec<Part>,
 }
 
 /// Idle accounting of one device over the window.
@@ -95,9 +172,20 @@ pub struct DeviceIdle {
 }
 
 impl DeviceIdle {
-    /// Idle time in gaps at or above the threshold.
+    /// Idle time in gaps at or above the threshold, less the profiler's start-up hole.
     pub fn gap_ns(&self) -> i64 {
-        self.gaps.iter().map(|g| g.end - g.start).sum()
+        self.gaps
+            .iter()
+            .filter(|g| g.kind != CauseKind::ProfilerStartup)
+            .map(|g| g.end - g.start)
+            .sum()
+    }
+
+    /// Gaps that cost the program time (all but the profiler's start-up hole).
+    pub fn costly_gaps(&self) -> impl Iterator<Item = &Gap> {
+        self.gaps
+            .iter()
+            .filter(|g| g.kind != CauseKind::ProfilerStartup)
     }
 
     /// A launch-bound run: kernels so short that the idle time between them, in gaps below
@@ -108,11 +196,11 @@ impl DeviceIdle {
             && self.short_idle_ns * 10 >= window_ns
     }
 
-    /// Idle time by cause class, largest first.
+    /// Measured gap time by category, largest first.
     pub fn by_kind(&self) -> Vec<(CauseKind, i64)> {
         let mut m: FxHashMap<CauseKind, i64> = FxHashMap::default();
-        for g in &self.gaps {
-            *m.entry(g.kind).or_default() += g.end - g.start;
+        for p in self.costly_gaps().flat_map(|g| &g.parts) {
+            *m.entry(p.kind).or_default() += p.ns;
         }
         let mut v: Vec<(CauseKind, i64)> = m.into_iter().collect();
         v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -151,7 +239,21 @@ pub fn analyse_device(cx: &Ctx, device: i32) -> DeviceIdle {
             short_count += 1;
             continue;
         }
-        gaps.push(attr.classify(device, s, e));
+        let mut gap = attr.classify(device, s, e);
+        if s == w.start
+            && d <= PROFILER_STARTUP_NS
+            && matches!(w.source, WindowSource::Steps { .. })
+            && trace.meta.format == Some(tracehound_parsers::SourceFormat::Kineto)
+        {
+            gap.parts = vec![Part {
+                kind: CauseKind::ProfilerStartup,
+                leaf: "the profiler starting at the first profiled step".into(),
+                frame: None,
+                ns: d,
+            }];
+            gap = finish_gap(gap);
+        }
+        gaps.push(gap);
     }
     let mut kernels: Vec<i64> = trace
         .device_ops(device)
@@ -178,29 +280,118 @@ pub fn analyse_device(cx: &Ctx, device: i32) -> DeviceIdle {
     }
 }
 
+/// Allocator entry points of CUDA, the driver and HIP.
+fn is_alloc_call(n: &str) -> bool {
+    matches!(
+        n,
+        "cudaMalloc"
+            | "cudaFree"
+            | "cudaMallocAsync"
+            | "cudaFreeAsync"
+            | "cudaMallocHost"
+            | "cudaFreeHost"
+            | "cudaHostAlloc"
+            | "cudaMallocManaged"
+            | "cuMemAlloc"
+            | "cuMemFree"
+            | "cuMemCreate"
+            | "cuMemRelease"
+            | "cuMemMap"
+            | "cuMemUnmap"
+            | "cuMemAddressReserve"
+            | "cuMemAddressFree"
+            | "hipMalloc"
+            | "hipFree"
+            | "hipHostMalloc"
+            | "hipHostFree"
+            | "hipExtMallocWithFlags"
+    )
+}
+
+/// Module loading and JIT compilation.
+fn is_module_load_call(n: &str) -> bool {
+    n.starts_with("cuModuleLoad")
+        || n.starts_with("cuLibraryLoad")
+        || n.starts_with("nvrtc")
+        || n.starts_with("hipModuleLoad")
+        || n.starts_with("hiprtc")
+        || n == "cuModuleGetFunction"
+        || n == "cuLibraryGetKernel"
+        || n == "cudaGetFuncBySymbol"
+}
+
+/// The DataLoader, as `record_function` names it or as a Python frame.
+fn is_loader(name: &str) -> bool {
+    name.contains("DataLoader") || name.contains("dataloader.py")
+}
+
+/// Convolution operators (cuDNN / MIOpen autotune inside them).
+fn is_conv(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n.contains("conv") && !n.contains("convert")
+}
+
+/// Event, stream and device synchronisation: what cuDNN's benchmark mode does between
+/// trial kernels, and never inside a tuned convolution.
+fn is_timing_sync(n: &str) -> bool {
+    n.ends_with("EventSynchronize")
+        || n.ends_with("StreamSynchronize")
+        || n.ends_with("DeviceSynchronize")
+}
+
+/// `<built-in method tensor of type object at 0x7f..>` -> `built-in method tensor`.
+fn clean_frame(name: &str) -> String {
+    let n = name.trim();
+    if let Some(inner) = n.strip_prefix('<').and_then(|x| x.strip_suffix('>')) {
+        let cut = inner.find(" of ").unwrap_or(inner.len());
+        return inner[..cut].to_string();
+    }
+    n.to_string()
+}
+
 struct Attributor<'t> {
     trace: &'t Trace,
-    main_thread: Option<(i64, i64)>,
+    main_thread: Option<ThreadKey>,
     sync_corr: FxHashSet<u64>,
+    /// Outermost CPU operators that launched GPU work.
+    launched: FxHashSet<u32>,
+    /// Whether the trace records CPU operators or Python frames.
+    cpu_data: bool,
+    /// Whether the trace shows module loading anywhere (a module-load call, or a launch
+    /// or runtime call that took milliseconds): only then is host time in the first call of
+    /// an operator read as first-call cost. Without it, such time at the start of a Kineto
+    /// capture is the profiler starting up.
+    loads_modules: bool,
+    /// Convolution operator -> whether it synchronised (autotuned), computed on demand.
+    conv_tuned: RefCell<FxHashMap<u32, bool>>,
+    /// (thread, name) -> start of the first CPU operator of that name, built on demand.
+    first_op: RefCell<Option<FxHashMap<(ThreadKey, u32), i64>>>,
 }
 
 impl<'t> Attributor<'t> {
     fn new(trace: &'t Trace) -> Self {
-        // The thread that ran the most CPU operators stands in when a gap has no launcher.
+        // The thread that ran the most CPU operators (else CUDA calls) stands in when a gap
+        // has no launcher.
         let main_thread = trace
             .index
             .spans_by_thread
             .iter()
             .map(|(k, v)| {
-                let ops = v
-                    .iter()
-                    .filter(|&&i| trace.host_spans[i as usize].kind == HostKind::CpuOp)
-                    .count();
-                (ops, std::cmp::Reverse(*k), *k)
+                let count = |kinds: &[HostKind]| {
+                    v.iter()
+                        .filter(|&&i| kinds.contains(&trace.host_spans[i as usize].kind))
+                        .count()
+                };
+                (
+                    count(&[HostKind::CpuOp]),
+                    count(&[HostKind::Runtime, HostKind::Driver]),
+                    std::cmp::Reverse(*k),
+                    *k,
+                )
             })
             .max()
-            .filter(|(n, _, _)| *n > 0)
-            .map(|(_, _, k)| k);
+            .filter(|(ops, calls, _, _)| ops + calls > 0)
+            .map(|(_, _, _, k)| k);
         // Copies to or from pageable memory block the host like a synchronize.
         let sync_corr = trace
             .gpu_ops
@@ -209,26 +400,211 @@ impl<'t> Attributor<'t> {
             .map(|o| o.correlation)
             .filter(|&c| c != 0)
             .collect();
+        let launched = trace
+            .index
+            .op_cpu_op
+            .iter()
+            .filter(|&&c| c != NONE)
+            .map(|&c| trace.outermost_cpu_op(c))
+            .collect();
+        // OS runtime calls alone say where the host waited, not what it computed.
+        let cpu_data = trace
+            .host_spans
+            .iter()
+            .any(|s| matches!(s.kind, HostKind::CpuOp | HostKind::Python));
+        let loads_modules = trace.host_spans.iter().any(|s| {
+            matches!(s.kind, HostKind::Runtime | HostKind::Driver) && {
+                let n = api_name(trace.str(s.name));
+                is_module_load_call(n)
+                    || (s.dur() >= SLOW_CALL_NS && !is_sync_call(n) && !is_alloc_call(n))
+            }
+        });
         Attributor {
             trace,
             main_thread,
             sync_corr,
-        }
-    }
-
-    fn thread_spans(&self, key: (i64, i64)) -> &'t [u32] {
-        let idx = &self.trace.index.spans_by_thread;
-        match idx.binary_search_by_key(&key, |(k, _)| *k) {
-            Ok(p) => &idx[p].1,
-            Err(_) => &[],
+            launched,
+            cpu_data,
+            loads_modules,
+            conv_tuned: RefCell::new(FxHashMap::default()),
+            first_op: RefCell::new(None),
         }
     }
 
     fn is_blocking(&self, i: u32) -> bool {
         let s = &self.trace.host_spans[i as usize];
         matches!(s.kind, HostKind::Runtime | HostKind::Driver)
-            && (super::is_sync_call(self.trace.str(s.name))
+            && (is_sync_call(self.trace.str(s.name))
                 || (s.correlation != 0 && self.sync_corr.contains(&s.correlation)))
+    }
+
+    /// The outermost convolution operator around span `i` that synchronised while it ran
+    /// (cuDNN benchmark mode timing its candidates), or NONE.
+    fn tuned_conv(&self, i: u32) -> u32 {
+        let t = self.trace;
+        let mut found = NONE;
+        for a in std::iter::once(i).chain(t.ancestors(i)) {
+            let s = &t.host_spans[a as usize];
+            if s.kind == HostKind::CpuOp && is_conv(t.str(s.name)) {
+                found = a;
+            }
+        }
+        if found == NONE {
+            return NONE;
+        }
+        let tuned = *self
+            .conv_tuned
+            .borrow_mut()
+            .entry(found)
+            .or_insert_with(|| {
+                let op = &t.host_spans[found as usize];
+                let spans = t.thread_spans((op.pid, op.tid));
+                let from = spans.partition_point(|&k| t.host_spans[k as usize].start < op.start);
+                spans[from..]
+                    .iter()
+                    .take_while(|&&k| t.host_spans[k as usize].start < op.end)
+                    .any(|&k| {
+                        let s = &t.host_spans[k as usize];
+                        matches!(s.kind, HostKind::Runtime | HostKind::Driver)
+                            && is_timing_sync(api_name(t.str(s.name)))
+                    })
+            });
+        if tuned { found } else { NONE }
+    }
+
+    /// Whether CPU operator `op` is the first of its name on its thread.
+    fn is_first_op(&self, op: u32) -> bool {
+        let t = self.trace;
+        let mut cache = self.first_op.borrow_mut();
+        let map = cache.get_or_insert_with(|| {
+            let mut m: FxHashMap<(ThreadKey, u32), i64> = FxHashMap::default();
+            for s in t.host_spans.iter().filter(|s| s.kind == HostKind::CpuOp) {
+                m.entry(((s.pid, s.tid), s.name)).or_insert(s.start);
+            }
+            m
+        });
+        let s = &t.host_spans[op as usize];
+        map.get(&((s.pid, s.tid), s.name)) == Some(&s.start)
+    }
+
+    /// Category, leaf and user frame of the time span `i` was innermost for `ns`.
+    fn categorize(&self, i: u32, ns: i64) -> Part {
+        let t = self.trace;
+        let untraced = |leaf: String| Part {
+            kind: CauseKind::Untraced,
+            leaf,
+            frame: None,
+            ns,
+        };
+        if i == NONE {
+            return untraced(if self.cpu_data {
+                "no span recorded (code the profiler did not trace)".into()
+            } else {
+                "host code outside CUDA calls (this export has no CPU-side data; capture with `-t cuda,nvtx,osrt --pytorch=autograd-nvtx -s cpu`)".into()
+            });
+        }
+        let s = &t.host_spans[i as usize];
+        let name = t.str(s.name);
+        let frame = t.user_frame(i).map(str::to_string);
+        let part = |kind, leaf: String| Part {
+            kind,
+            leaf,
+            frame: frame.clone(),
+            ns,
+        };
+        if let Some(l) = std::iter::once(i)
+            .chain(t.ancestors(i))
+            .filter(|&a| is_loader(t.str(t.host_spans[a as usize].name)))
+            .last()
+        {
+            let n = t.str(t.host_spans[l as usize].name);
+            return part(CauseKind::DataLoading, n.chars().take(90).collect());
+        }
+        let conv = self.tuned_conv(i);
+        if conv != NONE {
+            let c = &t.host_spans[conv as usize];
+            let dims = t.str(c.input_dims);
+            let shape = dims
+                .trim_start_matches('[')
+                .split(']')
+                .next()
+                .filter(|d| !d.is_empty())
+                .map(|d| format!(" on input [{d}]"))
+                .unwrap_or_default();
+            return part(CauseKind::Autotune, format!("{}{shape}", t.str(c.name)));
+        }
+        let op = t.outermost_cpu_op(i);
+        let op_name = span_name(t, op, "");
+        match s.kind {
+            HostKind::Runtime | HostKind::Driver => {
+                let call = api_name(name);
+                let in_op = |what: &str| {
+                    if op == NONE {
+                        what.to_string()
+                    } else {
+                        format!("{what} in {op_name}")
+                    }
+                };
+                if is_alloc_call(call) {
+                    part(CauseKind::Allocator, in_op(call))
+                } else if is_module_load_call(call) {
+                    part(CauseKind::ModuleLoad, in_op(call))
+                } else if self.is_blocking(i) {
+                    part(
+                        CauseKind::HostSync,
+                        if op == NONE {
+                            call.to_string()
+                        } else {
+                            format!("{op_name} ({call})")
+                        },
+                    )
+                } else if s.dur() >= SLOW_CALL_NS {
+                    part(
+                        CauseKind::ModuleLoad,
+                        in_op(&format!("first call ({call} {})", fmt_ns(s.dur()))),
+                    )
+                } else {
+                    part(CauseKind::LaunchOverhead, call.to_string())
+                }
+            }
+            HostKind::CpuOp => {
+                if self.launched.contains(&op) {
+                    // Dispatch costs µs; milliseconds of host time in an operator that
+                    // launches GPU work is set-up on a first call, or CPU work it does.
+                    if ns >= SLOW_CALL_NS && self.loads_modules && self.is_first_op(op) {
+                        part(CauseKind::ModuleLoad, format!("first call of {op_name}"))
+                    } else if ns >= SLOW_CALL_NS {
+                        part(CauseKind::CpuOp, format!("{op_name} (host work)"))
+                    } else {
+                        part(
+                            CauseKind::LaunchOverhead,
+                            "dispatch in operators that launch GPU work".into(),
+                        )
+                    }
+                } else {
+                    part(CauseKind::CpuOp, format!("{op_name} on CPU"))
+                }
+            }
+            HostKind::Python => part(CauseKind::Python, clean_frame(name)),
+            HostKind::OsCall => part(CauseKind::OsCall, name.to_string()),
+            HostKind::Annotation | HostKind::GpuAnnotation => {
+                if name.starts_with("ProfilerStep#") {
+                    Part {
+                        frame,
+                        ..untraced(if self.cpu_data {
+                            "no span recorded (code the profiler did not trace)".into()
+                        } else {
+                            "host code outside CUDA calls (this export has no CPU-side data; capture with `-t cuda,nvtx,osrt --pytorch=autograd-nvtx -s cpu`)".into()
+                        })
+                    }
+                } else {
+                    Part {
+                        frame,
+                        ..untraced(format!("inside {} (no finer span)", short_name(name, 60)))
+                    }
+                }
+            }
+        }
     }
 
     fn classify(&self, device: i32, a: i64, b: i64) -> Gap {
@@ -247,29 +623,46 @@ impl<'t> Attributor<'t> {
         } else {
             self.main_thread
         };
+        let whole = |kind: CauseKind, leaf: String, frame: Option<String>| Part {
+            kind,
+            leaf,
+            frame,
+            ns: b - a,
+        };
         let mut gap = Gap {
             start: a,
             end: b,
             kind: CauseKind::Unknown,
-            label: "no host activity recorded".into(),
+            mixed: false,
+            label: String::new(),
             cpu_op: None,
             frame: None,
             next_op,
-            then: None,
+            drained_by: None,
+            parts: Vec::new(),
         };
-        let Some(thread) = thread else { return gap };
-        let spans = self.thread_spans(thread);
+        let Some(thread) = thread else {
+            gap.parts = vec![whole(
+                CauseKind::Unknown,
+                "no host thread recorded".into(),
+                None,
+            )];
+            return finish_gap(gap);
+        };
         if launch != NONE && t.host_spans[launch as usize].end <= a {
-            let op = outermost_cpu_op(t, launch);
-            gap.kind = CauseKind::GpuWait;
-            gap.label = "GPU waited: the next operation was launched before the gap".into();
+            let op = t.outermost_cpu_op(launch);
             gap.cpu_op = (op != NONE).then(|| span_name(t, op, "").to_string());
-            gap.frame = t.user_frame(launch).map(str::to_string);
-            return gap;
+            gap.parts = vec![whole(
+                CauseKind::GpuWait,
+                "the next operation was launched before the gap (a dependency, an event or another stream held it)".into(),
+                t.user_frame(launch).map(str::to_string),
+            )];
+            return finish_gap(gap);
         }
-        // Spans around the moment the GPU ran dry: the chain containing `a`, and the few
-        // that ended just before it (the host returns from a sync a moment after the GPU).
-        let (first_after, mut around) = chain_at(t, spans, a);
+        // A synchronising call around the moment the GPU ran dry: the chain containing `a`,
+        // and the few spans that ended just before it (the host returns a moment after).
+        let spans = t.thread_spans(thread);
+        let (first_after, mut around) = t.chain_at(spans, a);
         if first_after > 0 {
             around.extend(
                 spans[first_after.saturating_sub(12)..first_after - 1]
@@ -277,154 +670,190 @@ impl<'t> Attributor<'t> {
                     .copied(),
             );
         }
-        const SLACK: i64 = 20_000;
-        if let Some(&sync) = around.iter().find(|&&i| {
+        let drain = around.iter().copied().find(|&i| {
             let s = &t.host_spans[i as usize];
-            self.is_blocking(i) && s.start <= a && s.end >= a - SLACK
-        }) {
-            let op = outermost_cpu_op(t, sync);
-            let call = span_name(t, sync, "");
-            gap.kind = CauseKind::HostSync;
-            gap.label = if op != NONE {
-                format!("host sync: {} ({})", span_name(t, op, ""), call)
+            self.is_blocking(i) && s.start <= a && s.end >= a - DRAIN_SLACK_NS
+        });
+        if let Some(sync) = drain {
+            let op = t.outermost_cpu_op(sync);
+            let call = api_name(span_name(t, sync, ""));
+            gap.drained_by = Some(if op != NONE {
+                format!("{} ({call})", span_name(t, op, ""))
             } else {
-                format!("host sync: {call}")
-            };
-            gap.cpu_op = (op != NONE).then(|| span_name(t, op, "").to_string());
-            gap.frame = t.user_frame(sync).map(str::to_string);
-            let returned = t.host_spans[sync as usize].end.clamp(a, b);
-            let host_end = self.host_end(launch, a, b);
-            if host_end - returned > (b - a) / 4 {
-                let mut after = gap.clone();
-                self.host_activity(&mut after, spans, launch, returned, host_end);
-                gap.then = Some(after.kind);
-            }
-            return gap;
+                call.to_string()
+            });
         }
-        self.host_activity(&mut gap, spans, launch, a, self.host_end(launch, a, b));
-        gap
-    }
-
-    /// When the host launched the next work (the gap's end when unknown).
-    fn host_end(&self, launch: u32, a: i64, b: i64) -> i64 {
-        if launch != NONE {
-            self.trace.host_spans[launch as usize].start.clamp(a, b)
+        let host_end = if launch != NONE {
+            t.host_spans[launch as usize].start.clamp(a, b)
         } else {
             b
-        }
-    }
-
-    /// Classifies what the host thread did over [a, host_end).
-    fn host_activity(&self, gap: &mut Gap, spans: &[u32], launch: u32, a: i64, host_end: i64) {
-        let t = self.trace;
-        let (first_after, around) = chain_at(t, spans, a);
-        let span_len = (host_end - a).max(1);
-        let overlap = |i: u32| {
-            let s = &t.host_spans[i as usize];
-            (s.end.min(host_end) - s.start.max(a)).max(0)
         };
-        let mut candidates: Vec<u32> = around
-            .iter()
-            .copied()
-            .filter(|&i| t.host_spans[i as usize].end > a)
+        let mut parts: Vec<Part> = t
+            .exclusive_time(thread, a, host_end)
+            .into_iter()
+            .map(|(i, ns)| self.categorize(i, ns))
             .collect();
-        let end_idx = spans.partition_point(|&i| t.host_spans[i as usize].start < host_end);
-        candidates.extend(spans[first_after..end_idx.max(first_after)].iter().copied());
-        let mut loading = 0i64;
-        let mut best_op: (i64, u32) = (0, NONE);
-        let mut ops_time = 0i64;
-        let mut launches = 0u32;
-        let mut python: (i64, u32) = (0, NONE);
-        for &i in &candidates {
-            let s = &t.host_spans[i as usize];
-            let ov = overlap(i);
-            let name = t.str(s.name);
-            let is_loader = name.contains("DataLoader") || name.contains("dataloader.py");
-            let outer_loader = is_loader
-                && !t.ancestors(i).any(|p| {
-                    let n = t.str(t.host_spans[p as usize].name);
-                    n.contains("DataLoader") || n.contains("dataloader.py")
-                });
-            if outer_loader {
-                loading += ov;
-            }
-            match s.kind {
-                HostKind::CpuOp if outermost_cpu_op(t, i) == i => {
-                    ops_time += ov;
-                    if ov > best_op.0 {
-                        best_op = (ov, i);
-                    }
-                }
-                HostKind::Runtime | HostKind::Driver => launches += 1,
-                // The innermost user frame covering most of the gap.
-                HostKind::Python
-                    if ov * 2 >= span_len
-                        && tracehound_parsers::is_user_frame(name)
-                        && s.depth as i64
-                            >= t.host_spans
-                                .get(python.1 as usize)
-                                .map_or(-1, |p| p.depth as i64) =>
-                {
-                    python = (ov, i);
-                }
-                _ => {}
+        if b > host_end {
+            parts.push(Part {
+                kind: CauseKind::LaunchOverhead,
+                leaf: "launch latency (call to kernel start)".into(),
+                frame: None,
+                ns: b - host_end,
+            });
+        }
+        // With the queue drained by a sync, launching again is the sync's cost: the GPU
+        // would otherwise have had work queued.
+        if let Some(d) = &gap.drained_by {
+            for p in parts
+                .iter_mut()
+                .filter(|p| p.kind == CauseKind::LaunchOverhead)
+            {
+                p.kind = CauseKind::HostSync;
+                p.leaf = d.clone();
             }
         }
-        let frame_of = |i: u32| {
-            if i == NONE {
-                None
-            } else {
-                t.user_frame(i).map(str::to_string)
-            }
-        };
-        if loading * 2 >= span_len {
-            gap.kind = CauseKind::DataLoading;
-            gap.label = "data loading (DataLoader __next__ on the training thread)".into();
-            gap.frame = frame_of(launch).or_else(|| frame_of(python.1));
-        } else if best_op.0 * 2 >= span_len {
-            let name = span_name(t, best_op.1, "").to_string();
-            gap.kind = CauseKind::CpuOp;
-            gap.label = format!("host busy in {name}");
-            gap.cpu_op = Some(name);
-            gap.frame = frame_of(best_op.1);
-        } else if ops_time * 2 >= span_len || launches >= 2 {
-            gap.kind = CauseKind::LaunchOverhead;
-            gap.label = "launch overhead: host dispatching small operators".into();
-            gap.frame = frame_of(launch);
-        } else {
-            gap.kind = CauseKind::Python;
-            gap.frame = frame_of(python.1).or_else(|| frame_of(launch));
-            gap.label = match &gap.frame {
-                Some(f) => format!("Python between operators: {f}"),
-                None => "Python or untraced host code between operators".into(),
-            };
+        gap.parts = merge_parts(parts);
+        if launch != NONE && gap.frame.is_none() {
+            gap.frame = t.user_frame(launch).map(str::to_string);
         }
+        finish_gap(gap)
     }
 }
 
-fn advice(kind: CauseKind) -> &'static str {
+/// Sums parts of the same category, leaf and frame; largest first.
+fn merge_parts(mut parts: Vec<Part>) -> Vec<Part> {
+    parts.sort_by(|x, y| (x.kind, &x.leaf, &x.frame).cmp(&(y.kind, &y.leaf, &y.frame)));
+    let mut out: Vec<Part> = Vec::new();
+    for p in parts {
+        match out.last_mut() {
+            Some(l) if l.kind == p.kind && l.leaf == p.leaf && l.frame == p.frame => l.ns += p.ns,
+            _ => out.push(p),
+        }
+    }
+    out.sort_by(|x, y| {
+        y.ns.cmp(&x.ns)
+            .then(x.kind.cmp(&y.kind))
+            .then(x.leaf.cmp(&y.leaf))
+    });
+    out
+}
+
+/// Sets a gap's cause, label, operator and frame from its measured parts.
+fn finish_gap(mut gap: Gap) -> Gap {
+    let len = (gap.end - gap.start).max(1);
+    let mut kinds: FxHashMap<CauseKind, i64> = FxHashMap::default();
+    for p in &gap.parts {
+        *kinds.entry(p.kind).or_default() += p.ns;
+    }
+    let mut kinds: Vec<(CauseKind, i64)> = kinds.into_iter().collect();
+    kinds.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+    let Some(&(top, top_ns)) = kinds.first() else {
+        gap.label = "no host activity recorded".into();
+        return gap;
+    };
+    gap.kind = top;
+    gap.mixed = (top_ns as f64) < MIXED_BELOW * len as f64;
+    let pct = |ns: i64| 100.0 * ns as f64 / len as f64;
+    let lead = |k: CauseKind| gap.parts.iter().find(|p| p.kind == k);
+    let describe = |k: CauseKind, ns: i64| match lead(k) {
+        Some(p) => format!("{}: {} {:.0}%", k.label(), p.leaf, pct(ns)),
+        None => format!("{} {:.0}%", k.label(), pct(ns)),
+    };
+    gap.label = if gap.mixed {
+        let second = kinds
+            .get(1)
+            .map(|&(k, ns)| format!(", {}", describe(k, ns)))
+            .unwrap_or_default();
+        format!("mixed: {}{second}", describe(top, top_ns))
+    } else {
+        describe(top, top_ns)
+    };
+    if let Some(d) = &gap.drained_by
+        && (top != CauseKind::HostSync || lead(top).is_some_and(|p| &p.leaf != d))
+    {
+        gap.label
+            .push_str(&format!(" — queue drained by {d} just before"));
+    }
+    if let Some(p) = lead(top) {
+        if p.frame.is_some() {
+            gap.frame = p.frame.clone();
+        }
+        if matches!(
+            top,
+            CauseKind::CpuOp | CauseKind::HostSync | CauseKind::Autotune | CauseKind::Allocator
+        ) {
+            gap.cpu_op = Some(p.leaf.clone());
+        }
+    }
+    gap
+}
+
+/// Advice for a measured leaf of a category: the concrete change, not the class.
+pub fn advice(kind: CauseKind, leaf: &str) -> String {
+    let l = leaf.to_ascii_lowercase();
     match kind {
         CauseKind::HostSync => {
-            "Remove host synchronisation from the loop: don't call .item(), .cpu(), .tolist() or print() on GPU tensors every step (accumulate on the GPU, read every N steps), use .to(device, non_blocking=True) from pinned memory, and avoid torch.cuda.synchronize() outside timing code."
+            let what = if l.contains("aten::item") || l.contains("aten::_local_scalar_dense") {
+                "`.item()` (and `float(t)`, `print(t)`) on a GPU tensor waits for the GPU: accumulate metrics on the GPU and read them every N steps"
+            } else if l.contains("nonzero") || l.contains("masked_select") || l.contains("aten::index") {
+                "boolean-mask indexing and `nonzero()` must read the result size from the GPU: use `torch.where`/masked arithmetic with static shapes"
+            } else if l.contains("aten::to") || l.contains("copy_") || l.contains("aten::cpu") || l.contains("memcpy") {
+                "a device-to-host copy (`.cpu()`, `.numpy()`, `.tolist()`) or a copy from pageable memory blocks the host: copy into pinned memory with `non_blocking=True` and read it a step later, or keep the computation on the GPU"
+            } else if l.contains("synchronize") {
+                "an explicit `torch.cuda.synchronize()` / event or stream sync in the loop: keep it in timing code only"
+            } else {
+                "a synchronising call in the loop waits for the GPU: remove it or move it out of the step"
+            };
+            format!("Host sync at {leaf}: {what}.")
         }
-        CauseKind::DataLoading => {
-            "Feed the GPU faster: DataLoader(num_workers>0, pin_memory=True, persistent_workers=True, prefetch_factor=4); move augmentation to the GPU (e.g. torchvision.transforms.v2 on CUDA tensors) or pre-process the dataset offline."
+        CauseKind::Allocator => {
+            if l.contains("conv") {
+                format!(
+                    "{leaf}: cuDNN/MIOpen convolution workspaces are allocated and released per call; keep them cached (avoid `torch.cuda.empty_cache()`, set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`; on ROCm `MIOPEN_FIND_MODE=FAST` and a warmed-up workspace), and run a few warm-up steps before measuring."
+                )
+            } else {
+                format!(
+                    "{leaf}: the caching allocator goes to the driver in the loop (cudaFree synchronises the device). Remove `torch.cuda.empty_cache()` from the loop, keep tensor sizes stable, or set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`."
+                )
+            }
         }
-        CauseKind::CpuOp => {
-            "A CPU operator sits on the critical path between GPU launches: move it to the GPU, run it asynchronously, or do it less often."
-        }
-        CauseKind::LaunchOverhead => {
-            "The GPU finishes each kernel faster than the host launches the next: batch more work per kernel (larger batch), fuse operators with torch.compile, or replay the step as a CUDA graph (torch.compile(mode=\"reduce-overhead\") or torch.cuda.CUDAGraph)."
-        }
+        CauseKind::ModuleLoad => format!(
+            "{leaf}: first-call cost (lazy module loading, library and handle start-up, JIT). Run warm-up steps before profiling or timing; if it recurs in the steady state, something recompiles (changing shapes under torch.compile, new kernels), and `CUDA_MODULE_LOADING=EAGER` moves loading to start-up."
+        ),
+        CauseKind::Autotune => format!(
+            "{leaf}: cuDNN autotuning (`torch.backends.cudnn.benchmark=True`) runs again for every new input shape. Keep shapes fixed (pad or bucket sizes, `drop_last=True`) or set `cudnn.benchmark=False` when shapes vary."
+        ),
+        CauseKind::LaunchOverhead => "The GPU finishes each kernel faster than the host launches the next: batch more work per kernel (larger batch), fuse operators with torch.compile, or replay the step as a CUDA graph (torch.compile(mode=\"reduce-overhead\") or torch.cuda.CUDAGraph).".to_string(),
+        CauseKind::CpuOp => format!(
+            "{leaf} runs on the training thread while the GPU waits: do it on the GPU (move the tensor first), in DataLoader workers (num_workers>0), or once outside the loop."
+        ),
         CauseKind::Python => {
-            "Python code between operators keeps the GPU waiting: move per-step bookkeeping (logging, metrics, list building) out of the hot loop, or capture the step with torch.compile / CUDA graphs."
+            if l.contains("sleep") {
+                format!("{leaf}: the loop sleeps while the GPU idles; remove the sleep (or move throttling and polling to another thread).")
+            } else if l.contains("built-in method tensor") || l.contains("as_tensor") || l.contains("from_numpy") {
+                format!("{leaf}: inputs are built from Python objects on the training thread; build them on the GPU (torch.arange/randn(device=...)), or in DataLoader workers from NumPy arrays into pinned memory.")
+            } else if l.contains("logging") || l.contains("print") || l.contains("write") {
+                format!("{leaf}: logging in the loop; log every N steps, asynchronously, from values already on the host.")
+            } else if tracehound_parsers::is_user_frame(leaf) {
+                format!("{leaf}: your Python code runs while the GPU has nothing queued; move it out of the step, do it every N steps or on another thread, or express it as tensor operations on the GPU.")
+            } else {
+                format!("{leaf}: host-side Python work while the GPU idles; move it off the training thread (DataLoader workers, a background thread) or onto the GPU.")
+            }
         }
-        CauseKind::GpuWait => {
-            "Work was queued but the GPU still waited: check cross-stream event waits and collectives on other streams, and whether a previous stream blocks this one."
+        CauseKind::DataLoading => "Feed the GPU faster: DataLoader(num_workers>0, pin_memory=True, persistent_workers=True, prefetch_factor=4); move augmentation to the GPU (e.g. torchvision.transforms.v2 on CUDA tensors) or pre-process the dataset offline.".to_string(),
+        CauseKind::OsCall => format!(
+            "The training thread waits in {leaf}: a sleep, a lock or I/O on the critical path; move it off the training thread."
+        ),
+        CauseKind::Untraced => {
+            if l.contains("no cpu-side data") {
+                "The export has no CPU-side data: recapture with `nsys profile -t cuda,nvtx,osrt --pytorch=autograd-nvtx -s cpu` to see what the host did.".to_string()
+            } else {
+                "Host time the profiler did not break down: record with `with_stack=True` (Kineto) to see the Python frames.".to_string()
+            }
         }
-        CauseKind::Unknown => {
-            "The launching thread is not in the trace: profile with ProfilerActivity.CPU so gaps can be attributed."
-        }
+        CauseKind::GpuWait => "Work was queued but the GPU still waited: check cross-stream event waits and collectives on other streams, and whether a previous stream blocks this one.".to_string(),
+        CauseKind::Unknown => "The launching thread is not in the trace: profile with ProfilerActivity.CPU so gaps can be attributed.".to_string(),
+        CauseKind::ProfilerStartup => "Not a cost of the program: Kineto starts recording a moment into the first profiled step.".to_string(),
     }
 }
 
@@ -444,7 +873,7 @@ impl Rule for IdleGaps {
     fn check(&self, cx: &Ctx) -> Vec<Finding> {
         let mut out = Vec::new();
         for idle in cx.idle() {
-            if idle.gaps.is_empty() && !idle.launch_bound(cx.window.len()) {
+            if idle.costly_gaps().next().is_none() && !idle.launch_bound(cx.window.len()) {
                 continue;
             }
             out.push(finding(cx, idle));
@@ -460,46 +889,96 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     // In a launch-bound run the short gaps between tiny kernels are the cost, not noise.
     let launch_bound = idle.launch_bound(w.len());
     let short_cost = if launch_bound { idle.short_idle_ns } else { 0 };
-    type Group = (u64, i64, Vec<Option<String>>, FxHashMap<CauseKind, i64>);
-    let mut groups: FxHashMap<&str, Group> = FxHashMap::default();
-    for g in &idle.gaps {
-        let e = groups.entry(&g.label).or_default();
-        e.0 += 1;
-        e.1 += g.end - g.start;
-        e.2.push(g.frame.clone());
-        if let Some(k) = g.then {
-            *e.3.entry(k).or_default() += g.end - g.start;
+    // Measured time by (category, leaf, frame) over all gaps, with the number of gaps it
+    // appears in and the syncs that drained the queue before them.
+    type Key<'g> = (CauseKind, &'g str, Option<&'g str>);
+    type Group<'g> = (u64, i64, FxHashMap<&'g str, i64>);
+    let mut groups: FxHashMap<Key, Group> = FxHashMap::default();
+    for g in idle.costly_gaps() {
+        for p in &g.parts {
+            let e = groups
+                .entry((p.kind, p.leaf.as_str(), p.frame.as_deref()))
+                .or_default();
+            e.0 += 1;
+            e.1 += p.ns;
+            if let Some(d) = &g.drained_by {
+                *e.2.entry(d.as_str()).or_default() += p.ns;
+            }
         }
     }
-    let mut rows: Vec<Row> = groups
+    let denom = (gap_ns + short_cost).max(1) as f64;
+    let mut rows: Vec<(CauseKind, Row)> = groups
         .into_iter()
-        .map(|(label, (count, time_ns, frames, then))| Row {
-            label: match then.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))) {
-                Some((k, _)) => format!("{label}, then {}", k.label()),
-                None => label.to_string(),
-            },
-            count,
-            time_ns,
-            bytes: None,
-            python_frame: most_common(&frames),
+        .map(|((kind, leaf, frame), (count, time_ns, drained))| {
+            let drained = drained
+                .into_iter()
+                .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
+                .filter(|(d, ns)| *ns * 2 >= time_ns && *d != leaf);
+            let mut label = format!(
+                "{:.0}% {}: {leaf}",
+                100.0 * time_ns as f64 / denom,
+                kind.label()
+            );
+            if let Some((d, _)) = drained {
+                label.push_str(&format!(" — queue drained by {d} just before"));
+            }
+            (
+                kind,
+                Row {
+                    cause: Some(kind.id()),
+                    share: Some(time_ns as f64 / denom),
+                    label,
+                    count,
+                    time_ns,
+                    bytes: None,
+                    python_frame: frame.map(str::to_string),
+                },
+            )
         })
         .collect();
     if launch_bound {
-        rows.push(Row {
-            label: format!(
-                "launch latency: gaps < {} between kernels of median {}",
-                fmt_ns(cx.config.gap_threshold_ns),
-                fmt_ns(idle.median_kernel_ns)
-            ),
-            count: idle.short_count,
-            time_ns: idle.short_idle_ns,
-            bytes: None,
-            python_frame: None,
-        });
+        rows.push((
+            CauseKind::LaunchOverhead,
+            Row {
+                cause: Some(CauseKind::LaunchOverhead.id()),
+                share: Some(idle.short_idle_ns as f64 / denom),
+                label: format!(
+                    "{:.0}% launch latency: gaps < {} between kernels of median {}",
+                    100.0 * idle.short_idle_ns as f64 / denom,
+                    fmt_ns(cx.config.gap_threshold_ns),
+                    fmt_ns(idle.median_kernel_ns)
+                ),
+                count: idle.short_count,
+                time_ns: idle.short_idle_ns,
+                bytes: None,
+                python_frame: None,
+            },
+        ));
     }
-    rows.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.label.cmp(&b.label)));
-    rows.truncate(cx.config.max_rows);
-    let mut worst: Vec<&Gap> = idle.gaps.iter().collect();
+    rows.sort_by(|a, b| {
+        b.1.time_ns
+            .cmp(&a.1.time_ns)
+            .then(a.1.label.cmp(&b.1.label))
+    });
+    let leaf_of = |k: CauseKind| -> String {
+        idle.costly_gaps()
+            .flat_map(|g| &g.parts)
+            .filter(|p| p.kind == k)
+            .fold(FxHashMap::<&str, i64>::default(), |mut m, p| {
+                *m.entry(p.leaf.as_str()).or_default() += p.ns;
+                m
+            })
+            .into_iter()
+            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
+            .map(|(l, _)| l.to_string())
+            .unwrap_or_default()
+    };
+    let rows: Vec<Row> = rows
+        .into_iter()
+        .map(|(_, r)| r)
+        .take(cx.config.max_rows)
+        .collect();
+    let mut worst: Vec<&Gap> = idle.costly_gaps().collect();
     worst.sort_by(|a, b| {
         (b.end - b.start)
             .cmp(&(a.end - a.start))
@@ -526,7 +1005,7 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
             dur_ns: g.end - g.start,
             offset_ms: w.offset_ms(g.start),
             what: match &g.next_op {
-                Some(n) => format!("{} before {n}{}", g.label, cite(g.start)),
+                Some(n) => format!("{}; next on the GPU: {n}{}", g.label, cite(g.start)),
                 None => format!("{} (to the end of the window){}", g.label, cite(g.start)),
             },
             cpu_op: g.cpu_op.clone(),
@@ -537,18 +1016,23 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     let main = kinds.first().map(|k| k.0).unwrap_or(CauseKind::Unknown);
     let mut advice_list: Vec<String> = Vec::new();
     if launch_bound && short_cost >= gap_ns {
-        advice_list.push(advice(CauseKind::LaunchOverhead).to_string());
+        advice_list.push(advice(CauseKind::LaunchOverhead, ""));
     }
-    for (k, ns) in kinds.iter().take(2) {
-        let a = advice(*k).to_string();
+    for (k, ns) in kinds.iter().take(3) {
+        let a = advice(*k, &leaf_of(*k));
         if *ns * 5 >= gap_ns && !advice_list.contains(&a) {
             advice_list.push(a);
         }
     }
     if advice_list.is_empty() {
-        advice_list.push(advice(main).to_string());
+        advice_list.push(advice(main, &leaf_of(main)));
     }
-    let largest = idle.gaps.iter().map(|g| g.end - g.start).max().unwrap_or(0);
+    let largest = idle
+        .costly_gaps()
+        .map(|g| g.end - g.start)
+        .max()
+        .unwrap_or(0);
+    let n_gaps = idle.costly_gaps().count();
     let causes: Vec<String> = kinds
         .iter()
         .take(3)
@@ -569,7 +1053,7 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
                 "GPU {} idle {:.0}% of the window: {} gaps ≥ {} cost {}, and {} more between tiny kernels (launch-bound)",
                 idle.device,
                 100.0 * idle_share,
-                idle.gaps.len(),
+                n_gaps,
                 fmt_ns(cx.config.gap_threshold_ns),
                 fmt_ns(gap_ns),
                 fmt_ns(short_cost)
@@ -579,7 +1063,7 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
                 "GPU {} idle {:.0}% of the window: {} gaps ≥ {} cost {}",
                 idle.device,
                 100.0 * idle_share,
-                idle.gaps.len(),
+                n_gaps,
                 fmt_ns(cx.config.gap_threshold_ns),
                 fmt_ns(gap_ns)
             )
@@ -587,7 +1071,7 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
         severity: Severity::from_share(share),
         impact_ns: impact,
         impact_share: share,
-        confidence: if main == CauseKind::Unknown {
+        confidence: if matches!(main, CauseKind::Unknown | CauseKind::Untraced) {
             Confidence::Low
         } else {
             Confidence::High
@@ -612,7 +1096,7 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
         instances,
         advice: advice_list,
         metrics: metrics([
-            ("gaps", idle.gaps.len() as f64),
+            ("gaps", n_gaps as f64),
             ("gap_ns", gap_ns as f64),
             ("busy_share", w.share(idle.busy_ns)),
             ("idle_share", idle_share),
@@ -629,6 +1113,12 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
                     .map_or(0.0, |k| k.1 as f64),
             ),
             (
+                "top_cause_share",
+                kinds
+                    .first()
+                    .map_or(0.0, |k| k.1 as f64 / gap_ns.max(1) as f64),
+            ),
+            (
                 "data_loading_ns",
                 kinds
                     .iter()
@@ -637,20 +1127,6 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
             ),
         ]),
     }
-}
-
-/// The host spans of a thread (`spans`, sorted by start) around time `at`: the last one
-/// starting at or before it and its ancestors, innermost first, with the index of the first
-/// span starting after `at`.
-fn chain_at(t: &Trace, spans: &[u32], at: i64) -> (usize, Vec<u32>) {
-    let first_after = spans.partition_point(|&i| t.host_spans[i as usize].start <= at);
-    let mut chain = Vec::new();
-    if first_after > 0 {
-        let y = spans[first_after - 1];
-        chain.push(y);
-        chain.extend(t.ancestors(y));
-    }
-    (first_after, chain)
 }
 
 #[cfg(test)]
@@ -696,8 +1172,14 @@ mod tests {
         let (f, idle) = run(&t, &Config::default());
         assert_eq!(idle.gaps.len(), 2);
         assert_eq!((idle.gaps[0].start, idle.gaps[0].end), (0, 300_000));
+        // 280 of the 300 µs in an operator that launched nothing; 10 + 5 µs untraced.
         assert_eq!(idle.gaps[0].kind, CauseKind::CpuOp);
-        assert_eq!(idle.gaps[0].label, "host busy in aten::slow_cpu_op");
+        assert_eq!(
+            idle.gaps[0].label,
+            "CPU operators: aten::slow_cpu_op on CPU 93%"
+        );
+        let total: i64 = idle.gaps[0].parts.iter().map(|p| p.ns).sum();
+        assert_eq!(total, 300_000, "the parts add up to the gap");
         assert_eq!((idle.gaps[1].start, idle.gaps[1].end), (400_000, 1_000_000));
         assert!(idle.gaps[1].next_op.is_none());
         assert_eq!(f[0].impact_ns, 900_000);
@@ -725,21 +1207,106 @@ mod tests {
     }
 
     #[test]
-    fn sync_then_late_launch_is_a_host_sync_gap() {
+    fn a_sync_names_the_drain_and_the_measured_time_names_the_cause() {
+        // .item() returns 5 µs after the GPU drains; then 400 µs of Python bookkeeping and
+        // 84 µs nothing traced before the next launch at 590 µs.
         let mut b = TB::new();
         b.op(Kernel, "a", 7, 0, 100_000, Some(0))
             .span(HostKind::CpuOp, "aten::item", 5_000, 106_000)
             .span(HostKind::Runtime, "cudaStreamSynchronize", 6_000, 105_000)
+            .span(
+                HostKind::Python,
+                "train.py(10): bookkeeping",
+                106_000,
+                506_000,
+            )
             .op(Kernel, "b", 7, 600_000, 700_000, Some(590_000));
         let t = b.build();
         let (f, idle) = run(&t, &Config::default());
         assert_eq!(idle.gaps.len(), 1);
-        assert_eq!(idle.gaps[0].kind, CauseKind::HostSync);
+        let g = &idle.gaps[0];
+        assert_eq!(g.kind, CauseKind::Python);
         assert_eq!(
-            idle.gaps[0].label,
-            "host sync: aten::item (cudaStreamSynchronize)"
+            g.drained_by.as_deref(),
+            Some("aten::item (cudaStreamSynchronize)")
         );
-        assert_eq!(f[0].breakdown[0].count, 1);
+        assert_eq!(
+            g.label,
+            "Python: train.py(10): bookkeeping 80% — queue drained by aten::item (cudaStreamSynchronize) just before"
+        );
+        // The launch latency (590 -> 600 µs) and the sync itself are the sync's cost.
+        let sync: i64 = g
+            .parts
+            .iter()
+            .filter(|p| p.kind == CauseKind::HostSync)
+            .map(|p| p.ns)
+            .sum();
+        assert_eq!(sync, 5_000 + 10_000);
+        assert!(
+            f[0].breakdown[0]
+                .label
+                .starts_with("80% Python: train.py(10): bookkeeping")
+        );
+        assert!(
+            f[0].advice[0].contains("train.py(10): bookkeeping"),
+            "{:?}",
+            f[0].advice
+        );
+    }
+
+    #[test]
+    fn a_sync_followed_only_by_launches_is_the_syncs_cost() {
+        let mut b = TB::new();
+        b.op(Kernel, "a", 7, 0, 100_000, Some(0))
+            .span(HostKind::CpuOp, "aten::item", 5_000, 140_000)
+            .span(HostKind::Runtime, "cudaStreamSynchronize", 6_000, 139_000)
+            .op(Kernel, "b", 7, 250_000, 300_000, Some(140_000));
+        let t = b.build();
+        let (_, idle) = run(&t, &Config::default());
+        assert_eq!(idle.gaps[0].kind, CauseKind::HostSync);
+        assert!(!idle.gaps[0].mixed);
+        assert!(
+            idle.gaps[0]
+                .label
+                .starts_with("host synchronisation: aten::item (cudaStreamSynchronize)")
+        );
+    }
+
+    #[test]
+    fn an_operator_that_launches_is_dispatch_and_one_that_does_not_is_cpu_work() {
+        // Two gaps: in one the host sits 400 µs in aten::rand (no GPU work); in the other,
+        // 150 µs in each of three operators that launch kernels (dispatch, µs each).
+        let mut b = TB::new();
+        b.op(Kernel, "a", 7, 0, 100_000, Some(0))
+            .span(HostKind::CpuOp, "aten::rand", 100_000, 500_000)
+            .op(Kernel, "b", 7, 510_000, 520_000, Some(500_000))
+            .span(HostKind::CpuOp, "aten::add", 520_000, 570_000)
+            .op(Kernel, "c", 7, 600_000, 610_000, Some(560_000))
+            .span(HostKind::CpuOp, "aten::mul", 570_000, 620_000)
+            .op(Kernel, "d", 7, 630_000, 640_000, Some(610_000))
+            .span(HostKind::CpuOp, "aten::sub", 620_000, 760_000)
+            .op(Kernel, "e", 7, 780_000, 800_000, Some(750_000));
+        let t = b.build();
+        let (_, idle) = run(&t, &Config::default());
+        assert_eq!(idle.gaps.len(), 2);
+        assert_eq!(idle.gaps[0].kind, CauseKind::CpuOp);
+        assert!(idle.gaps[0].label.contains("aten::rand on CPU"));
+        assert_eq!(idle.gaps[1].kind, CauseKind::LaunchOverhead);
+    }
+
+    #[test]
+    fn a_gap_without_a_dominant_category_is_mixed() {
+        let mut b = TB::new();
+        b.op(Kernel, "a", 7, 0, 100_000, Some(0))
+            .span(HostKind::CpuOp, "aten::rand", 100_000, 250_000)
+            .span(HostKind::Python, "train.py(3): f", 250_000, 400_000)
+            .span(HostKind::OsCall, "clock_nanosleep", 400_000, 550_000)
+            .op(Kernel, "b", 7, 700_000, 800_000, Some(700_000));
+        let t = b.build();
+        let (_, idle) = run(&t, &Config::default());
+        let g = &idle.gaps[0];
+        assert!(g.mixed, "{g:?}");
+        assert!(g.label.starts_with("mixed: "), "{}", g.label);
     }
 
     #[test]

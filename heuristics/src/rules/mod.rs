@@ -14,7 +14,7 @@ pub mod throttling;
 use crate::config::Config;
 use crate::finding::Finding;
 use crate::window::Window;
-use tracehound_parsers::{HostKind, NONE, Trace};
+use tracehound_parsers::{NONE, Trace};
 
 /// What a rule gets: the trace, the settings and the analysed window (computed once).
 pub struct Ctx<'a> {
@@ -82,21 +82,6 @@ pub fn all() -> Vec<Box<dyn Rule>> {
         Box::new(pcie_link::PcieLink),
         Box::new(ecc_errors::EccErrors),
     ]
-}
-
-/// The outermost CPU operator enclosing host span `i` (or `i` itself when it is the outermost).
-pub(crate) fn outermost_cpu_op(trace: &Trace, i: u32) -> u32 {
-    let mut best = match trace.host_spans.get(i as usize) {
-        Some(s) if s.kind == HostKind::CpuOp => i,
-        Some(_) => NONE,
-        None => return NONE,
-    };
-    for a in trace.ancestors(i) {
-        if trace.host_spans[a as usize].kind == HostKind::CpuOp {
-            best = a;
-        }
-    }
-    best
 }
 
 /// Name of span `i`, or `fallback` for NONE.

@@ -6,7 +6,7 @@
 //! copies would need at the bandwidth pinned copies of the same direction reached in this
 //! trace (or `assumed_pinned_gbps` when there are none).
 
-use super::{Ctx, Rule, most_common, outermost_cpu_op, span_name};
+use super::{Ctx, Rule, most_common, span_name};
 use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns, metrics};
 use rustc_hash::FxHashMap;
 use tracehound_parsers::{CopyDirection, GpuOpKind, MemKind, NONE, Trace};
@@ -127,7 +127,7 @@ fn direction_finding(
             None
         };
         let outer = if launch != NONE {
-            outermost_cpu_op(t, launch)
+            t.outermost_cpu_op(launch)
         } else {
             NONE
         };
@@ -166,6 +166,8 @@ fn direction_finding(
     let mut rows: Vec<Row> = groups
         .into_iter()
         .map(|(label, (count, time_ns, b, frames))| Row {
+            cause: None,
+            share: None,
             label,
             count,
             time_ns,

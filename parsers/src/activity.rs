@@ -1,0 +1,150 @@
+//! What a host thread was doing over an interval: queries over the nesting index, shared by
+//! the idle-gap attribution, job analysis and any view that needs the host's side of a moment.
+//!
+//! The central query is the exclusive-time sweep ([`Trace::exclusive_time`]): every instant of
+//! an interval is given to the innermost span active on the thread then, and what no span
+//! covers is untraced time. A span's share is its clipped duration minus that of its children,
+//! so the shares always add up to the interval.
+
+use crate::model::{HostKind, NONE, Trace};
+use rustc_hash::FxHashMap;
+
+/// A thread of the trace: (pid, tid).
+pub type ThreadKey = (i64, i64);
+
+impl Trace {
+    /// Host spans of a thread, sorted by start (empty for an unknown thread).
+    pub fn thread_spans(&self, thread: ThreadKey) -> &[u32] {
+        let idx = &self.index.spans_by_thread;
+        match idx.binary_search_by_key(&thread, |(k, _)| *k) {
+            Ok(p) => &idx[p].1,
+            Err(_) => &[],
+        }
+    }
+
+    /// The spans of a thread (`spans`, sorted by start) around time `at`: the last one
+    /// starting at or before it and its ancestors, innermost first, with the index in
+    /// `spans` of the first span starting after `at`. Under proper nesting every span that
+    /// covers `at` is in the chain.
+    pub fn chain_at(&self, spans: &[u32], at: i64) -> (usize, Vec<u32>) {
+        let first_after = spans.partition_point(|&i| self.host_spans[i as usize].start <= at);
+        let mut chain = Vec::new();
+        if first_after > 0 {
+            let y = spans[first_after - 1];
+            chain.push(y);
+            chain.extend(self.ancestors(y));
+        }
+        (first_after, chain)
+    }
+
+    /// Exclusive time of the spans of `thread` over `[a, b)`: each span active in the interval
+    /// with the time during which it was the innermost active span, and [`NONE`] with the time
+    /// no span covered (untraced). Spans with no exclusive time are left out; the times add up
+    /// to `b - a`. Order: by first appearance (span start), untraced last.
+    pub fn exclusive_time(&self, thread: ThreadKey, a: i64, b: i64) -> Vec<(u32, i64)> {
+        if b <= a {
+            return Vec::new();
+        }
+        let spans = self.thread_spans(thread);
+        let (first_after, chain) = self.chain_at(spans, a);
+        let clip = |i: u32| {
+            let s = &self.host_spans[i as usize];
+            (s.end.min(b) - s.start.max(a)).max(0)
+        };
+        let mut set: Vec<u32> = chain.into_iter().rev().filter(|&i| clip(i) > 0).collect();
+        let end = spans.partition_point(|&i| self.host_spans[i as usize].start < b);
+        set.extend(
+            spans[first_after..end.max(first_after)]
+                .iter()
+                .copied()
+                .filter(|&i| clip(i) > 0),
+        );
+        let slot: FxHashMap<u32, usize> = set.iter().enumerate().map(|(k, &i)| (i, k)).collect();
+        let mut excl: Vec<i64> = set.iter().map(|&i| clip(i)).collect();
+        let mut covered = 0i64;
+        for &i in &set {
+            let p = self.host_spans[i as usize].parent;
+            match slot.get(&p) {
+                Some(&k) if p != NONE => excl[k] -= clip(i),
+                _ => covered += clip(i),
+            }
+        }
+        let mut out: Vec<(u32, i64)> = set
+            .into_iter()
+            .zip(excl)
+            .filter(|(_, ns)| *ns > 0)
+            .collect();
+        let untraced = (b - a) - covered;
+        if untraced > 0 {
+            out.push((NONE, untraced));
+        }
+        out
+    }
+
+    /// The outermost CPU operator enclosing span `i` (or `i` itself when it is the outermost),
+    /// or [`NONE`].
+    pub fn outermost_cpu_op(&self, i: u32) -> u32 {
+        let mut best = match self.host_spans.get(i as usize) {
+            Some(s) if s.kind == HostKind::CpuOp => i,
+            Some(_) => NONE,
+            None => return NONE,
+        };
+        for a in self.ancestors(i) {
+            if self.host_spans[a as usize].kind == HostKind::CpuOp {
+                best = a;
+            }
+        }
+        best
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::*;
+
+    fn trace(spans: &[(HostKind, i64, i64, &str)]) -> Trace {
+        let mut t = Trace::default();
+        for &(kind, s, e, name) in spans {
+            let id = t.strings.intern(name);
+            t.host_spans.push(HostSpan::new(kind, 1, 1, s, e, id));
+        }
+        t.finish();
+        t
+    }
+
+    #[test]
+    fn exclusive_time_adds_up_and_goes_to_the_innermost_span() {
+        // step [0,100) > op [10,60) > call [20,30); op2 [70,80); nothing after 100.
+        let t = trace(&[
+            (HostKind::Annotation, 0, 100, "ProfilerStep#0"),
+            (HostKind::CpuOp, 10, 60, "aten::op"),
+            (HostKind::Runtime, 20, 30, "cudaLaunchKernel"),
+            (HostKind::CpuOp, 70, 80, "aten::op2"),
+        ]);
+        let name = |i: u32| {
+            if i == NONE {
+                "-"
+            } else {
+                t.str(t.host_spans[i as usize].name)
+            }
+        };
+        let got: Vec<(&str, i64)> = t
+            .exclusive_time((1, 1), 25, 120)
+            .into_iter()
+            .map(|(i, ns)| (name(i), ns))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("ProfilerStep#0", 30),
+                ("aten::op", 30),
+                ("cudaLaunchKernel", 5),
+                ("aten::op2", 10),
+                ("-", 20)
+            ]
+        );
+        assert_eq!(got.iter().map(|g| g.1).sum::<i64>(), 95);
+        assert!(t.exclusive_time((1, 1), 50, 50).is_empty());
+        assert_eq!(t.exclusive_time((9, 9), 0, 10), vec![(NONE, 10)]);
+    }
+}
