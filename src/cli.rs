@@ -405,23 +405,41 @@ fn analyze_job(args: &AnalyzeArgs, utc_offset_s: Option<i64>) -> Result<i32> {
         .num_threads(workers)
         .build()
         .context("starting worker threads")?;
-    let results: Vec<Result<RankSummary, String>> = pool.install(|| {
+    // A job directory often holds more than rank traces (a truth or config file, logs): what
+    // is not a GPU trace is skipped with a note, what is a broken trace fails the run.
+    enum Outcome {
+        Rank(Box<RankSummary>),
+        Skipped(String),
+        Failed(String),
+    }
+    let results: Vec<Outcome> = pool.install(|| {
         files
             .par_iter()
             .enumerate()
             .map(|(k, f)| {
-                let t =
-                    tracehound_parsers::load_with(f, options.clone()).map_err(|e| e.to_string())?;
+                let t = match tracehound_parsers::load_with(f, options.clone()) {
+                    Ok(t) => t,
+                    Err(e @ tracehound_parsers::LoadError::NotATrace { .. }) => {
+                        return Outcome::Skipped(e.to_string());
+                    }
+                    Err(e) => return Outcome::Failed(e.to_string()),
+                };
+                use tracehound_parsers::SourceFormat as F;
+                if !matches!(t.meta.format, Some(F::Kineto) | Some(F::Nsys)) {
+                    return Outcome::Skipped(format!(
+                        "{}: not a rank trace (a counter log or GPU inventory)",
+                        f.display()
+                    ));
+                }
                 for w in &t.warnings {
                     eprintln!("tracehound: warning: {}: {w}", f.display());
                 }
                 let a = tracehound_heuristics::analyze(&t, &config);
-                Ok(RankSummary::new(
-                    &t.source,
+                Outcome::Rank(Box::new(RankSummary::new(
+                    &t,
                     t.meta.rank.unwrap_or(k as i64),
-                    t.steps.len(),
                     &a,
-                ))
+                )))
             })
             .collect()
     });
@@ -429,8 +447,9 @@ fn analyze_job(args: &AnalyzeArgs, utc_offset_s: Option<i64>) -> Result<i32> {
     let mut failed = false;
     for r in results {
         match r {
-            Ok(s) => ranks.push(s),
-            Err(e) => {
+            Outcome::Rank(s) => ranks.push(*s),
+            Outcome::Skipped(why) => eprintln!("tracehound: note: skipped {why}"),
+            Outcome::Failed(e) => {
                 eprintln!("tracehound: error: {e}");
                 failed = true;
             }
@@ -439,8 +458,15 @@ fn analyze_job(args: &AnalyzeArgs, utc_offset_s: Option<i64>) -> Result<i32> {
     if failed {
         return Ok(2);
     }
+    if ranks.is_empty() {
+        eprintln!(
+            "tracehound: error: {}: no Kineto or Nsight Systems traces in the directory",
+            dir.display()
+        );
+        return Ok(2);
+    }
     ranks.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.source.cmp(&b.source)));
-    let findings = job_findings(&ranks);
+    let findings = job_findings(&mut ranks);
     let name = dir.display().to_string();
     let job = report::job::JobReport {
         dir: &name,

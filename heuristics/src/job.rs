@@ -1,9 +1,18 @@
-//! Job-level findings across the ranks of one distributed job: the slowest rank (every other
-//! rank waits for it at each collective) and the spread of GPU idle time across ranks.
+//! Job-level findings across the ranks of one distributed job: collectives matched across
+//! ranks (who arrives last, who waits and how long), the slowest rank when there are no
+//! collectives, and the spread of GPU idle time across ranks.
+//!
+//! Matching: the n-th collective of a kind in a step is the same collective on every rank of
+//! an SPMD job. A collective kernel runs from the moment its rank arrives until every rank
+//! has arrived and the transfer is done, so the rank that arrives last spends the least time
+//! in it, and every other rank's extra time over that minimum is its wait. Durations need no
+//! clock alignment between hosts, which timestamps would.
 
 use crate::Analysis;
+use crate::collectives::CollectiveRecord;
 use crate::finding::{Confidence, Finding, Row, Severity, fmt_ns, metrics};
 use serde::Serialize;
+use tracehound_parsers::Trace;
 
 /// What the job view keeps of one rank after its trace is dropped.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -28,38 +37,135 @@ pub struct RankSummary {
     pub top_finding: Option<String>,
     /// Findings of the rank (ranked).
     pub findings: Vec<Finding>,
+    /// The rank's top measured cause of GPU idle time (the first row of its idle_gaps
+    /// breakdown), when it has idle gaps.
+    pub top_idle_cause: Option<String>,
+    /// Collective kernels in the window, in start order.
+    pub collectives: Vec<CollectiveRecord>,
+    /// Time this rank's collectives spent waiting for the last rank to arrive, ns (set by
+    /// [`match_collectives`]).
+    pub collective_wait_ns: i64,
+    /// The part of that wait no other GPU work overlapped: GPU time the rank lost, ns.
+    pub collective_exposed_wait_ns: i64,
 }
 
 impl RankSummary {
     /// Summarises one analysed rank.
-    pub fn new(source: &str, rank: i64, steps: usize, analysis: &Analysis) -> Self {
+    pub fn new(trace: &Trace, rank: i64, analysis: &Analysis) -> Self {
         let w = analysis.summary.window.len();
+        let steps = trace.steps.len();
         let busy = analysis
             .summary
             .devices
             .iter()
             .map(|d| d.busy_share)
             .fold(0.0, f64::max);
-        let idle_gap_ns = analysis
-            .findings
-            .iter()
-            .filter(|f| f.rule == "idle_gaps")
-            .map(|f| f.impact_ns)
-            .max()
-            .unwrap_or(0);
+        let idle = analysis.findings.iter().find(|f| f.rule == "idle_gaps");
         RankSummary {
-            source: source.to_string(),
+            source: trace.source.clone(),
             rank,
             steps,
             window_ns: w,
-            step_ns: w / steps.max(1) as i64,
+            step_ns: step_ns(trace, w),
             busy_share: busy,
-            idle_gap_ns,
+            idle_gap_ns: idle.map_or(0, |f| f.impact_ns),
             bound: analysis.summary.bound.clone(),
             top_finding: analysis.findings.first().map(|f| f.title.clone()),
             findings: analysis.findings.clone(),
+            top_idle_cause: idle
+                .and_then(|f| f.breakdown.first())
+                .map(|r| r.label.clone()),
+            collectives: crate::collectives::records(trace, &analysis.summary.window),
+            collective_wait_ns: 0,
+            collective_exposed_wait_ns: 0,
         }
     }
+}
+
+/// Median step time from the step markers' own spans, else the window over the step count.
+fn step_ns(trace: &Trace, window_ns: i64) -> i64 {
+    let steps: Vec<i64> = trace.steps.iter().map(|s| s.end - s.start).collect();
+    if steps.is_empty() {
+        window_ns
+    } else {
+        median(steps)
+    }
+}
+
+/// A job waits for a straggler when the exposed waits it causes (waits no compute hid) add
+/// up to at least this share of the median step. In a balanced job ranks still arrive in some
+/// order, and the waits run on the communication stream while compute continues: on the
+/// balanced H200 DDP job rank 1 waits 10% of a step in all-reduces, nearly all of it behind
+/// backward kernels. A rank doing tens of ms of extra host work shows as 30-60% exposed.
+/// 3% sits above what compute hides and below any imbalance worth a fix.
+pub const STRAGGLER_MIN_STEP_SHARE: f64 = 0.03;
+
+/// What matching the collectives of a job found.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CollectiveMatch {
+    /// Collectives present on every rank.
+    pub matched: u64,
+    /// Per rank (same order as the ranks): times it arrived last.
+    pub last: Vec<u64>,
+    /// Per rank: the longest exposed wait it caused another rank, summed over the
+    /// collectives where it arrived last, ns.
+    pub caused_ns: Vec<i64>,
+}
+
+/// Matches collectives across ranks; sets each rank's `collective_wait_ns` and
+/// `collective_exposed_wait_ns`.
+pub fn match_collectives(ranks: &mut [RankSummary]) -> CollectiveMatch {
+    use std::collections::BTreeMap;
+    let n = ranks.len();
+    let mut m = CollectiveMatch {
+        matched: 0,
+        last: vec![0; n],
+        caused_ns: vec![0; n],
+    };
+    if n < 2 {
+        return m;
+    }
+    type Key = (&'static str, Option<i64>, u32);
+    let mut table: BTreeMap<Key, Vec<Option<&CollectiveRecord>>> = BTreeMap::new();
+    for (r, rank) in ranks.iter().enumerate() {
+        for c in &rank.collectives {
+            table
+                .entry((c.kind, c.step, c.ordinal))
+                .or_insert_with(|| vec![None; n])[r] = Some(c);
+        }
+    }
+    let mut waits = vec![(0i64, 0i64); n];
+    for recs in table.values() {
+        let Some(recs) = recs
+            .iter()
+            .copied()
+            .collect::<Option<Vec<&CollectiveRecord>>>()
+        else {
+            continue;
+        };
+        m.matched += 1;
+        let (last, min) = recs
+            .iter()
+            .enumerate()
+            .map(|(r, c)| (r, c.dur_ns))
+            .min_by_key(|&(r, d)| (d, r))
+            .unwrap_or((0, 0));
+        m.last[last] += 1;
+        let mut worst = 0;
+        for (w, c) in waits.iter_mut().zip(&recs) {
+            let wait = c.dur_ns - min;
+            let exposed = c.exposed_within(wait);
+            w.0 += wait;
+            w.1 += exposed;
+            worst = worst.max(exposed);
+        }
+        m.caused_ns[last] += worst;
+    }
+    for (r, (w, e)) in ranks.iter_mut().zip(waits) {
+        r.collective_wait_ns = w;
+        r.collective_exposed_wait_ns = e;
+    }
+    m
 }
 
 fn median(mut v: Vec<i64>) -> i64 {
@@ -67,14 +173,23 @@ fn median(mut v: Vec<i64>) -> i64 {
     if v.is_empty() { 0 } else { v[v.len() / 2] }
 }
 
-/// Findings about the job as a whole, ranked by impact.
-pub fn job_findings(ranks: &[RankSummary]) -> Vec<Finding> {
+/// Findings about the job as a whole, ranked by impact. Matches the ranks' collectives first
+/// (setting each rank's `collective_wait_ns`).
+pub fn job_findings(ranks: &mut [RankSummary]) -> Vec<Finding> {
     let mut out = Vec::new();
     if ranks.len() < 2 {
         return out;
     }
+    let matched = match_collectives(ranks);
+    let ranks: &[RankSummary] = ranks;
     let med = median(ranks.iter().map(|r| r.step_ns).collect());
-    if let Some(slow) = ranks
+    let mut straggler_rank = None;
+    if matched.matched > 0 {
+        if let Some(f) = straggler(ranks, &matched, med) {
+            straggler_rank = f.metrics.get("straggler_rank").map(|&r| r as i64);
+            out.push(f);
+        }
+    } else if let Some(slow) = ranks
         .iter()
         .max_by(|a, b| a.step_ns.cmp(&b.step_ns).then(b.rank.cmp(&a.rank)))
         && med > 0
@@ -138,6 +253,9 @@ pub fn job_findings(ranks: &[RankSummary]) -> Vec<Finding> {
             .iter()
             .max_by(|a, b| idle(a).total_cmp(&idle(b)).then(b.rank.cmp(&a.rank))),
     ) && idle(hi) - idle(lo) >= 0.10
+        // The straggler idles while the others spin in collectives: the straggler finding
+        // already says so, with the cause.
+        && straggler_rank != Some(hi.rank)
     {
         let impact = (hi.idle_gap_ns - lo.idle_gap_ns).max(0);
         let share = impact as f64 / hi.window_ns.max(1) as f64;
@@ -173,4 +291,111 @@ pub fn job_findings(ranks: &[RankSummary]) -> Vec<Finding> {
     }
     crate::rank(&mut out);
     out
+}
+
+/// The straggler finding: the rank the others wait for at the collectives, when the waits it
+/// causes reach [`STRAGGLER_MIN_STEP_SHARE`] of a step.
+fn straggler(ranks: &[RankSummary], m: &CollectiveMatch, step_ns: i64) -> Option<Finding> {
+    let (s, caused) = m
+        .caused_ns
+        .iter()
+        .copied()
+        .enumerate()
+        .max_by_key(|&(r, c)| (c, std::cmp::Reverse(r)))?;
+    let slow = &ranks[s];
+    // A straggler arrives last more often than chance: at least a third of the way from
+    // 1/n (arrival order is jitter) to always. Two ranks: 2 in 3 collectives.
+    let n = ranks.len() as f64;
+    let chance = 1.0 / n;
+    if (m.last[s] as f64) < (chance + (1.0 - chance) / 3.0) * m.matched as f64 {
+        return None;
+    }
+    let steps = ranks.iter().map(|r| r.steps).max().unwrap_or(0).max(1) as i64;
+    let per_step = caused / steps;
+    if step_ns <= 0 || (per_step as f64) < STRAGGLER_MIN_STEP_SHARE * step_ns as f64 {
+        return None;
+    }
+    let waiter = ranks
+        .iter()
+        .enumerate()
+        .filter(|(r, _)| *r != s)
+        .max_by_key(|(r, x)| (x.collective_exposed_wait_ns, std::cmp::Reverse(*r)))
+        .map(|(_, x)| x)?;
+    let impact = waiter.collective_exposed_wait_ns;
+    let share = impact as f64 / waiter.window_ns.max(1) as f64;
+    let why = slow
+        .top_idle_cause
+        .as_deref()
+        .map(|c| format!("; rank {} idles its GPU most in: {c}", slow.rank))
+        .unwrap_or_default();
+    let per_rank: Vec<String> = ranks
+        .iter()
+        .map(|r| {
+            format!(
+                "rank {} {} ({} exposed)",
+                r.rank,
+                fmt_ns(r.collective_wait_ns / steps),
+                fmt_ns(r.collective_exposed_wait_ns / steps)
+            )
+        })
+        .collect();
+    Some(Finding {
+        rule: "straggler_rank",
+        title: format!(
+            "rank {} arrives last at {} of {} collectives: rank {} waits {} per step for it with nothing else to run ({:.0}% of a step)",
+            slow.rank,
+            m.last[s],
+            m.matched,
+            waiter.rank,
+            fmt_ns(impact / steps),
+            100.0 * (impact / steps) as f64 / step_ns as f64
+        ),
+        severity: Severity::from_share(share),
+        impact_ns: impact,
+        impact_share: share,
+        confidence: Confidence::High,
+        device: None,
+        evidence: format!(
+            "{} collectives matched across {} ranks; wait in collectives per step: {}{why}",
+            m.matched,
+            ranks.len(),
+            per_rank.join(", ")
+        ),
+        breakdown: ranks
+            .iter()
+            .enumerate()
+            .map(|(k, r)| Row {
+                cause: None,
+                share: None,
+                label: format!(
+                    "rank {}: exposed wait in collectives (of {} in all; last to arrive at {})",
+                    r.rank,
+                    fmt_ns(r.collective_wait_ns),
+                    m.last[k]
+                ),
+                count: r.collectives.len() as u64,
+                time_ns: r.collective_exposed_wait_ns,
+                bytes: None,
+                python_frame: None,
+            })
+            .collect(),
+        instances: Vec::new(),
+        advice: vec![format!(
+            "Every collective waits for rank {}: fix what keeps it from launching its collectives on time (tracehound analyze {}){}. Then check that its input shard, host and GPU match the others.",
+            slow.rank,
+            slow.source,
+            slow.top_idle_cause
+                .as_deref()
+                .map(|c| format!(": {c}"))
+                .unwrap_or_default()
+        )],
+        metrics: metrics([
+            ("straggler_rank", slow.rank as f64),
+            ("matched_collectives", m.matched as f64),
+            ("last_arrivals", m.last[s] as f64),
+            ("wait_ns", impact as f64),
+            ("wait_per_step_ns", (impact / steps) as f64),
+            ("caused_ns", caused as f64),
+        ]),
+    })
 }

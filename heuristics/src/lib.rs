@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+pub mod collectives;
 pub mod config;
 pub mod counters;
 pub mod finding;

@@ -20,24 +20,35 @@ pub fn table(j: &JobReport) -> String {
     let _ = writeln!(s, "job: {} ({} ranks)\n", j.dir, j.ranks.len());
     let _ = writeln!(
         s,
-        "  {:>4} {:>6} {:>10} {:>6} {:>10}  TOP FINDING",
-        "RANK", "STEPS", "STEP TIME", "BUSY", "IDLE GAPS"
+        "  {:>4} {:>6} {:>10} {:>6} {:>10} {:>10}  TOP FINDING",
+        "RANK", "STEPS", "STEP TIME", "BUSY", "IDLE GAPS", "WAIT/STEP"
     );
     for r in j.ranks {
         let _ = writeln!(
             s,
-            "  {:>4} {:>6} {:>10} {:>5.0}% {:>10}  {}",
+            "  {:>4} {:>6} {:>10} {:>5.0}% {:>10} {:>10}  {}",
             r.rank,
             r.steps,
             fmt_ns(r.step_ns),
             100.0 * r.busy_share,
             fmt_ns(r.idle_gap_ns),
+            if r.collectives.is_empty() {
+                "-".to_string()
+            } else {
+                fmt_ns(r.collective_exposed_wait_ns / r.steps.max(1) as i64)
+            },
             r.top_finding.as_deref().unwrap_or("-")
+        );
+    }
+    if j.ranks.iter().any(|r| !r.collectives.is_empty()) {
+        let _ = writeln!(
+            s,
+            "  (WAIT/STEP: time a rank's collectives waited for the last rank with no other GPU work to run; BUSY counts that spinning as busy)"
         );
     }
     let _ = writeln!(s);
     if j.findings.is_empty() {
-        let _ = writeln!(s, "  No job-level findings: the ranks run alike.");
+        let _ = writeln!(s, "  {}", balance_note(j.ranks));
     } else {
         super::table::findings_header(&mut s);
         for (i, f) in j.findings.iter().enumerate() {
@@ -49,6 +60,30 @@ pub fn table(j: &JobReport) -> String {
         }
     }
     s
+}
+
+/// What a job without findings looks like: balanced, or waits without a fixed straggler.
+fn balance_note(ranks: &[RankSummary]) -> String {
+    use tracehound_heuristics::job::STRAGGLER_MIN_STEP_SHARE as MIN;
+    let worst = ranks
+        .iter()
+        .filter(|r| r.step_ns > 0)
+        .map(|r| {
+            let per_step = r.collective_exposed_wait_ns / r.steps.max(1) as i64;
+            (per_step as f64 / r.step_ns as f64, per_step, r.rank)
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match worst {
+        Some((share, per_step, rank)) if share >= MIN => format!(
+            "No straggler: the ranks arrive last in no fixed order, yet rank {rank} waits {} per step ({:.0}% of a step) in collectives with nothing else to run: see exposed_communication in its own analysis.",
+            fmt_ns(per_step),
+            100.0 * share
+        ),
+        _ => format!(
+            "Balanced: no rank keeps the others waiting (exposed collective waits below {:.0}% of a step) and GPU idle time is alike across ranks.",
+            100.0 * MIN
+        ),
+    }
 }
 
 pub fn json(j: &JobReport) -> String {
@@ -91,24 +126,29 @@ pub fn markdown(j: &JobReport) -> String {
     );
     let _ = writeln!(
         s,
-        "| Rank | Steps | Step time | Busy | Idle gaps | Top finding |"
+        "| Rank | Steps | Step time | Busy | Idle gaps | Exposed wait / step | Top finding |"
     );
-    let _ = writeln!(s, "|---:|---:|---:|---:|---:|---|");
+    let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---|");
     for r in j.ranks {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.0}% | {} | {} |",
+            "| {} | {} | {} | {:.0}% | {} | {} | {} |",
             r.rank,
             r.steps,
             fmt_ns(r.step_ns),
             100.0 * r.busy_share,
             fmt_ns(r.idle_gap_ns),
+            if r.collectives.is_empty() {
+                "-".to_string()
+            } else {
+                fmt_ns(r.collective_exposed_wait_ns / r.steps.max(1) as i64)
+            },
             r.top_finding.as_deref().unwrap_or("-").replace('|', "\\|")
         );
     }
     let _ = writeln!(s, "\n## Job findings\n");
     if j.findings.is_empty() {
-        let _ = writeln!(s, "None: the ranks run alike.");
+        let _ = writeln!(s, "{}", balance_note(j.ranks));
     }
     for f in j.findings {
         let _ = writeln!(

@@ -3,6 +3,7 @@
 pub mod allocator_fragmentation;
 pub mod copy_hotspots;
 pub mod ecc_errors;
+pub mod exposed_communication;
 pub mod idle_gaps;
 pub mod low_sm_utilization;
 pub mod memory_bandwidth_bound;
@@ -75,6 +76,7 @@ pub fn all() -> Vec<Box<dyn Rule>> {
         Box::new(pageable_memcpy::PageableMemcpy),
         Box::new(copy_hotspots::CopyHotspots),
         Box::new(allocator_fragmentation::AllocatorFragmentation),
+        Box::new(exposed_communication::ExposedCommunication),
         Box::new(low_sm_utilization::LowSmUtilization),
         Box::new(memory_bandwidth_bound::MemoryBandwidthBound),
         Box::new(power_headroom::PowerHeadroom),

@@ -1,0 +1,311 @@
+//! Collective communication kernels (NCCL, RCCL) in one rank's trace: which kernels they are,
+//! the sequence a rank ran them in (for matching across ranks), and how much of their time no
+//! compute overlapped.
+//!
+//! Kernel names differ by library version: `ncclKernel_AllReduce_RING_LL_Sum_float` before
+//! NCCL 2.19, `ncclDevKernel_AllReduce_Sum_f32_RING_LL` after, `ncclDevKernel_Generic` for
+//! kernels that carry several collectives, and RCCL keeps NCCL's names. A finder that matches
+//! only one scheme silently finds nothing on the other.
+
+use crate::window::Window;
+use serde::Serialize;
+use tracehound_parsers::{GpuOpKind, Trace};
+
+/// Whether a kernel name is a collective-communication kernel.
+pub fn is_collective_kernel(name: &str) -> bool {
+    let n = name.trim_start_matches("void ");
+    n.starts_with("ncclKernel")
+        || n.starts_with("ncclDevKernel")
+        || n.starts_with("nccl::")
+        || n.starts_with("rccl")
+        || n.contains("ncclKernel_")
+}
+
+/// The collective a kernel runs, from its name: `AllReduce`, `AllGather`, `ReduceScatter`,
+/// `Broadcast`, `Reduce`, `SendRecv`, `AllToAll`, or `Generic`.
+pub fn collective_kind(name: &str) -> &'static str {
+    const KINDS: [&str; 8] = [
+        "AllReduce",
+        "AllGather",
+        "ReduceScatter",
+        "Broadcast",
+        "AllToAll",
+        "SendRecv",
+        "Reduce",
+        "Generic",
+    ];
+    let n = name.trim_start_matches("void ");
+    let rest = n
+        .strip_prefix("ncclDevKernel_")
+        .or_else(|| n.strip_prefix("ncclKernel_"))
+        .unwrap_or(n);
+    KINDS
+        .iter()
+        .find(|k| rest.starts_with(*k))
+        .copied()
+        .unwrap_or("Other")
+}
+
+/// One collective kernel a rank ran.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CollectiveRecord {
+    /// `AllReduce`, `SendRecv` ...
+    pub kind: &'static str,
+    /// Its position among this rank's collectives of the same kind in the same step (or in
+    /// the window, without steps), 0-based: in an SPMD job the n-th collective of a kind in a
+    /// step is the same collective on every rank.
+    pub ordinal: u32,
+    /// Device.
+    pub device: i32,
+    /// Start on this rank's timeline, ns.
+    pub start_ns: i64,
+    /// Duration, ns: the rank's own transfer plus its wait for the last rank to arrive.
+    pub dur_ns: i64,
+    /// The step it ran in (profiler step number), when steps are marked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<i64>,
+    /// The parts of it that no other GPU work on the device overlapped, as (offset from its
+    /// start, length) in ns: a wait inside them held the GPU up, a wait outside them was
+    /// hidden behind compute.
+    pub uncovered: Vec<(i64, i64)>,
+}
+
+impl CollectiveRecord {
+    /// How much of its first `wait` ns no other GPU work overlapped.
+    pub fn exposed_within(&self, wait: i64) -> i64 {
+        self.uncovered
+            .iter()
+            .map(|&(o, l)| (o + l).min(wait) - o)
+            .filter(|&x| x > 0)
+            .sum()
+    }
+}
+
+/// The collectives of a trace that start inside the window, in start order.
+pub fn records(trace: &Trace, window: &Window) -> Vec<CollectiveRecord> {
+    let mut ops: Vec<&tracehound_parsers::GpuOp> = trace
+        .gpu_ops
+        .iter()
+        .filter(|o| {
+            o.kind == GpuOpKind::Kernel
+                && o.start >= window.start
+                && o.start < window.end
+                && is_collective_kernel(trace.str(o.name))
+        })
+        .collect();
+    ops.sort_by_key(|o| (o.start, o.device, o.stream));
+    let mut work: rustc_hash::FxHashMap<i32, Vec<(i64, i64)>> = Default::default();
+    for o in &ops {
+        work.entry(o.device)
+            .or_insert_with(|| compute_union(trace, o.device));
+    }
+    let mut seen: rustc_hash::FxHashMap<(&'static str, Option<i64>), u32> =
+        rustc_hash::FxHashMap::default();
+    ops.into_iter()
+        .map(|o| {
+            let kind = collective_kind(trace.str(o.name));
+            // GPU work launched in a step may start after its CPU-side end: the step is the
+            // last one that began before the kernel did.
+            let k = trace.steps.partition_point(|s| s.start <= o.start);
+            let step = k.checked_sub(1).map(|k| trace.steps[k].number);
+            let n = seen.entry((kind, step)).or_default();
+            let ordinal = *n;
+            *n += 1;
+            let u = work.get(&o.device).map(Vec::as_slice).unwrap_or(&[]);
+            CollectiveRecord {
+                kind,
+                ordinal,
+                device: o.device,
+                start_ns: o.start,
+                dur_ns: o.dur(),
+                step,
+                uncovered: gaps_within(u, o.start, o.end)
+                    .into_iter()
+                    .map(|(s, e)| (s - o.start, e - s))
+                    .collect(),
+            }
+        })
+        .collect()
+}
+
+/// Sorted disjoint union of a device's GPU work other than collectives.
+fn compute_union(trace: &Trace, device: i32) -> Vec<(i64, i64)> {
+    union(
+        trace
+            .device_ops(device)
+            .iter()
+            .map(|&i| &trace.gpu_ops[i as usize])
+            .filter(|o| {
+                o.is_work()
+                    && !(o.kind == GpuOpKind::Kernel && is_collective_kernel(trace.str(o.name)))
+            })
+            .map(|o| (o.start, o.end))
+            .collect(),
+    )
+}
+
+/// The parts of `[a, b)` that the sorted disjoint intervals `u` do not cover.
+fn gaps_within(u: &[(i64, i64)], a: i64, b: i64) -> Vec<(i64, i64)> {
+    let mut out = Vec::new();
+    let mut at = a;
+    let k = u.partition_point(|x| x.1 <= a);
+    for &(s, e) in u[k..].iter().take_while(|x| x.0 < b) {
+        if s > at {
+            out.push((at, s.min(b)));
+        }
+        at = at.max(e);
+    }
+    if at < b {
+        out.push((at, b));
+    }
+    out
+}
+
+/// Collective time on one device over the window, and the part of it no other GPU work
+/// overlapped (exposed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exposure {
+    /// Device.
+    pub device: i32,
+    /// Union of collective kernels, ns.
+    pub collective_ns: i64,
+    /// Union of collective kernels minus the union of all other GPU work, ns.
+    pub exposed_ns: i64,
+    /// Exposed time by collective kind, largest first, with the number of kernels.
+    pub by_kind: Vec<(&'static str, i64, u64)>,
+}
+
+/// Exposed collective time per device that ran collectives in the window.
+pub fn exposure(trace: &Trace, window: &Window) -> Vec<Exposure> {
+    let mut out = Vec::new();
+    for d in trace.devices() {
+        let mut comm: Vec<(i64, i64, &'static str)> = Vec::new();
+        let mut work: Vec<(i64, i64)> = Vec::new();
+        for &i in trace.device_ops(d) {
+            let o = &trace.gpu_ops[i as usize];
+            if !o.is_work() {
+                continue;
+            }
+            let (s, e) = (o.start.max(window.start), o.end.min(window.end));
+            if e <= s {
+                continue;
+            }
+            let name = trace.str(o.name);
+            if o.kind == GpuOpKind::Kernel && is_collective_kernel(name) {
+                comm.push((s, e, collective_kind(name)));
+            } else {
+                work.push((s, e));
+            }
+        }
+        if comm.is_empty() {
+            continue;
+        }
+        let work = union(work);
+        let collective_ns = crate::window::total(&union(comm.iter().map(|c| (c.0, c.1)).collect()));
+        // Each collective's own uncovered time; overlapping collectives (two process
+        // groups at once) are counted once, on the earlier one.
+        let mut by: rustc_hash::FxHashMap<&'static str, (i64, u64)> = Default::default();
+        let mut exposed_ns = 0;
+        let mut done_to = i64::MIN;
+        for (s, e, kind) in comm {
+            let s2 = s.max(done_to);
+            let own = if e > s2 {
+                e - s2 - covered(&work, s2, e)
+            } else {
+                0
+            };
+            done_to = done_to.max(e);
+            exposed_ns += own;
+            let entry = by.entry(kind).or_default();
+            entry.0 += own;
+            entry.1 += 1;
+        }
+        let mut by_kind: Vec<(&'static str, i64, u64)> =
+            by.into_iter().map(|(k, (ns, n))| (k, ns, n)).collect();
+        by_kind.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        out.push(Exposure {
+            device: d,
+            collective_ns,
+            exposed_ns,
+            by_kind,
+        });
+    }
+    out
+}
+
+/// Sorted disjoint union of intervals.
+fn union(mut v: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
+    v.sort_unstable();
+    let mut out: Vec<(i64, i64)> = Vec::with_capacity(v.len());
+    for (s, e) in v {
+        match out.last_mut() {
+            Some(l) if s <= l.1 => l.1 = l.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
+/// Length of `[a, b)` covered by the sorted disjoint intervals `u`.
+fn covered(u: &[(i64, i64)], a: i64, b: i64) -> i64 {
+    let k = u.partition_point(|x| x.1 <= a);
+    u[k..]
+        .iter()
+        .take_while(|x| x.0 < b)
+        .map(|x| (x.1.min(b) - x.0.max(a)).max(0))
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_across_nccl_versions() {
+        for n in [
+            "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)",
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+            "void ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
+            "ncclDevKernel_Generic(ncclDevKernelArgsStorage<4096ul>)",
+        ] {
+            assert!(is_collective_kernel(n), "{n}");
+        }
+        assert!(!is_collective_kernel("sm90_xmma_gemm_bf16bf16"));
+        assert_eq!(
+            collective_kind("ncclKernel_AllReduce_RING_LL_Sum_float"),
+            "AllReduce"
+        );
+        assert_eq!(
+            collective_kind("ncclDevKernel_AllGather_RING_LL"),
+            "AllGather"
+        );
+        assert_eq!(
+            collective_kind("void ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"),
+            "SendRecv"
+        );
+        assert_eq!(
+            collective_kind("ncclDevKernel_ReduceScatter_Sum_bf16"),
+            "ReduceScatter"
+        );
+    }
+
+    #[test]
+    fn coverage() {
+        let u = union(vec![(0, 10), (5, 20), (30, 40)]);
+        assert_eq!(u, vec![(0, 20), (30, 40)]);
+        assert_eq!(covered(&u, 15, 35), 10);
+        assert_eq!(covered(&u, 20, 30), 0);
+        assert_eq!(gaps_within(&u, 15, 45), vec![(20, 30), (40, 45)]);
+        let r = CollectiveRecord {
+            kind: "AllReduce",
+            ordinal: 0,
+            device: 0,
+            start_ns: 15,
+            dur_ns: 30,
+            step: None,
+            uncovered: vec![(5, 10), (25, 5)],
+        };
+        assert_eq!(r.exposed_within(8), 3);
+        assert_eq!(r.exposed_within(30), 15);
+    }
+}

@@ -1,0 +1,83 @@
+//! Exposed communication: collective kernels (NCCL, RCCL) running while no other GPU work
+//! overlaps them on the same device. Data-parallel training hides gradient all-reduces behind
+//! the backward pass; time they do not hide is step time. Works on one rank's trace: it says
+//! how much communication is exposed, not why (a slow link, a late peer, or no overlap);
+//! `analyze DIR` on the job's ranks tells a late peer apart.
+
+use super::{Ctx, Rule};
+use crate::collectives::exposure;
+use crate::finding::{Confidence, Finding, Row, Severity, fmt_ns, metrics};
+
+/// The rule.
+pub struct ExposedCommunication;
+
+/// Below this share of the window, exposed communication is not reported: the last bucket's
+/// all-reduce after backward is always exposed, typically well under 1% of a step.
+const MIN_SHARE: f64 = 0.01;
+
+impl Rule for ExposedCommunication {
+    fn id(&self) -> &'static str {
+        "exposed_communication"
+    }
+
+    fn description(&self) -> &'static str {
+        "collective communication kernels that no compute overlaps"
+    }
+
+    fn check(&self, cx: &Ctx) -> Vec<Finding> {
+        let w = &cx.window;
+        let steps = cx.trace.steps.len().max(1) as i64;
+        let mut out = Vec::new();
+        for e in exposure(cx.trace, w) {
+            let share = w.share(e.exposed_ns);
+            if share < MIN_SHARE {
+                continue;
+            }
+            let hidden = e.collective_ns - e.exposed_ns;
+            out.push(Finding {
+                rule: "exposed_communication",
+                title: format!(
+                    "GPU {}: {} of collective communication with no compute beside it ({} per step, {:.0}% of the window)",
+                    e.device,
+                    fmt_ns(e.exposed_ns),
+                    fmt_ns(e.exposed_ns / steps),
+                    100.0 * share
+                ),
+                severity: Severity::from_share(share),
+                impact_ns: e.exposed_ns,
+                impact_share: share,
+                confidence: Confidence::Medium,
+                device: Some(e.device),
+                evidence: format!(
+                    "collective kernels {} in the window, {} of it overlapped by compute ({:.0}%); with one rank's trace a late peer and slow transfers look alike: run tracehound analyze on the job's directory to see who waits",
+                    fmt_ns(e.collective_ns),
+                    fmt_ns(hidden),
+                    100.0 * hidden as f64 / e.collective_ns.max(1) as f64
+                ),
+                breakdown: e
+                    .by_kind
+                    .iter()
+                    .map(|&(kind, ns, n)| Row {
+                        cause: None,
+                        share: Some(ns as f64 / e.exposed_ns.max(1) as f64),
+                        label: format!("{kind} exposed"),
+                        count: n,
+                        time_ns: ns,
+                        bytes: None,
+                        python_frame: None,
+                    })
+                    .collect(),
+                instances: Vec::new(),
+                advice: vec![
+                    "Overlap communication with compute: let DistributedDataParallel all-reduce gradient buckets during backward instead of all-reducing gradients after it (no manual dist.all_reduce loop over parameters; tune bucket_cap_mb so the first bucket starts early), use FSDP/ZeRO prefetching, and check that no synchronising call sits between backward and the optimizer step.".to_string(),
+                ],
+                metrics: metrics([
+                    ("collective_ns", e.collective_ns as f64),
+                    ("exposed_ns", e.exposed_ns as f64),
+                    ("exposed_per_step_ns", (e.exposed_ns / steps) as f64),
+                ]),
+            });
+        }
+        out
+    }
+}
