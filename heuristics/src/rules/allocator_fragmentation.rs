@@ -169,21 +169,28 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
         });
     }
     instances.truncate(cx.config.max_instances);
-    let mut breakdown = vec![
-        Row {
-            cause: None,
-            share: None,
-            label: format!(
+    let mut breakdown = vec![Row {
+        cause: None,
+        share: None,
+        label: if has_allocated {
+            format!(
                 "reserved peak {} / allocated peak {}",
                 fmt_bytes(peak_reserved as u64),
                 fmt_bytes(peak_allocated.max(0) as u64)
-            ),
-            count: samples.len() as u64,
-            time_ns: 0,
-            bytes: Some(peak_reserved as u64),
-            python_frame: None,
+            )
+        } else {
+            format!(
+                "reserved peak {} / allocated peak unknown",
+                fmt_bytes(peak_reserved as u64)
+            )
         },
-        Row {
+        count: samples.len() as u64,
+        time_ns: 0,
+        bytes: Some(peak_reserved as u64),
+        python_frame: None,
+    }];
+    if has_allocated {
+        breakdown.push(Row {
             cause: None,
             share: None,
             label: format!(
@@ -194,8 +201,8 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
             time_ns: 0,
             bytes: Some(unalloc as u64),
             python_frame: None,
-        },
-    ];
+        });
+    }
     if mallocs + frees > 0 {
         breakdown.push(Row {
             cause: None,
@@ -244,6 +251,16 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
     if frees > 0 {
         advice.push("cudaFree in the steady state means the allocator hit its limit and released cached blocks (which synchronizes the device): lower peak memory (activation checkpointing, smaller micro-batches) or raise the limit (torch.cuda.set_per_process_memory_fraction), and avoid torch.cuda.empty_cache() in the loop.".to_string());
     }
+    // Nsight Systems sees only what the caching allocator reserves from the driver.
+    let allocated_text = if has_allocated {
+        format!(
+            "allocated at that peak at most {} ({:.0}% unallocated)",
+            fmt_bytes(alloc_at_peak.max(0) as u64),
+            100.0 * unalloc_share
+        )
+    } else {
+        "allocated memory unknown (the trace records only what the allocator reserved from the driver, not its own allocations)".to_string()
+    };
     Some(Finding {
         rule: "allocator_fragmentation",
         title,
@@ -257,10 +274,9 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
         },
         device: Some(device),
         evidence: format!(
-            "reserved peak {}, allocated at that peak at most {} ({:.0}% unallocated); {} OOM; cudaMalloc ×{mallocs} / cudaFree ×{frees} after step 1 ({}); {} distinct sizes among {} allocations ≥ 1 MiB",
+            "reserved peak {}, {}; {} OOM; cudaMalloc ×{mallocs} / cudaFree ×{frees} after step 1 ({}); {} distinct sizes among {} allocations ≥ 1 MiB",
             fmt_bytes(peak_reserved as u64),
-            fmt_bytes(alloc_at_peak.max(0) as u64),
-            100.0 * unalloc_share,
+            allocated_text,
             ooms.len(),
             fmt_ns(call_ns),
             sizes.len(),
