@@ -7,7 +7,6 @@
 //! so the shares always add up to the interval.
 
 use crate::model::{HostKind, NONE, Trace};
-use rustc_hash::FxHashMap;
 
 /// A thread of the trace: (pid, tid).
 pub type ThreadKey = (i64, i64);
@@ -59,13 +58,15 @@ impl Trace {
                 .copied()
                 .filter(|&i| clip(i) > 0),
         );
-        let slot: FxHashMap<u32, usize> = set.iter().enumerate().map(|(k, &i)| (i, k)).collect();
+        // Spans are stored sorted by start (longer first), so a thread's span indices rise
+        // with their start and `set` is sorted: a parent is found by binary search.
+        debug_assert!(set.windows(2).all(|w| w[0] < w[1]));
         let mut excl: Vec<i64> = set.iter().map(|&i| clip(i)).collect();
         let mut covered = 0i64;
         for &i in &set {
             let p = self.host_spans[i as usize].parent;
-            match slot.get(&p) {
-                Some(&k) if p != NONE => excl[k] -= clip(i),
+            match set.binary_search(&p) {
+                Ok(k) if p != NONE => excl[k] -= clip(i),
                 _ => covered += clip(i),
             }
         }

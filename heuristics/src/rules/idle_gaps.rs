@@ -19,7 +19,7 @@ use super::{Ctx, Rule, api_name, is_sync_call, short_name, span_name};
 use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_ns, metrics};
 use crate::window::{WindowSource, busy_intervals, total};
 use rustc_hash::{FxHashMap, FxHashSet};
-use std::cell::RefCell;
+use std::sync::{Mutex, OnceLock};
 use tracehound_parsers::{HostKind, NONE, Trace, activity::ThreadKey};
 
 /// The rule.
@@ -30,6 +30,11 @@ pub struct IdleGaps;
 /// while a launch takes 2-20 µs. 1 ms sits two orders of magnitude above a launch and below
 /// every module load seen on H100/H200 captures (1.8-34 ms).
 const SLOW_CALL_NS: i64 = 1_000_000;
+
+/// From a launch call to its kernel's start on an idle GPU takes 4-20 µs on the H100/H200
+/// captures; time beyond 50 µs with the work already queued is the GPU waiting on something
+/// else (a dependency, an event, another stream), not launch overhead.
+const LAUNCH_LATENCY_NS: i64 = 50_000;
 
 /// A sync that returned at most this long before the gap began drained the queue: the host
 /// wakes a few µs after the GPU finishes; 20 µs covers the wake-up and the return path.
@@ -146,8 +151,8 @@ pub struct Gap {
     pub cpu_op: Option<String>,
     /// The user's Python frame, when the trace has stacks.
     pub frame: Option<String>,
-    /// Name of the GPU operation that ended the gap, when one.
-    pub next_op: Option<String>,
+    /// The GPU operation that ended the gap (index into the trace's GPU ops), when one.
+    pub next_op: Option<u32>,
     /// The synchronising call that returned just before the gap and drained the queue.
     pub drained_by: Option<String>,
     /// Measured time by category and leaf, largest first; adds up to the gap.
@@ -227,8 +232,8 @@ pub fn analyse_device(cx: &Ctx, device: i32) -> DeviceIdle {
         }
     }
     let attr = Attributor::new(trace);
-    let mut gaps = Vec::new();
     let (mut short_idle_ns, mut short_count) = (0, 0);
+    let mut long: Vec<(i64, i64)> = Vec::new();
     for (s, e) in raw {
         let d = e - s;
         if d <= 0 {
@@ -237,24 +242,34 @@ pub fn analyse_device(cx: &Ctx, device: i32) -> DeviceIdle {
         if d < threshold {
             short_idle_ns += d;
             short_count += 1;
-            continue;
+        } else {
+            long.push((s, e));
         }
-        let mut gap = attr.classify(device, s, e);
-        if s == w.start
-            && d <= PROFILER_STARTUP_NS
-            && matches!(w.source, WindowSource::Steps { .. })
-            && trace.meta.format == Some(tracehound_parsers::SourceFormat::Kineto)
-        {
-            gap.parts = vec![Part {
-                kind: CauseKind::ProfilerStartup,
-                leaf: "the profiler starting at the first profiled step".into(),
-                frame: None,
-                ns: d,
-            }];
-            gap = finish_gap(gap);
-        }
-        gaps.push(gap);
     }
+    // Gaps are independent: classify them in parallel (collect keeps their order).
+    use rayon::prelude::*;
+    let gaps: Vec<Gap> = long
+        .par_iter()
+        .map(|&(s, e)| {
+            let gap = attr.classify(device, s, e);
+            if s == w.start
+                && e - s <= PROFILER_STARTUP_NS
+                && matches!(w.source, WindowSource::Steps { .. })
+                && trace.meta.format == Some(tracehound_parsers::SourceFormat::Kineto)
+            {
+                return finish_gap(Gap {
+                    parts: vec![Part {
+                        kind: CauseKind::ProfilerStartup,
+                        leaf: "the profiler starting at the first profiled step".into(),
+                        frame: None,
+                        ns: e - s,
+                    }],
+                    ..gap
+                });
+            }
+            gap
+        })
+        .collect();
     let mut kernels: Vec<i64> = trace
         .device_ops(device)
         .iter()
@@ -349,49 +364,103 @@ fn clean_frame(name: &str) -> String {
     n.to_string()
 }
 
+/// What a measured slice of a gap was, as a key: ids and borrowed names, so that a gap's
+/// hundreds of slices merge without building a string each; the words come after merging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Leaf {
+    /// No span (untraced).
+    Untraced,
+    /// The outermost DataLoader span's name.
+    Loader(u32),
+    /// An autotuned convolution operator (span index).
+    Conv(u32),
+    /// A runtime call (name) inside an operator (name, 0 for none).
+    CallIn(u32, u32),
+    /// A millisecond-long launch or runtime call (name) inside an operator.
+    FirstCallIn(u32, u32),
+    /// An operator (name, 0 for none) and the synchronising call (name) under it.
+    OpCall(u32, u32),
+    /// A launch or runtime call (name).
+    Call(u32),
+    /// The first call of an operator (name).
+    FirstOp(u32),
+    /// Milliseconds of host time in an operator that launches GPU work.
+    HostWork(u32),
+    /// An operator that launched no GPU work.
+    OnCpu(u32),
+    /// Operator dispatch.
+    Dispatch,
+    /// A Python frame (name).
+    Frame(u32),
+    /// A span named as it is (an OS call).
+    Name(u32),
+    /// A user annotation with no finer span inside.
+    Inside(u32),
+    /// From the launch call to the kernel's start.
+    LaunchLatency,
+    /// Launched, not started.
+    Queued,
+    /// Launch time after a sync that drained the queue: the sync's cost.
+    Drained,
+}
+
+/// A measured slice before its words are spelled out.
+struct Raw<'t> {
+    kind: CauseKind,
+    leaf: Leaf,
+    frame: Option<&'t str>,
+    ns: i64,
+}
+
+/// Name flags: the DataLoader, a convolution, a user's Python frame.
+const LOADER: u8 = 1;
+const CONV: u8 = 2;
+const USER_FRAME: u8 = 4;
+/// The name's flags have been worked out.
+const KNOWN: u8 = 0x80;
+
+/// What encloses a span.
+#[derive(Debug, Clone, Copy)]
+struct Around {
+    /// The outermost DataLoader span.
+    loader: u32,
+    /// The outermost convolution operator.
+    conv: u32,
+    /// The outermost CPU operator.
+    op: u32,
+    /// The innermost user Python frame.
+    frame: u32,
+}
+
 struct Attributor<'t> {
     trace: &'t Trace,
-    main_thread: Option<ThreadKey>,
+    /// The thread standing in for a gap without a launcher, found on first need.
+    main_thread: OnceLock<Option<ThreadKey>>,
     sync_corr: FxHashSet<u64>,
-    /// Outermost CPU operators that launched GPU work.
-    launched: FxHashSet<u32>,
+    /// Per host span, one bit: it or a span inside it launched GPU work.
+    launched: Vec<u64>,
     /// Whether the trace records CPU operators or Python frames.
     cpu_data: bool,
+    /// What untraced time is called when the trace has no CPU-side data, by format.
+    no_cpu_leaf: &'static str,
     /// Whether the trace shows module loading anywhere (a module-load call, or a launch
     /// or runtime call that took milliseconds): only then is host time in the first call of
     /// an operator read as first-call cost. Without it, such time at the start of a Kineto
     /// capture is the profiler starting up.
-    loads_modules: bool,
+    loads_modules: OnceLock<bool>,
     /// Convolution operator -> whether it synchronised (autotuned), computed on demand.
-    conv_tuned: RefCell<FxHashMap<u32, bool>>,
+    conv_tuned: Mutex<FxHashMap<u32, bool>>,
     /// (thread, name) -> start of the first CPU operator of that name, built on demand.
-    first_op: RefCell<Option<FxHashMap<(ThreadKey, u32), i64>>>,
+    first_op: OnceLock<FxHashMap<(ThreadKey, u32), i64>>,
+    /// Per string id: what a span of that name is ([`LOADER`], [`CONV`], [`USER_FRAME`]),
+    /// decided once per name instead of once per span visited.
+    flags: Vec<std::sync::atomic::AtomicU8>,
+    /// Whether any span carries an old-style `Call stack` (the frame fallback).
+    call_stacks: OnceLock<bool>,
 }
 
 impl<'t> Attributor<'t> {
     fn new(trace: &'t Trace) -> Self {
-        // The thread that ran the most CPU operators (else CUDA calls) stands in when a gap
-        // has no launcher.
-        let main_thread = trace
-            .index
-            .spans_by_thread
-            .iter()
-            .map(|(k, v)| {
-                let count = |kinds: &[HostKind]| {
-                    v.iter()
-                        .filter(|&&i| kinds.contains(&trace.host_spans[i as usize].kind))
-                        .count()
-                };
-                (
-                    count(&[HostKind::CpuOp]),
-                    count(&[HostKind::Runtime, HostKind::Driver]),
-                    std::cmp::Reverse(*k),
-                    *k,
-                )
-            })
-            .max()
-            .filter(|(ops, calls, _, _)| ops + calls > 0)
-            .map(|(_, _, _, k)| k);
         // Copies to or from pageable memory block the host like a synchronize.
         let sync_corr = trace
             .gpu_ops
@@ -400,34 +469,52 @@ impl<'t> Attributor<'t> {
             .map(|o| o.correlation)
             .filter(|&c| c != 0)
             .collect();
-        let launched = trace
-            .index
-            .op_cpu_op
-            .iter()
-            .filter(|&&c| c != NONE)
-            .map(|&c| trace.outermost_cpu_op(c))
-            .collect();
+        // Mark each operator that launched GPU work and its ancestors, stopping at the first
+        // ancestor already marked: every span is marked at most once.
+        let mut launched = vec![0u64; trace.host_spans.len().div_ceil(64)];
+        for &c in trace.index.op_cpu_op.iter().filter(|&&c| c != NONE) {
+            for k in std::iter::once(c).chain(trace.ancestors(c)) {
+                let (w, b) = (k as usize / 64, 1u64 << (k % 64));
+                if launched.get(w).is_none_or(|x| x & b != 0) {
+                    break;
+                }
+                launched[w] |= b;
+            }
+        }
         // OS runtime calls alone say where the host waited, not what it computed.
         let cpu_data = trace
             .host_spans
             .iter()
             .any(|s| matches!(s.kind, HostKind::CpuOp | HostKind::Python));
-        let loads_modules = trace.host_spans.iter().any(|s| {
-            matches!(s.kind, HostKind::Runtime | HostKind::Driver) && {
-                let n = api_name(trace.str(s.name));
-                is_module_load_call(n)
-                    || (s.dur() >= SLOW_CALL_NS && !is_sync_call(n) && !is_alloc_call(n))
-            }
-        });
+        let no_cpu_leaf = if trace.meta.format == Some(tracehound_parsers::SourceFormat::Nsys) {
+            "host code outside CUDA calls (this export has no CPU-side data; capture with `-t cuda,nvtx,osrt --pytorch=autograd-nvtx -s cpu`)"
+        } else {
+            "host code outside CUDA calls (the trace has no CPU operators: profile with ProfilerActivity.CPU and with_stack=True)"
+        };
         Attributor {
             trace,
-            main_thread,
+            main_thread: OnceLock::new(),
             sync_corr,
             launched,
             cpu_data,
-            loads_modules,
-            conv_tuned: RefCell::new(FxHashMap::default()),
-            first_op: RefCell::new(None),
+            no_cpu_leaf,
+            loads_modules: OnceLock::new(),
+            conv_tuned: Mutex::new(FxHashMap::default()),
+            first_op: OnceLock::new(),
+            flags: (0..trace.strings.len())
+                .map(|_| std::sync::atomic::AtomicU8::new(0))
+                .collect(),
+            call_stacks: OnceLock::new(),
+        }
+    }
+
+    /// What time no span covers is called: code the profiler did not trace, or, in a trace
+    /// without CPU-side data, host code outside CUDA calls with how to capture it.
+    fn untraced_leaf(&self) -> &'static str {
+        if self.cpu_data {
+            "no span recorded (code the profiler did not trace)"
+        } else {
+            self.no_cpu_leaf
         }
     }
 
@@ -438,45 +525,161 @@ impl<'t> Attributor<'t> {
                 || (s.correlation != 0 && self.sync_corr.contains(&s.correlation)))
     }
 
-    /// The outermost convolution operator around span `i` that synchronised while it ran
-    /// (cuDNN benchmark mode timing its candidates), or NONE.
-    fn tuned_conv(&self, i: u32) -> u32 {
+    /// Whether span `op` (an operator) or a span inside it launched GPU work.
+    fn launches(&self, op: u32) -> bool {
+        op != NONE
+            && self
+                .launched
+                .get(op as usize / 64)
+                .is_some_and(|x| x & (1u64 << (op % 64)) != 0)
+    }
+
+    /// Whether name `name` has flag `f`; each name's flags are worked out on first use (a
+    /// trace holds far more names than gaps ever touch).
+    fn flag(&self, name: u32, f: u8) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(slot) = self.flags.get(name as usize) else {
+            return false;
+        };
+        let mut v = slot.load(Relaxed);
+        if v & KNOWN == 0 {
+            let n = self.trace.str(name);
+            v = KNOWN
+                | (if is_loader(n) { LOADER } else { 0 })
+                | (if is_conv(n) { CONV } else { 0 })
+                | (if tracehound_parsers::is_user_frame(n) {
+                    USER_FRAME
+                } else {
+                    0
+                });
+            slot.store(v, Relaxed);
+        }
+        v & f != 0
+    }
+
+    /// What encloses span `i`: its own contribution on top of its parent's, memoised per
+    /// gap in `memo` (a gap's spans share most of their ancestors). Iterative: nesting depth
+    /// comes from the input.
+    fn around(&self, i: u32, memo: &mut FxHashMap<u32, Around>) -> Around {
         let t = self.trace;
-        let mut found = NONE;
-        for a in std::iter::once(i).chain(t.ancestors(i)) {
-            let s = &t.host_spans[a as usize];
-            if s.kind == HostKind::CpuOp && is_conv(t.str(s.name)) {
-                found = a;
+        let mut chain: Vec<u32> = Vec::new();
+        let mut k = i;
+        let mut a = loop {
+            if k == NONE {
+                break Around {
+                    loader: NONE,
+                    conv: NONE,
+                    op: NONE,
+                    frame: NONE,
+                };
             }
+            if let Some(a) = memo.get(&k) {
+                break *a;
+            }
+            chain.push(k);
+            k = t.host_spans[k as usize].parent;
+        };
+        // Outermost wins for the loader, convolution and operator (an ancestor's stays);
+        // innermost wins for the frame.
+        for &k in chain.iter().rev() {
+            let s = &t.host_spans[k as usize];
+            if a.loader == NONE && self.flag(s.name, LOADER) {
+                a.loader = k;
+            }
+            match s.kind {
+                HostKind::CpuOp => {
+                    if a.op == NONE {
+                        a.op = k;
+                    }
+                    if a.conv == NONE && self.flag(s.name, CONV) {
+                        a.conv = k;
+                    }
+                }
+                HostKind::Python if self.flag(s.name, USER_FRAME) => a.frame = k,
+                _ => {}
+            }
+            memo.insert(k, a);
         }
-        if found == NONE {
-            return NONE;
+        a
+    }
+
+    /// Whether convolution operator `conv` synchronised while it ran (cuDNN benchmark mode
+    /// timing its candidates).
+    fn is_tuned(&self, conv: u32) -> bool {
+        let t = self.trace;
+        let compute = || {
+            let op = &t.host_spans[conv as usize];
+            let spans = t.thread_spans((op.pid, op.tid));
+            let from = spans.partition_point(|&k| t.host_spans[k as usize].start < op.start);
+            spans[from..]
+                .iter()
+                .take_while(|&&k| t.host_spans[k as usize].start < op.end)
+                .any(|&k| {
+                    let s = &t.host_spans[k as usize];
+                    matches!(s.kind, HostKind::Runtime | HostKind::Driver)
+                        && is_timing_sync(api_name(t.str(s.name)))
+                })
+        };
+        match self.conv_tuned.lock() {
+            Ok(mut m) => *m.entry(conv).or_insert_with(compute),
+            Err(_) => compute(),
         }
-        let tuned = *self
-            .conv_tuned
-            .borrow_mut()
-            .entry(found)
-            .or_insert_with(|| {
-                let op = &t.host_spans[found as usize];
-                let spans = t.thread_spans((op.pid, op.tid));
-                let from = spans.partition_point(|&k| t.host_spans[k as usize].start < op.start);
-                spans[from..]
-                    .iter()
-                    .take_while(|&&k| t.host_spans[k as usize].start < op.end)
-                    .any(|&k| {
-                        let s = &t.host_spans[k as usize];
-                        matches!(s.kind, HostKind::Runtime | HostKind::Driver)
-                            && is_timing_sync(api_name(t.str(s.name)))
-                    })
-            });
-        if tuned { found } else { NONE }
+    }
+
+    /// The thread that ran the most CPU operators (else CUDA calls): it stands in when a gap
+    /// has no launcher.
+    fn main_thread(&self) -> Option<ThreadKey> {
+        let trace = self.trace;
+        *self.main_thread.get_or_init(|| {
+            trace
+                .index
+                .spans_by_thread
+                .iter()
+                .map(|(k, v)| {
+                    let count = |kinds: &[HostKind]| {
+                        v.iter()
+                            .filter(|&&i| kinds.contains(&trace.host_spans[i as usize].kind))
+                            .count()
+                    };
+                    (
+                        count(&[HostKind::CpuOp]),
+                        count(&[HostKind::Runtime, HostKind::Driver]),
+                        std::cmp::Reverse(*k),
+                        *k,
+                    )
+                })
+                .max()
+                .filter(|(ops, calls, _, _)| ops + calls > 0)
+                .map(|(_, _, _, k)| k)
+        })
+    }
+
+    /// Whether the trace shows module loading anywhere (a module-load call, or a launch or
+    /// runtime call that took milliseconds); found on first need.
+    fn loads_modules(&self) -> bool {
+        let trace = self.trace;
+        *self.loads_modules.get_or_init(|| {
+            trace.host_spans.iter().any(|s| {
+                matches!(s.kind, HostKind::Runtime | HostKind::Driver) && {
+                    let n = api_name(trace.str(s.name));
+                    is_module_load_call(n)
+                        || (s.dur() >= SLOW_CALL_NS && !is_sync_call(n) && !is_alloc_call(n))
+                }
+            })
+        })
+    }
+
+    /// Whether any span carries an old-style `Call stack`.
+    fn call_stacks(&self) -> bool {
+        *self
+            .call_stacks
+            .get_or_init(|| self.trace.host_spans.iter().any(|s| s.call_stack != 0))
     }
 
     /// Whether CPU operator `op` is the first of its name on its thread.
     fn is_first_op(&self, op: u32) -> bool {
         let t = self.trace;
-        let mut cache = self.first_op.borrow_mut();
-        let map = cache.get_or_insert_with(|| {
+        let map = self.first_op.get_or_init(|| {
             let mut m: FxHashMap<(ThreadKey, u32), i64> = FxHashMap::default();
             for s in t.host_spans.iter().filter(|s| s.kind == HostKind::CpuOp) {
                 m.entry(((s.pid, s.tid), s.name)).or_insert(s.start);
@@ -488,122 +691,131 @@ impl<'t> Attributor<'t> {
     }
 
     /// Category, leaf and user frame of the time span `i` was innermost for `ns`.
-    fn categorize(&self, i: u32, ns: i64) -> Part {
+    fn categorize(&self, i: u32, ns: i64, memo: &mut FxHashMap<u32, Around>) -> Raw<'t> {
         let t = self.trace;
-        let untraced = |leaf: String| Part {
-            kind: CauseKind::Untraced,
+        let raw = |kind, leaf, frame| Raw {
+            kind,
             leaf,
-            frame: None,
+            frame,
             ns,
         };
         if i == NONE {
-            return untraced(if self.cpu_data {
-                "no span recorded (code the profiler did not trace)".into()
-            } else {
-                "host code outside CUDA calls (this export has no CPU-side data; capture with `-t cuda,nvtx,osrt --pytorch=autograd-nvtx -s cpu`)".into()
-            });
+            return raw(CauseKind::Untraced, Leaf::Untraced, None);
         }
         let s = &t.host_spans[i as usize];
-        let name = t.str(s.name);
-        let frame = t.user_frame(i).map(str::to_string);
-        let part = |kind, leaf: String| Part {
-            kind,
-            leaf,
-            frame: frame.clone(),
-            ns,
+        let around = self.around(i, memo);
+        let frame = if around.frame != NONE {
+            Some(t.str(t.host_spans[around.frame as usize].name))
+        } else if self.call_stacks() {
+            t.user_frame(i)
+        } else {
+            None
         };
-        if let Some(l) = std::iter::once(i)
-            .chain(t.ancestors(i))
-            .filter(|&a| is_loader(t.str(t.host_spans[a as usize].name)))
-            .last()
-        {
-            let n = t.str(t.host_spans[l as usize].name);
-            return part(CauseKind::DataLoading, n.chars().take(90).collect());
+        if around.loader != NONE {
+            let n = t.host_spans[around.loader as usize].name;
+            return raw(CauseKind::DataLoading, Leaf::Loader(n), frame);
         }
-        let conv = self.tuned_conv(i);
-        if conv != NONE {
-            let c = &t.host_spans[conv as usize];
-            let dims = t.str(c.input_dims);
-            let shape = dims
-                .trim_start_matches('[')
-                .split(']')
-                .next()
-                .filter(|d| !d.is_empty())
-                .map(|d| format!(" on input [{d}]"))
-                .unwrap_or_default();
-            return part(CauseKind::Autotune, format!("{}{shape}", t.str(c.name)));
+        if around.conv != NONE && self.is_tuned(around.conv) {
+            return raw(CauseKind::Autotune, Leaf::Conv(around.conv), frame);
         }
-        let op = t.outermost_cpu_op(i);
-        let op_name = span_name(t, op, "");
+        let op = around.op;
+        let op_name = if op == NONE {
+            0
+        } else {
+            t.host_spans[op as usize].name
+        };
         match s.kind {
             HostKind::Runtime | HostKind::Driver => {
-                let call = api_name(name);
-                let in_op = |what: &str| {
-                    if op == NONE {
-                        what.to_string()
-                    } else {
-                        format!("{what} in {op_name}")
-                    }
-                };
+                let call = api_name(t.str(s.name));
                 if is_alloc_call(call) {
-                    part(CauseKind::Allocator, in_op(call))
+                    raw(CauseKind::Allocator, Leaf::CallIn(s.name, op_name), frame)
                 } else if is_module_load_call(call) {
-                    part(CauseKind::ModuleLoad, in_op(call))
+                    raw(CauseKind::ModuleLoad, Leaf::CallIn(s.name, op_name), frame)
                 } else if self.is_blocking(i) {
-                    part(
-                        CauseKind::HostSync,
-                        if op == NONE {
-                            call.to_string()
-                        } else {
-                            format!("{op_name} ({call})")
-                        },
-                    )
+                    raw(CauseKind::HostSync, Leaf::OpCall(op_name, s.name), frame)
                 } else if s.dur() >= SLOW_CALL_NS {
-                    part(
+                    raw(
                         CauseKind::ModuleLoad,
-                        in_op(&format!("first call ({call} {})", fmt_ns(s.dur()))),
+                        Leaf::FirstCallIn(s.name, op_name),
+                        frame,
                     )
                 } else {
-                    part(CauseKind::LaunchOverhead, call.to_string())
+                    raw(CauseKind::LaunchOverhead, Leaf::Call(s.name), frame)
                 }
             }
             HostKind::CpuOp => {
-                if self.launched.contains(&op) {
+                if self.launches(op) {
                     // Dispatch costs µs; milliseconds of host time in an operator that
                     // launches GPU work is set-up on a first call, or CPU work it does.
-                    if ns >= SLOW_CALL_NS && self.loads_modules && self.is_first_op(op) {
-                        part(CauseKind::ModuleLoad, format!("first call of {op_name}"))
+                    if ns >= SLOW_CALL_NS && self.loads_modules() && self.is_first_op(op) {
+                        raw(CauseKind::ModuleLoad, Leaf::FirstOp(op_name), frame)
                     } else if ns >= SLOW_CALL_NS {
-                        part(CauseKind::CpuOp, format!("{op_name} (host work)"))
+                        raw(CauseKind::CpuOp, Leaf::HostWork(op_name), frame)
                     } else {
-                        part(
-                            CauseKind::LaunchOverhead,
-                            "dispatch in operators that launch GPU work".into(),
-                        )
+                        raw(CauseKind::LaunchOverhead, Leaf::Dispatch, frame)
                     }
                 } else {
-                    part(CauseKind::CpuOp, format!("{op_name} on CPU"))
+                    raw(CauseKind::CpuOp, Leaf::OnCpu(op_name), frame)
                 }
             }
-            HostKind::Python => part(CauseKind::Python, clean_frame(name)),
-            HostKind::OsCall => part(CauseKind::OsCall, name.to_string()),
+            HostKind::Python => raw(CauseKind::Python, Leaf::Frame(s.name), frame),
+            HostKind::OsCall => raw(CauseKind::OsCall, Leaf::Name(s.name), frame),
             HostKind::Annotation | HostKind::GpuAnnotation => {
-                if name.starts_with("ProfilerStep#") {
-                    Part {
-                        frame,
-                        ..untraced(if self.cpu_data {
-                            "no span recorded (code the profiler did not trace)".into()
-                        } else {
-                            "host code outside CUDA calls (this export has no CPU-side data; capture with `-t cuda,nvtx,osrt --pytorch=autograd-nvtx -s cpu`)".into()
-                        })
-                    }
+                if t.str(s.name).starts_with("ProfilerStep#") {
+                    raw(CauseKind::Untraced, Leaf::Untraced, frame)
                 } else {
-                    Part {
-                        frame,
-                        ..untraced(format!("inside {} (no finer span)", short_name(name, 60)))
-                    }
+                    raw(CauseKind::Untraced, Leaf::Inside(s.name), frame)
                 }
             }
+        }
+    }
+
+    /// The words for a leaf.
+    fn leaf_text(&self, leaf: Leaf, drained: Option<&str>) -> String {
+        let t = self.trace;
+        let in_op = |what: &str, op: u32| {
+            if op == 0 {
+                what.to_string()
+            } else {
+                format!("{what} in {}", t.str(op))
+            }
+        };
+        match leaf {
+            Leaf::Untraced => self.untraced_leaf().to_string(),
+            Leaf::Loader(n) => t.str(n).chars().take(90).collect(),
+            Leaf::Conv(c) => {
+                let c = &t.host_spans[c as usize];
+                let shape = t
+                    .str(c.input_dims)
+                    .trim_start_matches('[')
+                    .split(']')
+                    .next()
+                    .filter(|d| !d.is_empty())
+                    .map(|d| format!(" on input [{d}]"))
+                    .unwrap_or_default();
+                format!("{}{shape}", t.str(c.name))
+            }
+            Leaf::CallIn(call, op) => in_op(api_name(t.str(call)), op),
+            Leaf::FirstCallIn(call, op) => {
+                in_op(&format!("first call ({})", api_name(t.str(call))), op)
+            }
+            Leaf::OpCall(0, call) => api_name(t.str(call)).to_string(),
+            Leaf::OpCall(op, call) => format!("{} ({})", t.str(op), api_name(t.str(call))),
+            Leaf::Call(call) => api_name(t.str(call)).to_string(),
+            Leaf::FirstOp(op) => format!("first call of {}", t.str(op)),
+            Leaf::HostWork(op) => format!("{} (host work)", t.str(op)),
+            Leaf::OnCpu(op) => format!("{} on CPU", t.str(op)),
+            Leaf::Dispatch => "dispatch in operators that launch GPU work".into(),
+            Leaf::Frame(n) => clean_frame(t.str(n)),
+            Leaf::Name(n) => t.str(n).to_string(),
+            Leaf::Inside(n) => format!("inside {} (no finer span)", short_name(t.str(n), 60)),
+            Leaf::LaunchLatency => "launch latency (call to kernel start)".into(),
+            Leaf::Queued => {
+                "launched but not started (a dependency, an event or another stream held it)".into()
+            }
+            Leaf::Drained => drained
+                .unwrap_or("the sync that drained the queue")
+                .to_string(),
         }
     }
 
@@ -615,13 +827,13 @@ impl<'t> Attributor<'t> {
             .iter()
             .copied()
             .find(|&i| t.gpu_ops[i as usize].is_work());
-        let next_op = next.map(|i| short_name(t.str(t.gpu_ops[i as usize].name), 60));
+        let next_op = next;
         let launch = next.map_or(NONE, |i| t.index.op_launch[i as usize]);
         let thread = if launch != NONE {
             let l = &t.host_spans[launch as usize];
             Some((l.pid, l.tid))
         } else {
-            self.main_thread
+            self.main_thread()
         };
         let whole = |kind: CauseKind, leaf: String, frame: Option<String>| Part {
             kind,
@@ -688,33 +900,68 @@ impl<'t> Attributor<'t> {
         } else {
             b
         };
-        let mut parts: Vec<Part> = t
+        let mut memo = FxHashMap::default();
+        let mut raws: Vec<Raw> = t
             .exclusive_time(thread, a, host_end)
             .into_iter()
-            .map(|(i, ns)| self.categorize(i, ns))
+            .map(|(i, ns)| self.categorize(i, ns, &mut memo))
             .collect();
         if b > host_end {
-            parts.push(Part {
+            let latency = (b - host_end).min(LAUNCH_LATENCY_NS);
+            raws.push(Raw {
                 kind: CauseKind::LaunchOverhead,
-                leaf: "launch latency (call to kernel start)".into(),
+                leaf: Leaf::LaunchLatency,
                 frame: None,
-                ns: b - host_end,
+                ns: latency,
             });
+            if b - host_end > latency {
+                raws.push(Raw {
+                    kind: CauseKind::GpuWait,
+                    leaf: Leaf::Queued,
+                    frame: None,
+                    ns: b - host_end - latency,
+                });
+            }
         }
         // With the queue drained by a sync, launching again is the sync's cost: the GPU
         // would otherwise have had work queued.
-        if let Some(d) = &gap.drained_by {
-            for p in parts
+        if gap.drained_by.is_some() {
+            for r in raws
                 .iter_mut()
-                .filter(|p| p.kind == CauseKind::LaunchOverhead)
+                .filter(|r| r.kind == CauseKind::LaunchOverhead)
             {
-                p.kind = CauseKind::HostSync;
-                p.leaf = d.clone();
+                r.kind = CauseKind::HostSync;
+                r.leaf = Leaf::Drained;
             }
         }
+        // Merge by key (integers and borrowed names), then spell out only what is left.
+        raws.sort_unstable_by(|x, y| (x.kind, x.leaf, x.frame).cmp(&(y.kind, y.leaf, y.frame)));
+        let mut merged: Vec<Raw> = Vec::new();
+        for r in raws {
+            match merged.last_mut() {
+                Some(l) if (l.kind, l.leaf, l.frame) == (r.kind, r.leaf, r.frame) => l.ns += r.ns,
+                _ => merged.push(r),
+            }
+        }
+        let parts: Vec<Part> = merged
+            .into_iter()
+            .map(|r| Part {
+                kind: r.kind,
+                leaf: self.leaf_text(r.leaf, gap.drained_by.as_deref()),
+                frame: r.frame.map(str::to_string),
+                ns: r.ns,
+            })
+            .collect();
         gap.parts = merge_parts(parts);
         if launch != NONE && gap.frame.is_none() {
-            gap.frame = t.user_frame(launch).map(str::to_string);
+            let f = self.around(launch, &mut memo).frame;
+            gap.frame = if f != NONE {
+                Some(t.str(t.host_spans[f as usize].name).to_string())
+            } else if self.call_stacks() {
+                t.user_frame(launch).map(str::to_string)
+            } else {
+                None
+            };
         }
         finish_gap(gap)
     }
@@ -845,8 +1092,8 @@ pub fn advice(kind: CauseKind, leaf: &str) -> String {
             "The training thread waits in {leaf}: a sleep, a lock or I/O on the critical path; move it off the training thread."
         ),
         CauseKind::Untraced => {
-            if l.contains("no cpu-side data") {
-                "The export has no CPU-side data: recapture with `nsys profile -t cuda,nvtx,osrt --pytorch=autograd-nvtx -s cpu` to see what the host did.".to_string()
+            if l.contains("no cpu-side data") || l.contains("no cpu operators") {
+                format!("The trace cannot say what the host did: {leaf}.")
             } else {
                 "Host time the profiler did not break down: record with `with_stack=True` (Kineto) to see the Python frames.".to_string()
             }
@@ -907,6 +1154,7 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
         }
     }
     let denom = (gap_ns + short_cost).max(1) as f64;
+    let leaf_totals: Vec<(Key, i64)> = groups.iter().map(|(k, g)| (*k, g.1)).collect();
     let mut rows: Vec<(CauseKind, Row)> = groups
         .into_iter()
         .map(|((kind, leaf, frame), (count, time_ns, drained))| {
@@ -960,17 +1208,17 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
             .cmp(&a.1.time_ns)
             .then(a.1.label.cmp(&b.1.label))
     });
+    // The leaf holding most of each category's time, from the groups (not every part again).
+    let mut leaves: FxHashMap<(CauseKind, &str), i64> = FxHashMap::default();
+    for ((kind, leaf, _), ns) in &leaf_totals {
+        *leaves.entry((*kind, leaf)).or_default() += ns;
+    }
     let leaf_of = |k: CauseKind| -> String {
-        idle.costly_gaps()
-            .flat_map(|g| &g.parts)
-            .filter(|p| p.kind == k)
-            .fold(FxHashMap::<&str, i64>::default(), |mut m, p| {
-                *m.entry(p.leaf.as_str()).or_default() += p.ns;
-                m
-            })
-            .into_iter()
-            .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
-            .map(|(l, _)| l.to_string())
+        leaves
+            .iter()
+            .filter(|((kind, _), _)| *kind == k)
+            .max_by(|a, b| a.1.cmp(b.1).then(b.0.1.cmp(a.0.1)))
+            .map(|((_, l), _)| l.to_string())
             .unwrap_or_default()
     };
     let rows: Vec<Row> = rows
@@ -1004,7 +1252,10 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
             start_ns: g.start,
             dur_ns: g.end - g.start,
             offset_ms: w.offset_ms(g.start),
-            what: match &g.next_op {
+            what: match g
+                .next_op
+                .map(|i| short_name(cx.trace.str(cx.trace.gpu_ops[i as usize].name), 60))
+            {
                 Some(n) => format!("{}; next on the GPU: {n}{}", g.label, cite(g.start)),
                 None => format!("{} (to the end of the window){}", g.label, cite(g.start)),
             },
