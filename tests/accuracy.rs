@@ -311,13 +311,38 @@ fn the_straggler_rank_and_its_victims_wait() {
     let f = &j["findings"][0];
     assert_eq!(f["rule"], "straggler_rank", "{f}");
     assert_eq!(metric(f, "straggler_rank"), 1.0);
-    // Independently, with Python over the two traces: 36 all-reduce kernels per rank, 33
-    // inside the window; rank 0 spends 244.8 ms in them, rank 1 9.7 ms; per matched kernel
-    // the difference is rank 0's wait, 235.1 ms over all 36.
+    // Independently (generators/ddp_truth.py, plain Python over the two traces, in the truth
+    // file): 36 all-reduce kernels per rank; rank 0's kernels run 235.116 ms longer in all
+    // than rank 1's, which is its wait; rank 1 starts last at all 36.
+    let truth = reference("h200_ddp_straggler.truth.json");
+    let m = &truth["measured_from_traces"];
     let ranks = j["ranks"].as_array().unwrap();
     let wait0 = ranks[0]["collective_wait_ns"].as_f64().unwrap() / 1e6;
-    assert!((150.0..=236.0).contains(&wait0), "rank 0 waits {wait0} ms");
+    let expected = m["wait_ms_by_duration"][0].as_f64().unwrap();
+    assert!(
+        (wait0 - expected).abs() < 0.01,
+        "rank 0 waits {wait0} ms, Python {expected}"
+    );
     assert_eq!(ranks[1]["collective_wait_ns"], 0);
+    assert_eq!(metric(f, "matched_collectives"), 36.0);
+    assert_eq!(
+        metric(f, "last_arrivals") as usize,
+        m["last_to_arrive"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|&x| x == 1)
+            .count()
+    );
+    // Rank 0's exposed collective time on its own: the Python measure of NCCL time no other
+    // GPU work overlaps.
+    let doc = analyze_json(
+        &job("h200_ddp_straggler").join("rank0.pt.trace.json.gz"),
+        &[],
+    );
+    let exposed = metric(findings(&doc, "exposed_communication")[0], "exposed_ns") / 1e6;
+    let py = m["ranks"][0]["exposed_nccl_ms"].as_f64().unwrap();
+    assert!((exposed - py).abs() < 0.01, "{exposed} vs {py}");
     // Why it is late: its own gap attribution (CPU tensor ops only rank 1 runs).
     assert!(
         f["evidence"]
@@ -340,11 +365,21 @@ fn sequential_all_reduces_are_exposed_communication_not_a_straggler() {
         "arrival order is jitter here: {}",
         j["findings"]
     );
+    // Python (truth file): rank 0 waits 4.693 ms in all, rank 1 0.106 ms; rank 1 starts
+    // last at 40 of 72 collectives, which is no fixed order.
+    let m = &reference("h200_ddp_exposed.truth.json")["measured_from_traces"];
+    for (r, rank) in j["ranks"].as_array().unwrap().iter().enumerate() {
+        let got = rank["collective_wait_ns"].as_f64().unwrap() / 1e6;
+        let py = m["wait_ms_by_duration"][r].as_f64().unwrap();
+        assert!((got - py).abs() < 0.01, "rank {r}: {got} vs {py}");
+    }
     let doc = analyze_json(&job("h200_ddp_exposed").join("rank0.pt.trace.json.gz"), &[]);
     let f = findings(&doc, "exposed_communication");
     assert_eq!(f.len(), 1);
-    // Nothing overlaps the all-reduces: exposed equals all collective time.
+    // Nothing overlaps the all-reduces: exposed equals all collective time (13.726 ms).
     assert_eq!(metric(f[0], "exposed_ns"), metric(f[0], "collective_ns"));
+    let py = m["ranks"][0]["exposed_nccl_ms"].as_f64().unwrap();
+    assert!((metric(f[0], "exposed_ns") / 1e6 - py).abs() < 0.01);
     assert_eq!(doc["findings"][0]["rule"], "exposed_communication");
 }
 
@@ -390,4 +425,31 @@ fn the_old_nccl_names_match_across_eight_ranks() {
     assert_eq!(metric(f, "matched_collectives"), 8.0);
     assert_eq!(metric(f, "straggler_rank"), 7.0);
     assert_eq!(metric(f, "last_arrivals"), 5.0);
+}
+
+#[test]
+fn the_straggler_is_found_in_per_rank_nsys_exports_too() {
+    // The same job under Nsight Systems, one export per rank (shipped gzipped: unpack both
+    // into a temporary job directory).
+    let dir = std::env::temp_dir().join(format!("tracehound-ddp-nsys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for r in 0..2 {
+        let gz = job("h200_ddp_straggler_nsys").join(format!("rank{r}.sqlite.gz"));
+        let mut dec = flate2::read::GzDecoder::new(std::fs::File::open(&gz).unwrap());
+        let mut f = std::fs::File::create(dir.join(format!("rank{r}.sqlite"))).unwrap();
+        std::io::copy(&mut dec, &mut f).unwrap();
+    }
+    let j = analyze_job(&dir);
+    std::fs::remove_dir_all(&dir).ok();
+    let f = &j["findings"][0];
+    assert_eq!(f["rule"], "straggler_rank", "{f}");
+    assert_eq!(metric(f, "straggler_rank"), 1.0);
+    // Why: the autograd NVTX ranges name rank 1's CPU operators.
+    assert!(
+        f["evidence"]
+            .as_str()
+            .unwrap()
+            .contains("aten::upsample_bilinear2d on CPU"),
+        "{f}"
+    );
 }

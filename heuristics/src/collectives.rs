@@ -83,30 +83,35 @@ impl CollectiveRecord {
 
 /// The collectives of a trace that start inside the window, in start order.
 pub fn records(trace: &Trace, window: &Window) -> Vec<CollectiveRecord> {
-    let mut ops: Vec<&tracehound_parsers::GpuOp> = trace
+    let mut ops: Vec<(usize, &tracehound_parsers::GpuOp)> = trace
         .gpu_ops
         .iter()
-        .filter(|o| {
+        .enumerate()
+        .filter(|(_, o)| {
             o.kind == GpuOpKind::Kernel
                 && o.start >= window.start
                 && o.start < window.end
                 && is_collective_kernel(trace.str(o.name))
         })
         .collect();
-    ops.sort_by_key(|o| (o.start, o.device, o.stream));
+    ops.sort_by_key(|(_, o)| (o.start, o.device, o.stream));
     let mut work: rustc_hash::FxHashMap<i32, Vec<(i64, i64)>> = Default::default();
-    for o in &ops {
+    for (_, o) in &ops {
         work.entry(o.device)
             .or_insert_with(|| compute_union(trace, o.device));
     }
     let mut seen: rustc_hash::FxHashMap<(&'static str, Option<i64>), u32> =
         rustc_hash::FxHashMap::default();
     ops.into_iter()
-        .map(|o| {
+        .map(|(i, o)| {
             let kind = collective_kind(trace.str(o.name));
-            // GPU work launched in a step may start after its CPU-side end: the step is the
-            // last one that began before the kernel did.
-            let k = trace.steps.partition_point(|s| s.start <= o.start);
+            // A kernel belongs to the step that launched it: when the host runs ahead, it
+            // starts steps later on the GPU. Without a launch record, the step it started in.
+            let at = match trace.index.op_launch.get(i) {
+                Some(&l) if l != tracehound_parsers::NONE => trace.host_spans[l as usize].start,
+                _ => o.start,
+            };
+            let k = trace.steps.partition_point(|s| s.start <= at);
             let step = k.checked_sub(1).map(|k| trace.steps[k].number);
             let n = seen.entry((kind, step)).or_default();
             let ordinal = *n;
