@@ -75,7 +75,7 @@ fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
                 }
                 let _ = writeln!(s, "{line}");
             }
-            if let Some(adv) = f.advice.first() {
+            for adv in f.advice.iter().take(2) {
                 let _ = writeln!(s, "{pad}fix: {adv}");
             }
         }

@@ -1278,6 +1278,24 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     if advice_list.is_empty() {
         advice_list.push(advice(main, &leaf_of(main)));
     }
+    // The sync that drained the queue before a third or more of the idle time is the second
+    // fact of those gaps: removing it lets the GPU run ahead of the host.
+    let mut drains: FxHashMap<&str, i64> = FxHashMap::default();
+    for g in idle.costly_gaps() {
+        if let Some(d) = &g.drained_by {
+            *drains.entry(d.as_str()).or_default() += g.end - g.start;
+        }
+    }
+    if let Some((d, ns)) = drains
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
+        && ns * 3 >= gap_ns
+    {
+        let a = advice(CauseKind::HostSync, d);
+        if !advice_list.contains(&a) {
+            advice_list.push(a);
+        }
+    }
     let largest = idle
         .costly_gaps()
         .map(|g| g.end - g.start)
