@@ -73,6 +73,7 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
     if let Some(top) = findings.first()
         && top.severity == Severity::High
         && top.rule != "idle_gaps"
+        && !(top.rule == "exposed_communication" && summary.bound == "communication-bound")
     {
         summary.verdict = format!(
             "{} First fix the top finding: {} ({:.0}% of the window).",

@@ -27,6 +27,11 @@ pub struct DeviceSummary {
     pub reserved_peak: Option<i64>,
     /// Peak memory allocated in the window, when recorded.
     pub allocated_peak: Option<i64>,
+    /// Share of the window in collective kernels (NCCL/RCCL): busy time that may be a
+    /// collective spinning while it waits for other ranks.
+    pub collective_share: f64,
+    /// Share of the window in collective kernels with no other GPU work beside them.
+    pub exposed_collective_share: f64,
 }
 
 /// The kernel with the most GPU time.
@@ -67,7 +72,9 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
     let mut devices = Vec::new();
     let mut kernel_time: Vec<(u32, i64, u64)> = Vec::new();
     let mut kernels = 0u64;
+    let exposure = crate::collectives::exposure(t, w);
     for d in t.devices() {
+        let comm = exposure.iter().find(|e| e.device == d);
         let (mut k, mut c, mut s) = (0, 0, 0);
         for &i in t.device_ops(d) {
             let op = &t.gpu_ops[i as usize];
@@ -104,6 +111,8 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
             memsets: s,
             reserved_peak: mem_peak(cx, d, |m| m.total_reserved),
             allocated_peak: mem_peak(cx, d, |m| m.total_allocated),
+            collective_share: comm.map_or(0.0, |e| w.share(e.collective_ns)),
+            exposed_collective_share: comm.map_or(0.0, |e| w.share(e.exposed_ns)),
         });
     }
     kernel_time.sort_unstable_by_key(|k| k.0);
@@ -174,6 +183,22 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (String, String) {
         );
     };
     let busy = main.busy_share;
+    // Collectives that run with nothing beside them may be spinning while other ranks arrive:
+    // busy, but not with this rank's work.
+    if busy >= 0.7
+        && busy - main.exposed_collective_share < 0.7
+        && main.exposed_collective_share >= 0.25
+    {
+        return (
+            "communication-bound".into(),
+            format!(
+                "communication-bound: GPU {} is busy {:.0}% of the window, but {:.0}% of the window is collective communication with no compute beside it (waiting for other ranks or transferring): analyse the job's ranks together (tracehound analyze DIR) to see who waits for whom.",
+                main.device,
+                100.0 * busy,
+                100.0 * main.exposed_collective_share
+            ),
+        );
+    }
     if busy >= 0.7 {
         return (
             "GPU-bound".into(),

@@ -104,13 +104,14 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
         for d in &a.summary.devices {
             let _ = writeln!(
                 s,
-                "- GPU {}{}: busy {:.1}%, {} kernels, {} memcpys, {} memsets",
+                "- GPU {}{}: busy {:.1}%{}, {} kernels, {} memcpys, {} memsets",
                 d.device,
                 d.name
                     .as_deref()
                     .map(|n| format!(" {n}"))
                     .unwrap_or_default(),
                 100.0 * d.busy_share,
+                super::collectives_note(d),
                 d.kernels,
                 d.memcpys,
                 d.memsets

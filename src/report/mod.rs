@@ -41,6 +41,19 @@ pub fn render(reports: &[TraceReport], format: Format, top: Option<usize>) -> St
 }
 
 /// The GPUs a trace used, by name (`NVIDIA H200`), or the device indices when unnamed.
+/// `, of which 64% in collectives (64% with no compute beside them)` when a device ran
+/// collectives: busy time that may be spinning while other ranks arrive.
+fn collectives_note(d: &tracehound_heuristics::summary::DeviceSummary) -> String {
+    if d.collective_share < 0.005 {
+        return String::new();
+    }
+    format!(
+        " (collectives {:.0}% of the window, {:.0}% with no compute beside them)",
+        100.0 * d.collective_share,
+        100.0 * d.exposed_collective_share
+    )
+}
+
 pub fn gpu_names(t: &Trace) -> String {
     let mut names: Vec<String> = t
         .devices()

@@ -93,13 +93,14 @@ fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
     for d in &sm.devices {
         let _ = writeln!(
             s,
-            "    GPU {}{}: busy {:.1}% · {} kernels, {} memcpys, {} memsets in the window",
+            "    GPU {}{}: busy {:.1}%{} · {} kernels, {} memcpys, {} memsets in the window",
             d.device,
             d.name
                 .as_deref()
                 .map(|n| format!(" {n}"))
                 .unwrap_or_default(),
             100.0 * d.busy_share,
+            super::collectives_note(d),
             d.kernels,
             d.memcpys,
             d.memsets
