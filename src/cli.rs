@@ -57,6 +57,19 @@ enum Command {
         #[arg(long, default_value_t = 1.25)]
         slow_factor: f64,
     },
+    /// Explore a trace (or a job directory) in the terminal: findings, timeline, memory,
+    /// kernel and operator tables, counters, ranks.
+    Tui {
+        /// A trace (with nvidia-smi logs beside it), or one directory of rank traces.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// GPU idle intervals at least this long (µs) count as gaps.
+        #[arg(long, default_value_t = 100.0, value_name = "US")]
+        gap_threshold_us: f64,
+        /// Time zone of the machine that wrote nvidia-smi logs, hours east of UTC.
+        #[arg(long, value_name = "HOURS", allow_hyphen_values = true)]
+        utc_offset: Option<f64>,
+    },
     /// Show what was detected and loaded from each file.
     Info {
         /// Trace files (Kineto JSON, plain or gzip; Nsight Systems SQLite).
@@ -132,6 +145,11 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Analyze(args) => analyze(args),
         Command::Info { files } => info(files),
+        Command::Tui {
+            files,
+            gap_threshold_us,
+            utc_offset,
+        } => tui(files, gap_threshold_us, utc_offset),
         Command::DevScale {
             input,
             output,
@@ -364,14 +382,19 @@ fn progress(
 /// `analyze DIR`: every trace in the directory is one rank of a job. Ranks are analysed in
 /// parallel, a few at a time, and each trace is dropped once summarised, so memory holds at
 /// most one trace per worker however many ranks there are.
-fn analyze_job(args: &AnalyzeArgs, utc_offset_s: Option<i64>) -> Result<i32> {
+/// A job's ranks (sorted by rank) and its job-level findings.
+pub(crate) type JobAnalysis = (Vec<tracehound_heuristics::job::RankSummary>, Vec<Finding>);
+
+/// The ranks of the job in `dir`, analysed a few at a time with bounded memory, sorted by
+/// rank, and the job findings (collectives matched across ranks). `Ok(Err(2))` when the
+/// directory holds no readable rank trace (the message is printed).
+pub(crate) fn job_ranks(
+    dir: &std::path::Path,
+    config: &Config,
+    utc_offset_s: Option<i64>,
+) -> Result<Result<JobAnalysis, i32>> {
     use rayon::prelude::*;
     use tracehound_heuristics::job::{RankSummary, job_findings};
-    if args.files.len() != 1 {
-        eprintln!("tracehound: error: give one directory (the job's rank traces) and nothing else");
-        return Ok(2);
-    }
-    let dir = &args.files[0];
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -388,12 +411,8 @@ fn analyze_job(args: &AnalyzeArgs, utc_offset_s: Option<i64>) -> Result<i32> {
             "tracehound: error: {}: no trace files in the directory",
             dir.display()
         );
-        return Ok(2);
+        return Ok(Err(2));
     }
-    let config = Config {
-        gap_threshold_ns: (args.gap_threshold_us * 1000.0).round() as i64,
-        ..Config::default()
-    };
     let options = tracehound_parsers::LoadOptions {
         utc_offset_s,
         ..Default::default()
@@ -434,7 +453,7 @@ fn analyze_job(args: &AnalyzeArgs, utc_offset_s: Option<i64>) -> Result<i32> {
                 for w in &t.warnings {
                     eprintln!("tracehound: warning: {}: {w}", f.display());
                 }
-                let a = tracehound_heuristics::analyze(&t, &config);
+                let a = tracehound_heuristics::analyze(&t, config);
                 Outcome::Rank(Box::new(RankSummary::new(
                     &t,
                     t.meta.rank.unwrap_or(k as i64),
@@ -456,17 +475,35 @@ fn analyze_job(args: &AnalyzeArgs, utc_offset_s: Option<i64>) -> Result<i32> {
         }
     }
     if failed {
-        return Ok(2);
+        return Ok(Err(2));
     }
     if ranks.is_empty() {
         eprintln!(
             "tracehound: error: {}: no Kineto or Nsight Systems traces in the directory",
             dir.display()
         );
-        return Ok(2);
+        return Ok(Err(2));
     }
     ranks.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.source.cmp(&b.source)));
+    ranks.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.source.cmp(&b.source)));
     let findings = job_findings(&mut ranks);
+    Ok(Ok((ranks, findings)))
+}
+
+fn analyze_job(args: &AnalyzeArgs, utc_offset_s: Option<i64>) -> Result<i32> {
+    if args.files.len() != 1 {
+        eprintln!("tracehound: error: give one directory (the job's rank traces) and nothing else");
+        return Ok(2);
+    }
+    let dir = &args.files[0];
+    let config = Config {
+        gap_threshold_ns: (args.gap_threshold_us * 1000.0).round() as i64,
+        ..Config::default()
+    };
+    let (ranks, findings) = match job_ranks(dir, &config, utc_offset_s)? {
+        Ok(x) => x,
+        Err(code) => return Ok(code),
+    };
     let name = dir.display().to_string();
     let job = report::job::JobReport {
         dir: &name,
@@ -515,6 +552,68 @@ fn session(loaded: Vec<tracehound_parsers::Trace>) -> Vec<tracehound_parsers::Tr
         }
     }
     primaries
+}
+
+fn tui(files: Vec<PathBuf>, gap_threshold_us: f64, utc_offset: Option<f64>) -> Result<i32> {
+    if !(gap_threshold_us.is_finite() && gap_threshold_us > 0.0) {
+        eprintln!(
+            "tracehound: error: --gap-threshold-us must be a positive number of microseconds"
+        );
+        return Ok(2);
+    }
+    let utc_offset_s = match utc_offset {
+        Some(h) if h.is_finite() && h.abs() <= 14.0 => Some((h * 3600.0).round() as i64),
+        Some(_) => {
+            eprintln!(
+                "tracehound: error: --utc-offset takes hours east of UTC, between -14 and 14"
+            );
+            return Ok(2);
+        }
+        None => None,
+    };
+    let gap_threshold_ns = (gap_threshold_us * 1000.0).round() as i64;
+    let config = Config {
+        gap_threshold_ns,
+        ..Config::default()
+    };
+    let app = if files.len() == 1 && files[0].is_dir() {
+        let (ranks, findings) = match job_ranks(&files[0], &config, utc_offset_s)? {
+            Ok(x) => x,
+            Err(code) => return Ok(code),
+        };
+        let mut app = crate::tui::app::App::new(None);
+        app.job = Some((files[0].display().to_string(), ranks, findings));
+        app.screen = crate::tui::app::Screen::Job;
+        app
+    } else {
+        let loaded = match load_all_with(
+            &files,
+            tracehound_parsers::LoadOptions {
+                utc_offset_s,
+                ..Default::default()
+            },
+        ) {
+            Ok(t) => t,
+            Err(code) => return Ok(code),
+        };
+        let mut traces = session(loaded);
+        if traces.is_empty() {
+            eprintln!("tracehound: error: nothing to show");
+            return Ok(2);
+        }
+        if traces.len() > 1 {
+            eprintln!(
+                "tracehound: note: {} traces given; showing {} (open a directory to compare ranks)",
+                traces.len(),
+                traces[0].source
+            );
+        }
+        let t = traces.swap_remove(0);
+        let a = tracehound_heuristics::analyze(&t, &config);
+        crate::tui::app::App::new(Some(crate::tui::app::Loaded::new(t, a, gap_threshold_ns)))
+    };
+    crate::tui::run(app, gap_threshold_ns)?;
+    Ok(0)
 }
 
 fn info(files: Vec<PathBuf>) -> Result<i32> {

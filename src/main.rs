@@ -5,6 +5,7 @@
 mod cli;
 mod report;
 mod scale;
+mod tui;
 
 fn main() {
     std::process::exit(cli::main());

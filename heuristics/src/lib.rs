@@ -30,6 +30,10 @@ pub struct Analysis {
     pub findings: Vec<Finding>,
     /// The trace summary (includes the window).
     pub summary: TraceSummary,
+    /// Every idle gap per device with its measured causes, for views that show them all
+    /// (the TUI's timeline); the findings keep only the worst.
+    #[serde(skip)]
+    pub idle: Vec<rules::idle_gaps::DeviceIdle>,
 }
 
 /// Runs every rule over `trace` and ranks the findings.
@@ -82,7 +86,11 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
             100.0 * top.impact_share
         );
     }
-    Analysis { findings, summary }
+    Analysis {
+        findings,
+        summary,
+        idle: cx.into_idle(),
+    }
 }
 
 /// Orders findings by impact (largest first), then severity, rule id and title, so the

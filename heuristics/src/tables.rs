@@ -77,24 +77,45 @@ fn in_scope(start: i64, window: Option<&Window>) -> bool {
 
 /// Kernels grouped by name, largest total time first. `window` None: the whole trace.
 pub fn kernel_summary(trace: &Trace, window: Option<&Window>) -> Vec<TimeRow> {
-    let mut by_name: Vec<(u32, i64)> = trace
-        .gpu_ops
-        .iter()
-        .filter(|o| o.kind == GpuOpKind::Kernel && in_scope(o.start, window))
-        .map(|o| (o.name, o.dur()))
-        .collect();
-    by_name.sort_unstable();
+    by_name(
+        trace,
+        trace
+            .gpu_ops
+            .iter()
+            .filter(|o| o.kind == GpuOpKind::Kernel && in_scope(o.start, window))
+            .map(|o| (o.name, o.dur()))
+            .collect(),
+    )
+}
+
+/// CPU operators by name with their host time (inclusive, as the profiler's own operator
+/// table counts it), largest first.
+pub fn operator_summary(trace: &Trace, window: Option<&Window>) -> Vec<TimeRow> {
+    by_name(
+        trace,
+        trace
+            .host_spans
+            .iter()
+            .filter(|s| s.kind == tracehound_parsers::HostKind::CpuOp && in_scope(s.start, window))
+            .map(|s| (s.name, s.dur()))
+            .collect(),
+    )
+}
+
+/// One row per name of (name, duration) pairs.
+fn by_name(trace: &Trace, mut pairs: Vec<(u32, i64)>) -> Vec<TimeRow> {
+    pairs.sort_unstable();
     let mut rows = Vec::new();
     let mut k = 0;
-    while k < by_name.len() {
-        let name = by_name[k].0;
+    while k < pairs.len() {
+        let name = pairs[k].0;
         let mut j = k;
-        while j < by_name.len() && by_name[j].0 == name {
+        while j < pairs.len() && pairs[j].0 == name {
             j += 1;
         }
         rows.push(row(
             trace.str(name).to_string(),
-            by_name[k..j].iter().map(|x| x.1).collect(),
+            pairs[k..j].iter().map(|x| x.1).collect(),
             0,
         ));
         k = j;

@@ -41,6 +41,12 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// The idle accounting, computing it if no rule did, taken out of the context.
+    pub fn into_idle(self) -> Vec<idle_gaps::DeviceIdle> {
+        self.idle();
+        self.idle.into_inner().unwrap_or_default()
+    }
+
     /// Idle accounting of every device that ran GPU work, ascending by device.
     pub fn idle(&self) -> &[idle_gaps::DeviceIdle] {
         self.idle.get_or_init(|| {
@@ -101,7 +107,7 @@ pub(crate) fn api_name(name: &str) -> &str {
 }
 
 /// CUDA / HIP calls that block the host until the GPU has drained.
-pub(crate) fn is_sync_call(name: &str) -> bool {
+pub fn is_sync_call(name: &str) -> bool {
     let n = api_name(name);
     n.ends_with("Synchronize")
         || matches!(

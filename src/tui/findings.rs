@@ -1,0 +1,140 @@
+//! The Findings screen: the ranked list and, beside it, the selected finding's measured
+//! breakdown, worst instances and advice. Enter walks into the instances, Enter again opens the
+//! timeline at one.
+
+use super::app::{App, Focus};
+use super::style;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Direction, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, List, ListItem, ListState, Paragraph, Wrap};
+use tracehound_heuristics::Severity;
+use tracehound_heuristics::finding::fmt_ns;
+
+pub fn draw(f: &mut Frame, app: &App, area: Rect) {
+    let Some(l) = &app.loaded else {
+        f.render_widget(
+            Paragraph::new("No trace open: pick a rank on the Job screen (6) and press Enter."),
+            area,
+        );
+        return;
+    };
+    let findings = &l.analysis.findings;
+    let cols = Layout::default()
+        .direction(Direction::Vertical)
+        .constraints([Constraint::Percentage(40), Constraint::Percentage(60)])
+        .split(area);
+    let items: Vec<ListItem> = findings
+        .iter()
+        .enumerate()
+        .map(|(k, fi)| {
+            ListItem::new(Line::from(vec![
+                Span::raw(format!("{:>2} ", k + 1)),
+                Span::styled(
+                    format!("{:<6} ", fi.severity.label()),
+                    style::severity(app, fi.severity),
+                ),
+                Span::raw(format!(
+                    "{:>10} {:>5.1}%  {:<22} ",
+                    fmt_ns(fi.impact_ns),
+                    100.0 * fi.impact_share,
+                    fi.rule
+                )),
+                Span::raw(fi.title.clone()),
+            ]))
+        })
+        .collect();
+    let mut state = ListState::default();
+    if !findings.is_empty() {
+        state.select(Some(app.finding.min(findings.len() - 1)));
+    }
+    let title = format!(
+        " findings ({}) · {} ",
+        findings.len(),
+        l.analysis.summary.verdict.split(':').next().unwrap_or("")
+    );
+    let list = List::new(items)
+        .block(Block::default().borders(Borders::ALL).title(title))
+        .highlight_style(style::selected(app, app.focus == Focus::List))
+        .highlight_symbol("▶ ");
+    f.render_stateful_widget(list, cols[0], &mut state);
+    let Some(fi) = findings.get(app.finding) else {
+        f.render_widget(
+            Paragraph::new(format!("No findings.\n\n{}", l.analysis.summary.verdict))
+                .wrap(Wrap { trim: false })
+                .block(Block::default().borders(Borders::ALL).title(" detail ")),
+            cols[1],
+        );
+        return;
+    };
+    let mut lines: Vec<Line> = vec![
+        Line::from(Span::styled(
+            fi.title.clone(),
+            Style::default().add_modifier(Modifier::BOLD),
+        )),
+        Line::from(format!("evidence: {}", fi.evidence)),
+        Line::from(""),
+    ];
+    if !fi.breakdown.is_empty() {
+        lines.push(Line::from(Span::styled(
+            "measured breakdown",
+            Style::default().add_modifier(Modifier::BOLD),
+        )));
+        for r in &fi.breakdown {
+            let mut t = format!("  · {} — {} ×{}", r.label, fmt_ns(r.time_ns), r.count);
+            if let Some(fr) = &r.python_frame {
+                t.push_str(&format!(" @ {fr}"));
+            }
+            lines.push(Line::from(t));
+        }
+        lines.push(Line::from(""));
+    }
+    if !fi.instances.is_empty() {
+        lines.push(Line::from(Span::styled(
+            "worst instances (Enter to select, Enter again for the timeline)",
+            Style::default().add_modifier(Modifier::BOLD),
+        )));
+        for (k, i) in fi.instances.iter().enumerate() {
+            let mut t = format!(
+                "  at +{:.2} ms, {}: {}",
+                i.offset_ms,
+                fmt_ns(i.dur_ns),
+                i.what
+            );
+            if let Some(op) = &i.cpu_op {
+                t.push_str(&format!(" [{op}]"));
+            }
+            if let Some(fr) = &i.python_frame {
+                t.push_str(&format!(" @ {fr}"));
+            }
+            let sel = app.focus == Focus::Instances && k == app.instance;
+            lines.push(if sel {
+                Line::from(Span::styled(
+                    format!("▶{}", &t[1..]),
+                    style::selected(app, true),
+                ))
+            } else {
+                Line::from(t)
+            });
+        }
+        lines.push(Line::from(""));
+    }
+    for a in &fi.advice {
+        lines.push(Line::from(vec![
+            Span::styled("fix: ", style::severity(app, Severity::Low)),
+            Span::raw(a.clone()),
+        ]));
+    }
+    f.render_widget(
+        Paragraph::new(lines).wrap(Wrap { trim: false }).block(
+            Block::default().borders(Borders::ALL).title(format!(
+                " {} · {} · confidence {:?} ",
+                fi.rule,
+                fi.severity.label(),
+                fi.confidence
+            )),
+        ),
+        cols[1],
+    );
+}

@@ -1,0 +1,183 @@
+//! The Memory screen: allocated and reserved memory per device over the window (braille
+//! chart), with the reserved peak, out-of-memory events and cudaMalloc/cudaFree calls marked.
+
+use super::app::App;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Style};
+use ratatui::symbols::Marker;
+use ratatui::text::Line;
+use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph};
+use tracehound_heuristics::finding::fmt_bytes;
+use tracehound_parsers::HostKind;
+
+/// Series of one device, in (ms from the window start, GiB): allocated, reserved, OOMs,
+/// cudaMalloc/cudaFree calls (on the x axis).
+pub struct MemoryView {
+    pub device: i32,
+    pub allocated: Vec<(f64, f64)>,
+    pub reserved: Vec<(f64, f64)>,
+    pub ooms: Vec<(f64, f64)>,
+    pub calls: Vec<(f64, f64)>,
+    pub peak: (f64, f64),
+}
+
+/// At most this many points per series: the chart has fewer columns than that anyway.
+const MAX_POINTS: usize = 4000;
+
+/// The views of every device with allocator events, computed once at load.
+pub fn build(t: &tracehound_parsers::Trace, w: &tracehound_heuristics::Window) -> Vec<MemoryView> {
+    let ms = |ts: i64| (ts - w.start) as f64 / 1e6;
+    let gib = |b: i64| b as f64 / (1u64 << 30) as f64;
+    let mut devices: Vec<i32> = t.memory.iter().map(|m| m.device).collect();
+    devices.sort_unstable();
+    devices.dedup();
+    devices
+        .into_iter()
+        .filter(|&d| d >= 0)
+        .map(|d| {
+            let samples: Vec<_> = t
+                .memory
+                .iter()
+                .filter(|m| m.device == d && m.ts >= w.start && m.ts <= w.end)
+                .collect();
+            let stride = (samples.len() / MAX_POINTS).max(1);
+            let pick = |f: &dyn Fn(&tracehound_parsers::MemorySample) -> Option<i64>| {
+                samples
+                    .iter()
+                    .step_by(stride)
+                    .filter_map(|m| f(m).map(|v| (ms(m.ts), gib(v))))
+                    .collect::<Vec<_>>()
+            };
+            let reserved = pick(&|m| m.total_reserved);
+            // The first time the peak is reached.
+            let peak = reserved
+                .iter()
+                .copied()
+                .fold(None::<(f64, f64)>, |best, p| match best {
+                    Some(b) if b.1 >= p.1 => Some(b),
+                    _ => Some(p),
+                })
+                .unwrap_or((0.0, 0.0));
+            let calls = t
+                .host_spans
+                .iter()
+                .filter(|s| {
+                    matches!(s.kind, HostKind::Runtime | HostKind::Driver)
+                        && s.start >= w.start
+                        && s.start <= w.end
+                        && {
+                            let n = t.str(s.name);
+                            n.starts_with("cudaMalloc")
+                                || n.starts_with("cudaFree")
+                                || n.starts_with("hipMalloc")
+                                || n.starts_with("hipFree")
+                        }
+                })
+                .map(|s| (ms(s.start), 0.0))
+                .collect();
+            MemoryView {
+                device: d,
+                allocated: pick(&|m| m.total_allocated),
+                ooms: samples
+                    .iter()
+                    .filter(|m| m.oom)
+                    .map(|m| (ms(m.ts), gib(m.total_reserved.unwrap_or(0))))
+                    .collect(),
+                reserved,
+                calls,
+                peak,
+            }
+        })
+        .collect()
+}
+
+pub fn draw(f: &mut Frame, app: &App, area: Rect) {
+    let views: &[MemoryView] = app.loaded.as_ref().map_or(&[], |l| l.memory.as_slice());
+    let Some(v) = views.first() else {
+        f.render_widget(
+            Paragraph::new("No allocator events in this trace (record with profile_memory=True; nsys: --cuda-memory-usage=true).")
+                .block(Block::default().borders(Borders::ALL).title(" memory ")),
+            area,
+        );
+        return;
+    };
+    let x_max = app
+        .loaded
+        .as_ref()
+        .map_or(1.0, |l| l.analysis.summary.window.len() as f64 / 1e6);
+    let y_max = (v.peak.1 * 1.15).max(0.001);
+    let color = |c: Color| {
+        if app.no_color {
+            Style::default()
+        } else {
+            Style::default().fg(c)
+        }
+    };
+    let peak = [v.peak];
+    let mut sets = vec![
+        Dataset::default()
+            .name("reserved")
+            .marker(Marker::Braille)
+            .graph_type(GraphType::Line)
+            .style(color(Color::Yellow))
+            .data(&v.reserved),
+        Dataset::default()
+            .name("allocated")
+            .marker(Marker::Braille)
+            .graph_type(GraphType::Line)
+            .style(color(Color::Green))
+            .data(&v.allocated),
+        Dataset::default()
+            .name("reserved peak")
+            .marker(Marker::Dot)
+            .style(color(Color::Red))
+            .data(&peak),
+    ];
+    if !v.ooms.is_empty() {
+        sets.push(
+            Dataset::default()
+                .name("OOM")
+                .marker(Marker::Block)
+                .style(color(Color::Red))
+                .data(&v.ooms),
+        );
+    }
+    if !v.calls.is_empty() {
+        sets.push(
+            Dataset::default()
+                .name("cudaMalloc/cudaFree")
+                .marker(Marker::Dot)
+                .style(color(Color::Magenta))
+                .data(&v.calls),
+        );
+    }
+    let title = format!(
+        " memory, GPU {} · reserved peak {} at +{:.1} ms · {} OOM · {} cudaMalloc/cudaFree{} ",
+        v.device,
+        fmt_bytes((v.peak.1 * (1u64 << 30) as f64) as u64),
+        v.peak.0,
+        v.ooms.len(),
+        v.calls.len(),
+        if views.len() > 1 {
+            format!(" · {} devices (first shown)", views.len())
+        } else {
+            String::new()
+        }
+    );
+    let chart = Chart::new(sets)
+        .block(Block::default().borders(Borders::ALL).title(title))
+        .x_axis(
+            Axis::default()
+                .title("ms")
+                .bounds([0.0, x_max])
+                .labels(vec![Line::from("0"), Line::from(format!("{x_max:.0}"))]),
+        )
+        .y_axis(
+            Axis::default()
+                .title("GiB")
+                .bounds([0.0, y_max])
+                .labels(vec![Line::from("0"), Line::from(format!("{y_max:.2}"))]),
+        );
+    f.render_widget(chart, area);
+}

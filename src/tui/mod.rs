@@ -1,0 +1,233 @@
+//! `tracehound tui`: the terminal UI. It opens on the ranked findings and lets one walk from a
+//! finding to its instances and to the events behind them on a timeline, over SSH and on
+//! traces no browser opens.
+//!
+//! Layout after gitui and bottom: state ([`app::App`]) apart from drawing (one module per
+//! screen, each a function of `&App`) apart from input ([`keys`], whose table also writes the
+//! help overlay). Every view is computed once at load, so a key press only redraws.
+
+pub mod app;
+mod counters;
+mod findings;
+mod job;
+pub mod keys;
+mod memory;
+mod style;
+mod tables;
+mod timeline;
+
+use app::{App, Loaded, Screen};
+use crossterm::event::{self, Event, KeyEventKind, MouseEventKind};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Direction, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Tabs, Wrap};
+use std::io::Write;
+
+/// The smallest terminal the screens are laid out for.
+pub const MIN_W: u16 = 80;
+pub const MIN_H: u16 = 24;
+
+/// Draws the whole frame: tabs, the screen, the status bar, and the help overlay.
+pub fn ui(f: &mut Frame, app: &App) {
+    let area = f.area();
+    if area.width < MIN_W || area.height < MIN_H {
+        f.render_widget(
+            Paragraph::new(format!(
+                "terminal too small: {}x{}, tracehound needs {MIN_W}x{MIN_H}. Resize, or press q to quit.",
+                area.width, area.height
+            ))
+            .wrap(Wrap { trim: false }),
+            area,
+        );
+        return;
+    }
+    let rows = Layout::default()
+        .direction(Direction::Vertical)
+        .constraints([
+            Constraint::Length(1),
+            Constraint::Min(10),
+            Constraint::Length(1),
+        ])
+        .split(area);
+    let idx = Screen::ALL
+        .iter()
+        .position(|&s| s == app.screen)
+        .unwrap_or(0);
+    f.render_widget(
+        Tabs::new(Screen::ALL.iter().map(|s| s.title()).collect::<Vec<_>>())
+            .select(idx)
+            .highlight_style(Style::default().add_modifier(Modifier::REVERSED)),
+        rows[0],
+    );
+    match app.screen {
+        Screen::Findings => findings::draw(f, app, rows[1]),
+        Screen::Timeline => timeline::draw(f, app, rows[1]),
+        Screen::Memory => memory::draw(f, app, rows[1]),
+        Screen::Tables => tables::draw(f, app, rows[1]),
+        Screen::Counters => counters::draw(f, app, rows[1]),
+        Screen::Job => job::draw(f, app, rows[1]),
+    }
+    f.render_widget(Paragraph::new(status(app)), rows[2]);
+    if app.help {
+        help(f, area);
+    }
+}
+
+/// File, GPU, window, selection and key hints.
+fn status(app: &App) -> Line<'static> {
+    let mut parts: Vec<String> = Vec::new();
+    if let Some(l) = &app.loaded {
+        let name = std::path::Path::new(&l.trace.source)
+            .file_name()
+            .map_or(l.trace.source.clone(), |n| n.to_string_lossy().into_owned());
+        parts.push(name);
+        if let Some(g) = l.trace.meta.gpus.first() {
+            parts.push(format!("GPU {} {}", g.id, g.name));
+        }
+        parts.push(l.analysis.summary.window.describe());
+    } else if let Some((dir, ranks, _)) = &app.job {
+        parts.push(format!("{dir} ({} ranks)", ranks.len()));
+    }
+    if app.typing {
+        parts.push(format!("/{}▏", app.query));
+    } else if !app.query.is_empty() {
+        parts.push(format!("search \"{}\" (n/N)", app.query));
+    }
+    if !app.message.is_empty() {
+        parts.push(app.message.clone());
+    }
+    parts.push("? help · Tab screens · q quit".into());
+    Line::from(Span::styled(
+        format!(" {}", parts.join(" │ ")),
+        Style::default().add_modifier(Modifier::REVERSED),
+    ))
+}
+
+fn help(f: &mut Frame, area: Rect) {
+    let w = area.width.min(90);
+    let h = (keys::KEYS.len() as u16 + 4).min(area.height);
+    let r = Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    };
+    let lines: Vec<Line> = keys::KEYS
+        .iter()
+        .map(|(k, _, what)| Line::from(format!("  {k:<12} {what}")))
+        .collect();
+    f.render_widget(Clear, r);
+    f.render_widget(
+        Paragraph::new(lines).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(" keys (any key closes) "),
+        ),
+        r,
+    );
+}
+
+/// Restores the terminal on every exit path: drop (normal return, `?`) and panic (the hook).
+struct TerminalGuard;
+
+impl TerminalGuard {
+    fn enter() -> std::io::Result<Self> {
+        crossterm::terminal::enable_raw_mode()?;
+        let guard = TerminalGuard;
+        crossterm::execute!(
+            std::io::stdout(),
+            crossterm::terminal::EnterAlternateScreen,
+            crossterm::event::EnableMouseCapture,
+            crossterm::cursor::Hide
+        )?;
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore();
+            previous(info);
+        }));
+        Ok(guard)
+    }
+}
+
+fn restore() {
+    let _ = crossterm::execute!(
+        std::io::stdout(),
+        crossterm::event::DisableMouseCapture,
+        crossterm::terminal::LeaveAlternateScreen,
+        crossterm::cursor::Show
+    );
+    let _ = crossterm::terminal::disable_raw_mode();
+    let _ = std::io::stdout().flush();
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+/// Loads a rank trace of the job and makes it the one on screen.
+fn open_rank(app: &mut App, path: &str, gap_threshold_ns: i64) {
+    match tracehound_parsers::load(std::path::Path::new(path)) {
+        Ok(t) => {
+            let config = tracehound_heuristics::Config {
+                gap_threshold_ns,
+                ..Default::default()
+            };
+            let a = tracehound_heuristics::analyze(&t, &config);
+            let job = app.job.take();
+            let no_color = app.no_color;
+            *app = App::new(Some(Loaded::new(t, a, gap_threshold_ns)));
+            app.job = job;
+            app.no_color = no_color;
+            app.message = format!("opened {path}");
+        }
+        Err(e) => app.message = format!("cannot open {path}: {e}"),
+    }
+}
+
+/// Runs the TUI until the user quits.
+pub fn run(mut app: App, gap_threshold_ns: i64) -> anyhow::Result<()> {
+    let _guard = TerminalGuard::enter()?;
+    let backend = ratatui::backend::CrosstermBackend::new(std::io::stdout());
+    let mut terminal = ratatui::Terminal::new(backend)?;
+    terminal.clear()?;
+    loop {
+        terminal.draw(|f| ui(f, &app))?;
+        let page = terminal.size().map_or(10, |s| s.height.saturating_sub(8)) as usize;
+        match event::read()? {
+            Event::Key(k) if k.kind != KeyEventKind::Release => {
+                if app.typing {
+                    use crossterm::event::KeyCode;
+                    match k.code {
+                        KeyCode::Enter => app.type_key(None, true, false),
+                        KeyCode::Esc => app.type_key(None, false, true),
+                        KeyCode::Backspace => app.type_key(None, false, false),
+                        KeyCode::Char(c) => app.type_key(Some(c), false, false),
+                        _ => {}
+                    }
+                } else if let Some(a) = keys::action(k) {
+                    app.apply(a, page);
+                }
+            }
+            Event::Mouse(m) => match m.kind {
+                MouseEventKind::ScrollUp => app.apply(keys::Action::Up, page),
+                MouseEventKind::ScrollDown => app.apply(keys::Action::Down, page),
+                MouseEventKind::Down(_) => app.click(m.column, m.row),
+                _ => {}
+            },
+            _ => {}
+        }
+        if let Some(path) = app.open_rank.take() {
+            open_rank(&mut app, &path, gap_threshold_ns);
+        }
+        if app.quit {
+            return Ok(());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,77 @@
+//! The Kernels / Operators screen: sortable tables (total, count, mean, max, share), filtered
+//! by name with `/`.
+
+use super::app::{App, SortKey};
+use super::style;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::widgets::{Block, Borders, Cell, Row, Table, TableState};
+use tracehound_heuristics::finding::fmt_ns;
+
+pub fn draw(f: &mut Frame, app: &App, area: Rect) {
+    let rows = app.table_rows();
+    let head = |name: &'static str, key: SortKey| {
+        let mark = if app.sort == key { " ▼" } else { "" };
+        Cell::from(format!("{name}{mark}"))
+    };
+    let header = Row::new(vec![
+        head("name", SortKey::Name),
+        head("total", SortKey::Total),
+        head("count", SortKey::Count),
+        head("mean", SortKey::Mean),
+        head("max", SortKey::Max),
+        Cell::from("share"),
+    ])
+    .style(Style::default().add_modifier(Modifier::BOLD));
+    let body: Vec<Row> = rows
+        .iter()
+        .map(|r| {
+            Row::new(vec![
+                Cell::from(tracehound_heuristics::rules::short_name(&r.name, 120)),
+                Cell::from(fmt_ns(r.total_ns)),
+                Cell::from(r.instances.to_string()),
+                Cell::from(fmt_ns(r.avg_ns as i64)),
+                Cell::from(fmt_ns(r.max_ns)),
+                Cell::from(format!("{:.1}%", 100.0 * r.time_share)),
+            ])
+        })
+        .collect();
+    let what = if app.operators {
+        "CPU operators (host time, inclusive)"
+    } else {
+        "kernels (GPU time)"
+    };
+    let filter = if app.query.is_empty() {
+        String::new()
+    } else {
+        format!(" · filter \"{}\"", app.query)
+    };
+    let table = Table::new(
+        body,
+        [
+            Constraint::Min(30),
+            Constraint::Length(10),
+            Constraint::Length(8),
+            Constraint::Length(10),
+            Constraint::Length(10),
+            Constraint::Length(7),
+        ],
+    )
+    .header(header)
+    .block(Block::default().borders(Borders::ALL).title(format!(
+        " {what}: {} rows{filter} · s sort · o {} ",
+        rows.len(),
+        if app.operators {
+            "kernels"
+        } else {
+            "operators"
+        }
+    )))
+    .row_highlight_style(style::selected(app, true));
+    let mut state = TableState::default();
+    if !rows.is_empty() {
+        state.select(Some(app.row.min(rows.len() - 1)));
+    }
+    f.render_stateful_widget(table, area, &mut state);
+}

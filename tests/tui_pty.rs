@@ -1,0 +1,121 @@
+//! The real binary in a real pseudo-terminal (tmux): open a trace, switch screens, search, open
+//! help, quit; the screen text at each step, and that the terminal is restored afterwards
+//! (alternate screen left, raw mode off). `.ci/run` installs tmux where it is missing; without
+//! it the test says so and skips.
+
+mod common;
+use common::*;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn cmd(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .expect("tmux runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.cmd(&["capture-pane", "-p", "-t", "t"])
+    }
+
+    /// Waits until the screen contains `needle` (the binary redraws after each key).
+    fn wait_for(&self, needle: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if s.contains(needle) {
+                return s;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "waited for {needle:?}; the screen is:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "t"];
+        args.extend_from_slice(keys);
+        self.cmd(&args);
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
+#[test]
+fn a_session_in_a_real_terminal() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping: tmux is not installed (.ci/run installs it)");
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_tracehound");
+    let trace = own("h200_resnet_unpinned_sync.pt.trace.json.gz");
+    let tmux = Tmux {
+        socket: format!("tracehound-test-{}", std::process::id()),
+    };
+    let script = format!(
+        "'{bin}' tui '{}'; echo EXITED rc=$?; stty -a | tr ' ' '\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '; echo; sleep 60",
+        trace.display()
+    );
+    tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "110",
+        "-y",
+        "32",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let s = tmux.wait_for("1 Findings");
+    assert!(s.contains("GPU 0 idle 82% of the window"), "{s}");
+    assert!(s.contains("input-bound"), "{s}");
+
+    tmux.keys(&["2"]);
+    let s = tmux.wait_for("GPU 0 stream 7");
+    assert!(s.contains("host 701/701"), "{s}");
+
+    tmux.keys(&["4"]);
+    tmux.wait_for("kernels (GPU time)");
+    tmux.keys(&["/", "n", "c", "h", "w", "Enter"]);
+    let s = tmux.wait_for("filter \"nchw\"");
+    assert!(s.contains("nchwToNhwcKernel"), "{s}");
+
+    tmux.keys(&["?"]);
+    let s = tmux.wait_for("keys (any key closes)");
+    assert!(s.contains("drill in"), "{s}");
+    tmux.keys(&["Escape"]);
+
+    tmux.keys(&["1", "q"]);
+    let s = tmux.wait_for("EXITED rc=0");
+    // The alternate screen is gone and the line discipline is back to cooked mode with echo.
+    assert!(!s.contains("1 Findings"), "{s}");
+    assert!(s.contains("icanon") && !s.contains("-icanon"), "{s}");
+    assert!(s.contains("echo") && !s.contains("-echo"), "{s}");
+}
+
+#[test]
+fn a_file_that_does_not_load_fails_like_analyze() {
+    let out = run(&["tui", "/nonexistent/trace.json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/trace.json"), "{err}");
+}
