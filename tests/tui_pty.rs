@@ -69,7 +69,7 @@ fn a_session_in_a_real_terminal() {
         socket: format!("tracehound-test-{}", std::process::id()),
     };
     let script = format!(
-        "'{bin}' tui '{}'; echo EXITED rc=$?; stty -a | tr ' ' '\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '; echo; sleep 60",
+        "'{bin}' tui '{}'; echo EXITED rc=$?; stty -a | tr ' ' '\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '; echo STTY-DONE; sleep 60",
         trace.display()
     );
     tmux.cmd(&[
@@ -105,7 +105,8 @@ fn a_session_in_a_real_terminal() {
     tmux.keys(&["Escape"]);
 
     tmux.keys(&["1", "q"]);
-    let s = tmux.wait_for("EXITED rc=0");
+    let s = tmux.wait_for("STTY-DONE");
+    assert!(s.contains("EXITED rc=0"), "{s}");
     // The alternate screen is gone and the line discipline is back to cooked mode with echo.
     assert!(!s.contains("1 Findings"), "{s}");
     assert!(s.contains("icanon") && !s.contains("-icanon"), "{s}");
