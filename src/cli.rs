@@ -70,6 +70,12 @@ enum Command {
         #[arg(long, value_name = "HOURS", allow_hyphen_values = true)]
         utc_offset: Option<f64>,
     },
+    /// Developer tool: time the TUI's views and redraws on a trace (benches/tui.sh).
+    #[command(name = "dev-tui-bench", hide = true)]
+    DevTuiBench {
+        /// A trace.
+        file: PathBuf,
+    },
     /// Show what was detected and loaded from each file.
     Info {
         /// Trace files (Kineto JSON, plain or gzip; Nsight Systems SQLite).
@@ -145,6 +151,7 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Analyze(args) => analyze(args),
         Command::Info { files } => info(files),
+        Command::DevTuiBench { file } => tui_bench(&file),
         Command::Tui {
             files,
             gap_threshold_us,
@@ -552,6 +559,19 @@ fn session(loaded: Vec<tracehound_parsers::Trace>) -> Vec<tracehound_parsers::Tr
         }
     }
     primaries
+}
+
+fn tui_bench(file: &std::path::Path) -> Result<i32> {
+    let t = tracehound_parsers::load(file).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let config = Config::default();
+    let start = std::time::Instant::now();
+    let a = tracehound_heuristics::analyze(&t, &config);
+    let analyze_s = start.elapsed().as_secs_f64();
+    println!(
+        "{}",
+        crate::tui::bench(t, a, config.gap_threshold_ns, analyze_s)?
+    );
+    Ok(0)
 }
 
 fn tui(files: Vec<PathBuf>, gap_threshold_us: f64, utc_offset: Option<f64>) -> Result<i32> {

@@ -21,9 +21,11 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         return;
     };
     let findings = &l.analysis.findings;
+    // The list takes what its rows need, up to 40% of the height; the detail the rest.
+    let list_h = (findings.len() as u16 + 2).clamp(3, (area.height * 2 / 5).max(3));
     let cols = Layout::default()
         .direction(Direction::Vertical)
-        .constraints([Constraint::Percentage(40), Constraint::Percentage(60)])
+        .constraints([Constraint::Length(list_h), Constraint::Min(5)])
         .split(area);
     let items: Vec<ListItem> = findings
         .iter()

@@ -229,5 +229,54 @@ pub fn run(mut app: App, gap_threshold_ns: i64) -> anyhow::Result<()> {
     }
 }
 
+/// `dev-tui-bench`: the time to the first frame after analysis, and the redraw time per key
+/// over a scripted session (zooms, pans, screen switches, searches) on an off-screen
+/// 200x50 terminal, for `benches/tui.sh`.
+pub fn bench(
+    trace: tracehound_parsers::Trace,
+    analysis: tracehound_heuristics::Analysis,
+    gap_threshold_ns: i64,
+    analyze_s: f64,
+) -> anyhow::Result<String> {
+    use keys::Action::*;
+    let t0 = Instant::now();
+    let mut app = App::new(Some(Loaded::new(trace, analysis, gap_threshold_ns)));
+    let mut term = ratatui::Terminal::new(ratatui::backend::TestBackend::new(200, 50))?;
+    term.draw(|f| ui(f, &app))?;
+    let first = t0.elapsed().as_secs_f64();
+    let mut script: Vec<keys::Action> = Vec::new();
+    for _ in 0..3 {
+        script.extend([Screen(1), ZoomIn, ZoomIn, ZoomIn, Right, Right, PanRight, PanLeft]);
+        script.extend([ZoomOut, Down, Down, Up, Fit, Screen(3), Sort, Toggle, Down, Screen(2)]);
+        script.extend([Screen(0), Down, Enter, Enter, Back, Screen(4), Screen(5), NextScreen]);
+    }
+    let mut times: Vec<f64> = Vec::new();
+    for a in script {
+        let t = Instant::now();
+        app.apply(a, 40);
+        term.draw(|f| ui(f, &app))?;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    // A search typed on the kernel table.
+    app.apply(Screen(3), 40);
+    for c in "gemm".chars() {
+        let t = Instant::now();
+        app.type_key(Some(c), false, false);
+        term.draw(|f| ui(f, &app))?;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    let pct = |p: f64| times[((times.len() - 1) as f64 * p).round() as usize];
+    Ok(format!(
+        "analyze {analyze_s:.2} s; views and first frame {first:.3} s after it; {} key presses: redraw p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        times.len(),
+        pct(0.5),
+        pct(0.99),
+        times.last().copied().unwrap_or(0.0)
+    ))
+}
+
+use std::time::Instant;
+
 #[cfg(test)]
 mod tests;
