@@ -453,3 +453,42 @@ fn the_straggler_is_found_in_per_rank_nsys_exports_too() {
         "{f}"
     );
 }
+
+#[test]
+fn cpu_samples_name_untraced_time_in_nsys_exports() {
+    // The host-side export with its operator NVTX ranges removed (a capture with `-s cpu`
+    // but without --pytorch=autograd-nvtx): only the CPU samples can say what the host did,
+    // and they name the two planted operators' kernels.
+    let gz = nsys("h200_cpu_preprocess_host.sqlite.gz");
+    let out = std::env::temp_dir().join(format!(
+        "tracehound-accuracy-{}-samples.sqlite",
+        std::process::id()
+    ));
+    let mut dec = flate2::read::GzDecoder::new(std::fs::File::open(&gz).unwrap());
+    let mut f = std::fs::File::create(&out).unwrap();
+    std::io::copy(&mut dec, &mut f).unwrap();
+    drop(f);
+    let db = rusqlite::Connection::open(&out).unwrap();
+    let removed = db
+        .execute(
+            "DELETE FROM NVTX_EVENTS WHERE coalesce(text, (SELECT value FROM StringIds WHERE id = textId)) LIKE '%op_id =%'",
+            [],
+        )
+        .unwrap();
+    assert!(removed > 1000);
+    drop(db);
+    let doc = analyze_json(&out, &[]);
+    std::fs::remove_file(&out).ok();
+    let rows = findings(&doc, "idle_gaps")[0]["breakdown"]
+        .as_array()
+        .unwrap();
+    assert_eq!(rows[0]["cause"], "sampled", "{}", rows[0]);
+    let labels: Vec<&str> = rows.iter().map(|r| r["label"].as_str().unwrap()).collect();
+    assert!(labels.iter().any(|l| l.contains("upsample")), "{labels:?}");
+    assert!(
+        labels
+            .iter()
+            .any(|l| l.contains("CPUGeneratorImpl::random")),
+        "{labels:?}"
+    );
+}

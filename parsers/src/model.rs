@@ -514,8 +514,27 @@ pub struct Trace {
     pub inventory: Vec<GpuInventory>,
     /// Warnings for the user (truncation, oddities), in the order found.
     pub warnings: Vec<String>,
+    /// CPU samples (Nsight Systems `-s cpu`), sorted by (pid, tid, time).
+    pub cpu_samples: Vec<CpuSample>,
     /// Indexes; valid after [`Trace::finish`].
     pub index: Indexes,
+}
+
+/// One CPU sample of a thread: where it was, as the first frame of its call chain that is
+/// not in the C library, the kernel or the Python interpreter (what the thread was working
+/// on), else its innermost frame.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CpuSample {
+    /// Process id.
+    pub pid: i64,
+    /// Thread id.
+    pub tid: i64,
+    /// Time, ns.
+    pub ts: i64,
+    /// The frame's function.
+    pub symbol: StrId,
+    /// The frame's module (shared library or executable).
+    pub module: StrId,
 }
 
 impl Trace {

@@ -159,6 +159,91 @@ fn mem_kind(kind: Option<i64>) -> MemKind {
     }
 }
 
+/// A frame that says nothing about the work: the C library, the kernel, the dynamic loader,
+/// the Python interpreter, or an unresolved address.
+fn plumbing(symbol: &str, module: &str) -> bool {
+    let m = module.rsplit('/').next().unwrap_or(module);
+    symbol.starts_with("0x")
+        || symbol.is_empty()
+        || symbol == "_init"
+        || symbol.starts_with('[')
+        || m.starts_with("libc.so")
+        || m.starts_with("libc-")
+        || m.starts_with("libpthread")
+        || m.starts_with("ld-linux")
+        || m.starts_with("libm.so")
+        || m.starts_with("python")
+        || m.starts_with("libpython")
+        || m.contains("kernel")
+        || module.is_empty()
+}
+
+/// CPU samples (`COMPOSITE_EVENTS`) with their call chains (`SAMPLING_CALLCHAINS`): one
+/// frame each, the first that is not plumbing.
+fn read_samples(db: &Db, trace: &mut Trace, ids: &FxHashMap<i64, StrId>) -> Result<(), LoadError> {
+    let mut st = db
+        .conn
+        .prepare(
+            "SELECT c.id, c.start, c.globalTid, s.stackDepth, s.symbol, s.module \
+             FROM COMPOSITE_EVENTS c JOIN SAMPLING_CALLCHAINS s ON s.id = c.id \
+             ORDER BY c.id, s.stackDepth",
+        )
+        .map_err(|e| db.err(e))?;
+    let mut rows = st.query([]).map_err(|e| db.err(e))?;
+    /// The sample being read: its id, time and thread, the frame chosen so far, and its
+    /// innermost frame (the fallback).
+    struct Open {
+        id: i64,
+        ts: i64,
+        tid: i64,
+        chosen: Option<(StrId, StrId)>,
+        innermost: (StrId, StrId),
+    }
+    let close = |c: Open| {
+        let (pid, tid) = split_global_tid(c.tid);
+        let (symbol, module) = c.chosen.unwrap_or(c.innermost);
+        CpuSample {
+            pid,
+            tid,
+            ts: c.ts,
+            symbol,
+            module,
+        }
+    };
+    let mut cur: Option<Open> = None;
+    let mut out: Vec<CpuSample> = Vec::new();
+    while let Some(r) = rows.next().map_err(|e| db.err(e))? {
+        let get = |k: usize| r.get::<_, Option<i64>>(k).ok().flatten();
+        let (Some(id), Some(ts)) = (get(0), get(1)) else {
+            continue;
+        };
+        let tid = get(2).unwrap_or(0);
+        let sym = get(4).and_then(|i| ids.get(&i).copied()).unwrap_or(0);
+        let module = get(5).and_then(|i| ids.get(&i).copied()).unwrap_or(0);
+        if cur.as_ref().is_some_and(|c| c.id != id)
+            && let Some(c) = cur.take()
+        {
+            out.push(close(c));
+        }
+        let c = cur.get_or_insert(Open {
+            id,
+            ts,
+            tid,
+            chosen: None,
+            innermost: (sym, module),
+        });
+        if c.chosen.is_none() && !plumbing(trace.strings.get(sym), trace.strings.get(module)) {
+            c.chosen = Some((sym, module));
+        }
+    }
+    if let Some(c) = cur.take() {
+        out.push(close(c));
+    }
+    out.sort_by_key(|s| (s.pid, s.tid, s.ts));
+    trace.cpu_samples = out;
+    Ok(())
+}
+
 /// The operator an NVTX range stands for when PyTorch emitted it per operator:
 /// `aten::linear, seq = 0, op_id = 104` (`--pytorch=autograd-nvtx`) or
 /// `aten::addmm, seq = 3, sizes = [[64], [64, 32]]` (`torch.autograd.profiler.emit_nvtx`).
@@ -580,6 +665,9 @@ pub fn parse(path: &Path) -> Result<Trace, LoadError> {
                 .push(span(HostKind::OsCall, r.i(2), s, e, name_of(r.i(3)), None));
             Ok(())
         })?;
+    }
+    if db.has("COMPOSITE_EVENTS") && db.has("SAMPLING_CALLCHAINS") {
+        read_samples(&db, &mut trace, &ids)?;
     }
     if db.has("CUDA_GPU_MEMORY_USAGE_EVENTS") {
         let mut rows: Vec<(i64, i32, u64, i64, i64)> = Vec::new();

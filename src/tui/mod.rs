@@ -246,9 +246,38 @@ pub fn bench(
     let first = t0.elapsed().as_secs_f64();
     let mut script: Vec<keys::Action> = Vec::new();
     for _ in 0..3 {
-        script.extend([Screen(1), ZoomIn, ZoomIn, ZoomIn, Right, Right, PanRight, PanLeft]);
-        script.extend([ZoomOut, Down, Down, Up, Fit, Screen(3), Sort, Toggle, Down, Screen(2)]);
-        script.extend([Screen(0), Down, Enter, Enter, Back, Screen(4), Screen(5), NextScreen]);
+        script.extend([
+            Screen(1),
+            ZoomIn,
+            ZoomIn,
+            ZoomIn,
+            Right,
+            Right,
+            PanRight,
+            PanLeft,
+        ]);
+        script.extend([
+            ZoomOut,
+            Down,
+            Down,
+            Up,
+            Fit,
+            Screen(3),
+            Sort,
+            Toggle,
+            Down,
+            Screen(2),
+        ]);
+        script.extend([
+            Screen(0),
+            Down,
+            Enter,
+            Enter,
+            Back,
+            Screen(4),
+            Screen(5),
+            NextScreen,
+        ]);
     }
     let mut times: Vec<f64> = Vec::new();
     for a in script {

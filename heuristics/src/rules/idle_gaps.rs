@@ -69,6 +69,8 @@ pub enum CauseKind {
     DataLoading,
     /// An OS call (sleep, poll, futex, read), from Nsight Systems' OS runtime trace.
     OsCall,
+    /// Time no span covers, named by the CPU samples taken in it (Nsight Systems `-s cpu`).
+    Sampled,
     /// Time no span covers.
     Untraced,
     /// The next GPU operation was already launched: the GPU waited on a dependency.
@@ -93,6 +95,7 @@ impl CauseKind {
             CauseKind::Python => "Python",
             CauseKind::DataLoading => "data loading",
             CauseKind::OsCall => "OS calls",
+            CauseKind::Sampled => "host code (CPU samples)",
             CauseKind::Untraced => "untraced host code",
             CauseKind::GpuWait => "GPU-side waits",
             CauseKind::Unknown => "unknown host activity",
@@ -112,6 +115,7 @@ impl CauseKind {
             CauseKind::Python => "python",
             CauseKind::DataLoading => "data_loading",
             CauseKind::OsCall => "os_call",
+            CauseKind::Sampled => "sampled",
             CauseKind::Untraced => "untraced",
             CauseKind::GpuWait => "gpu_wait",
             CauseKind::Unknown => "unknown",
@@ -354,6 +358,21 @@ fn is_timing_sync(n: &str) -> bool {
         || n.ends_with("DeviceSynchronize")
 }
 
+/// A sampled C++ symbol as a reader wants it: the ATen kernel a `function_ref` callback or a
+/// TensorIterator loop runs (`at::native::cpu_upsample_linear`), else the name without its
+/// template and argument lists.
+fn sampled_symbol(sym: &str) -> String {
+    if sym.is_empty() {
+        return "(unnamed function)".into();
+    }
+    if let Some(k) = sym.find("at::native::") {
+        let rest = sym[k..].replace("(anonymous namespace)::", "");
+        let end = rest.find(['<', '(', ' ', ',']).unwrap_or(rest.len());
+        return rest[..end].to_string();
+    }
+    short_name(sym, 80)
+}
+
 /// `<built-in method tensor of type object at 0x7f..>` -> `built-in method tensor`.
 fn clean_frame(name: &str) -> String {
     let n = name.trim();
@@ -402,6 +421,8 @@ enum Leaf {
     Queued,
     /// Launch time after a sync that drained the queue: the sync's cost.
     Drained,
+    /// Untraced time where CPU samples name a function (symbol, module).
+    Sampled(u32, u32),
 }
 
 /// A measured slice before its words are spelled out.
@@ -770,6 +791,58 @@ impl<'t> Attributor<'t> {
         }
     }
 
+    /// Splits untraced time by the CPU samples taken on the thread in `[a, b)` outside every
+    /// span, in proportion to how many name each function.
+    fn name_untraced_by_samples(&self, raws: &mut Vec<Raw<'t>>, thread: ThreadKey, a: i64, b: i64) {
+        let t = self.trace;
+        let Some(k) = raws
+            .iter()
+            .position(|r| r.kind == CauseKind::Untraced && r.leaf == Leaf::Untraced)
+        else {
+            return;
+        };
+        let samples = &t.cpu_samples;
+        let from = samples.partition_point(|s| (s.pid, s.tid, s.ts) < (thread.0, thread.1, a));
+        let spans = t.thread_spans(thread);
+        let mut counts: FxHashMap<(u32, u32), u64> = FxHashMap::default();
+        for s in samples[from..]
+            .iter()
+            .take_while(|s| (s.pid, s.tid) == thread && s.ts < b)
+        {
+            let (_, chain) = t.chain_at(spans, s.ts);
+            // Step annotations cover everything and name nothing: they do not count.
+            let covered = chain.iter().any(|&i| {
+                let sp = &t.host_spans[i as usize];
+                sp.end > s.ts && !matches!(sp.kind, HostKind::Annotation | HostKind::GpuAnnotation)
+            });
+            if !covered {
+                *counts.entry((s.symbol, s.module)).or_default() += 1;
+            }
+        }
+        let n: u64 = counts.values().sum();
+        if n == 0 {
+            return;
+        }
+        let untraced = raws.swap_remove(k);
+        let mut counts: Vec<((u32, u32), u64)> = counts.into_iter().collect();
+        counts.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+        let mut left = untraced.ns;
+        for (j, ((sym, module), c)) in counts.iter().enumerate() {
+            let ns = if j + 1 == counts.len() {
+                left
+            } else {
+                untraced.ns * *c as i64 / n as i64
+            };
+            left -= ns;
+            raws.push(Raw {
+                kind: CauseKind::Sampled,
+                leaf: Leaf::Sampled(*sym, *module),
+                frame: untraced.frame,
+                ns,
+            });
+        }
+    }
+
     /// The words for a leaf.
     fn leaf_text(&self, leaf: Leaf, drained: Option<&str>) -> String {
         let t = self.trace;
@@ -816,6 +889,14 @@ impl<'t> Attributor<'t> {
             Leaf::Drained => drained
                 .unwrap_or("the sync that drained the queue")
                 .to_string(),
+            Leaf::Sampled(sym, module) => {
+                let m = t.str(module);
+                format!(
+                    "{} in {}",
+                    sampled_symbol(t.str(sym)),
+                    m.rsplit('/').next().unwrap_or(m)
+                )
+            }
         }
     }
 
@@ -922,6 +1003,9 @@ impl<'t> Attributor<'t> {
                     ns: b - host_end - latency,
                 });
             }
+        }
+        if !t.cpu_samples.is_empty() {
+            self.name_untraced_by_samples(&mut raws, thread, a, host_end);
         }
         // With the queue drained by a sync, launching again is the sync's cost: the GPU
         // would otherwise have had work queued.
@@ -1088,6 +1172,9 @@ pub fn advice(kind: CauseKind, leaf: &str) -> String {
             }
         }
         CauseKind::DataLoading => "Feed the GPU faster: DataLoader(num_workers>0, pin_memory=True, persistent_workers=True, prefetch_factor=4); move augmentation to the GPU (e.g. torchvision.transforms.v2 on CUDA tensors) or pre-process the dataset offline.".to_string(),
+        CauseKind::Sampled => format!(
+            "{leaf}: the host runs this between CUDA calls while the GPU idles (from CPU samples); move it off the training thread, out of the loop, or onto the GPU."
+        ),
         CauseKind::OsCall => format!(
             "The training thread waits in {leaf}: a sleep, a lock or I/O on the critical path; move it off the training thread."
         ),
