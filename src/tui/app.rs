@@ -50,6 +50,7 @@ pub enum ItemClass {
     Memset,
     HostOp,
     SyncCall,
+    Annotation,
 }
 
 /// One event on a lane.
@@ -185,6 +186,39 @@ impl Loaded {
                 label: format!("host {}/{}", th.0, th.1 & 0xFF_FFFF),
                 device: None,
                 items,
+            });
+        }
+        // User annotations and NVTX ranges (record_function, emit_nvtx; not the step
+        // markers, which the ruler shows): the outermost ones, on a lane of their own.
+        let mut notes: Vec<Item> = trace
+            .host_spans
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                s.kind == HostKind::Annotation
+                    && s.end > w.start
+                    && s.start < w.end
+                    && !trace.str(s.name).starts_with("ProfilerStep#")
+            })
+            .filter(|(i, _)| {
+                trace.ancestors(*i as u32).all(|a| {
+                    let p = &trace.host_spans[a as usize];
+                    p.kind != HostKind::Annotation || trace.str(p.name).starts_with("ProfilerStep#")
+                })
+            })
+            .map(|(i, s)| Item {
+                start: s.start,
+                end: s.end.max(s.start + 1),
+                class: ItemClass::Annotation,
+                index: i as u32,
+            })
+            .collect();
+        notes.sort_by_key(|i| i.start);
+        if !notes.is_empty() {
+            lanes.push(Lane {
+                label: "annotations".into(),
+                device: None,
+                items: notes,
             });
         }
         let gaps = analysis

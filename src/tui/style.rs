@@ -40,6 +40,7 @@ pub fn class(app: &App, c: Option<ItemClass>) -> Style {
         Some(ItemClass::Memset) => fg(app, Color::Gray),
         Some(ItemClass::HostOp) => fg(app, Color::Cyan),
         Some(ItemClass::SyncCall) => fg(app, Color::Red),
+        Some(ItemClass::Annotation) => fg(app, Color::White),
         None => Style::default(),
     }
 }

@@ -232,3 +232,43 @@ fn search_moves_to_the_matching_finding() {
     a.apply(Action::NextMatch, 10);
     assert_eq!(a.finding, 1);
 }
+
+#[test]
+fn counters_screen_charts_the_log_given_with_the_trace() {
+    let dmon = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/sample-traces/dmon/h200_dmon_s_pucvmet_o_DT.log");
+    if !dmon.exists() {
+        eprintln!("skipping: {} is absent", dmon.display());
+        return;
+    }
+    let mut t = tracehound_parsers::load(&sample(RESNET)).unwrap();
+    let log = tracehound_parsers::load(&dmon).unwrap();
+    tracehound_parsers::session::attach(&mut t, &log).expect("the log overlaps the trace");
+    let config = tracehound_heuristics::Config::default();
+    let a = tracehound_heuristics::analyze(&t, &config);
+    let mut app = App::new(Some(Loaded::new(t, a, config.gap_threshold_ns)));
+    app.no_color = true;
+    app.apply(Action::Screen(4), 10);
+    let screen = text(&render(&app, 120, 40));
+    for m in ["GPU 0 sm (%)", "GPU 0 mem (%)", "GPU 0 pwr (W)"] {
+        assert!(screen.contains(m), "{m} in {screen}");
+    }
+}
+
+#[test]
+fn annotations_have_a_lane_of_their_own() {
+    // The DataLoader's record_function ranges in the ResNet capture.
+    let mut a = app(RESNET);
+    a.apply(Action::Screen(1), 10);
+    let l = a.loaded.as_ref().unwrap();
+    let lane = l
+        .lanes
+        .iter()
+        .find(|x| x.label == "annotations")
+        .expect("an annotation lane");
+    assert!(lane.items.iter().any(|i| {
+        l.trace
+            .str(l.trace.host_spans[i.index as usize].name)
+            .contains("DataLoader")
+    }));
+}

@@ -1119,6 +1119,32 @@ fn finish_gap(mut gap: Gap) -> Gap {
     gap
 }
 
+/// `; cuDNN autotuning in steps 0, 1, 2`: the profiler steps whose gaps were mostly
+/// autotuning, which paid for it (a new input shape each, with cudnn.benchmark).
+fn tuning_steps(cx: &Ctx, idle: &DeviceIdle) -> String {
+    let steps = &cx.trace.steps;
+    let mut paid: Vec<i64> = idle
+        .costly_gaps()
+        .filter(|g| g.kind == CauseKind::Autotune)
+        .filter_map(|g| {
+            let k = steps.partition_point(|s| s.start <= g.start);
+            k.checked_sub(1).map(|k| steps[k].number)
+        })
+        .collect();
+    paid.sort_unstable();
+    paid.dedup();
+    if paid.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = paid.iter().map(|n| n.to_string()).collect();
+    format!(
+        "; cuDNN autotuning in step{} {} of {}",
+        if paid.len() > 1 { "s" } else { "" },
+        list.join(", "),
+        steps.len()
+    )
+}
+
 /// Advice for a measured leaf of a category: the concrete change, not the class.
 pub fn advice(kind: CauseKind, leaf: &str) -> String {
     let l = leaf.to_ascii_lowercase();
@@ -1447,7 +1473,7 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
                 Some(m) => format!("; nvidia-smi SM utilisation over the window {m:.0}%"),
                 None => String::new(),
             }
-        ),
+        ) + &tuning_steps(cx, idle),
         breakdown: rows,
         instances,
         advice: advice_list,
