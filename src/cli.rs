@@ -235,28 +235,17 @@ fn load_all_with(
 }
 
 fn analyze(args: AnalyzeArgs) -> Result<i32> {
-    if !(args.gap_threshold_us.is_finite() && args.gap_threshold_us > 0.0) {
-        eprintln!(
-            "tracehound: error: --gap-threshold-us must be a positive number of microseconds"
-        );
-        return Ok(2);
-    }
+    let (_, utc_offset_s) = match checked_options(args.gap_threshold_us, args.utc_offset) {
+        Ok(x) => x,
+        Err(code) => return Ok(code),
+    };
     if let Some(w) = &args.window
         && !(w[0].is_finite() && w[1].is_finite() && w[0] < w[1])
     {
         eprintln!("tracehound: error: --window START_MS END_MS needs START_MS < END_MS");
         return Ok(2);
     }
-    let utc_offset_s = match args.utc_offset {
-        Some(h) if h.is_finite() && h.abs() <= 14.0 => Some((h * 3600.0).round() as i64),
-        Some(_) => {
-            eprintln!(
-                "tracehound: error: --utc-offset takes hours east of UTC, between -14 and 14"
-            );
-            return Ok(2);
-        }
-        None => None,
-    };
+
     if args.files.iter().any(|f| f.is_dir()) {
         return analyze_job(&args, utc_offset_s);
     }
@@ -561,6 +550,31 @@ fn session(loaded: Vec<tracehound_parsers::Trace>) -> Vec<tracehound_parsers::Tr
     primaries
 }
 
+/// The gap threshold in ns and the nvidia-smi logs' UTC offset in s, checked; a bad value
+/// gets its message and exit code 2.
+fn checked_options(
+    gap_threshold_us: f64,
+    utc_offset: Option<f64>,
+) -> Result<(i64, Option<i64>), i32> {
+    if !(gap_threshold_us.is_finite() && gap_threshold_us > 0.0) {
+        eprintln!(
+            "tracehound: error: --gap-threshold-us must be a positive number of microseconds"
+        );
+        return Err(2);
+    }
+    let utc_offset_s = match utc_offset {
+        Some(h) if h.is_finite() && h.abs() <= 14.0 => Some((h * 3600.0).round() as i64),
+        Some(_) => {
+            eprintln!(
+                "tracehound: error: --utc-offset takes hours east of UTC, between -14 and 14"
+            );
+            return Err(2);
+        }
+        None => None,
+    };
+    Ok(((gap_threshold_us * 1000.0).round() as i64, utc_offset_s))
+}
+
 fn tui_bench(file: &std::path::Path) -> Result<i32> {
     let t = tracehound_parsers::load(file).map_err(|e| anyhow::anyhow!("{e}"))?;
     let config = Config::default();
@@ -575,23 +589,10 @@ fn tui_bench(file: &std::path::Path) -> Result<i32> {
 }
 
 fn tui(files: Vec<PathBuf>, gap_threshold_us: f64, utc_offset: Option<f64>) -> Result<i32> {
-    if !(gap_threshold_us.is_finite() && gap_threshold_us > 0.0) {
-        eprintln!(
-            "tracehound: error: --gap-threshold-us must be a positive number of microseconds"
-        );
-        return Ok(2);
-    }
-    let utc_offset_s = match utc_offset {
-        Some(h) if h.is_finite() && h.abs() <= 14.0 => Some((h * 3600.0).round() as i64),
-        Some(_) => {
-            eprintln!(
-                "tracehound: error: --utc-offset takes hours east of UTC, between -14 and 14"
-            );
-            return Ok(2);
-        }
-        None => None,
+    let (gap_threshold_ns, utc_offset_s) = match checked_options(gap_threshold_us, utc_offset) {
+        Ok(x) => x,
+        Err(code) => return Ok(code),
     };
-    let gap_threshold_ns = (gap_threshold_us * 1000.0).round() as i64;
     let config = Config {
         gap_threshold_ns,
         ..Config::default()

@@ -78,10 +78,7 @@ fn cpu_tensor_preprocessing_is_named_with_its_operators() {
     let planted = measured_ms(&truth, "cpu_preprocess");
     let named = cause_ms(&doc, "cpu_op", "aten::upsample_bilinear2d")
         + cause_ms(&doc, "cpu_op", "aten::rand");
-    assert!(
-        named > 0.75 * planted && named < 1.05 * planted,
-        "CPU operators {named:.1} ms vs {planted:.1} ms measured"
-    );
+    agrees(named, planted, 0.75, 1.05, "CPU operators");
 }
 
 #[test]
@@ -95,10 +92,7 @@ fn python_built_inputs_are_python_not_a_sync() {
     let truth = reference("h200_python_list_input.kineto.truth.json");
     let planted = measured_ms(&truth, "build_batch");
     let named = cause_ms(&doc, "python", "tensor") + cause_ms(&doc, "python", "build_batch");
-    assert!(
-        named > 0.9 * planted && named < 1.05 * planted,
-        "Python {named:.1} ms vs {planted:.1} ms measured in build_batch"
-    );
+    agrees(named, planted, 0.9, 1.05, "Python in build_batch");
     assert!(metric(findings(&doc, "idle_gaps")[0], "host_sync_ns") < 0.02 * named * 1e6);
 }
 
@@ -136,10 +130,7 @@ fn item_then_bookkeeping_names_the_python_and_the_drain() {
     let truth = reference("h200_item_then_python.kineto.truth.json");
     let planted = measured_ms(&truth, "bookkeeping");
     let named = cause_ms(&doc, "python", "bookkeeping");
-    assert!(
-        named > 0.7 * planted && named <= 1.05 * planted,
-        "{named:.1} ms vs {planted:.1} ms measured"
-    );
+    agrees(named, planted, 0.7, 1.05, "bookkeeping");
 }
 
 #[test]
@@ -202,10 +193,7 @@ fn a_slow_dataloader_is_data_loading() {
     let truth = reference("h200_dataloader_slow.kineto.truth.json");
     let planted = measured_ms(&truth, "next_batch");
     let named = cause_ms(&doc, "data_loading", "");
-    assert!(
-        named > 0.8 * planted && named < 1.05 * planted,
-        "{named:.1} ms vs {planted:.1} ms measured in next()"
-    );
+    agrees(named, planted, 0.8, 1.05, "next() of the DataLoader");
 }
 
 #[test]
@@ -239,6 +227,27 @@ fn clean_negatives_have_no_high_finding() {
     }
 }
 
+/// A gzipped sample unpacked to a temporary file of its own (removed by the caller).
+fn unpack(gz: &Path, tag: &str) -> PathBuf {
+    let out = std::env::temp_dir().join(format!(
+        "tracehound-accuracy-{}-{tag}.sqlite",
+        std::process::id()
+    ));
+    let mut dec = flate2::read::GzDecoder::new(std::fs::File::open(gz).unwrap());
+    let mut f = std::fs::File::create(&out).unwrap();
+    std::io::copy(&mut dec, &mut f).unwrap();
+    out
+}
+
+/// Asserts that the time tracehound gives a cause agrees with the time measured around the
+/// planted code: within [lo, hi] times it.
+fn agrees(named: f64, planted: f64, lo: f64, hi: f64, what: &str) {
+    assert!(
+        named > lo * planted && named < hi * planted,
+        "{what}: {named:.1} ms named vs {planted:.1} ms measured"
+    );
+}
+
 fn nsys(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("sample-traces/nsys")
@@ -258,15 +267,7 @@ fn nsys_without_cpu_data_says_so_and_with_it_names_the_operators() {
     assert_eq!(bare["format"], "nsys");
     // With --pytorch=autograd-nvtx the operator ranges name it (the export is shipped
     // gzipped: unpack it next to the test's temporary files).
-    let gz = nsys("h200_cpu_preprocess_host.sqlite.gz");
-    let out = std::env::temp_dir().join(format!(
-        "tracehound-accuracy-{}-host.sqlite",
-        std::process::id()
-    ));
-    let mut dec = flate2::read::GzDecoder::new(std::fs::File::open(&gz).unwrap());
-    let mut f = std::fs::File::create(&out).unwrap();
-    std::io::copy(&mut dec, &mut f).unwrap();
-    drop(f);
+    let out = unpack(&nsys("h200_cpu_preprocess_host.sqlite.gz"), "host");
     let doc = expect_top(
         &out,
         "idle_gaps",
@@ -435,9 +436,8 @@ fn the_straggler_is_found_in_per_rank_nsys_exports_too() {
     std::fs::create_dir_all(&dir).unwrap();
     for r in 0..2 {
         let gz = job("h200_ddp_straggler_nsys").join(format!("rank{r}.sqlite.gz"));
-        let mut dec = flate2::read::GzDecoder::new(std::fs::File::open(&gz).unwrap());
-        let mut f = std::fs::File::create(dir.join(format!("rank{r}.sqlite"))).unwrap();
-        std::io::copy(&mut dec, &mut f).unwrap();
+        let tmp = unpack(&gz, &format!("rank{r}"));
+        std::fs::rename(&tmp, dir.join(format!("rank{r}.sqlite"))).unwrap();
     }
     let j = analyze_job(&dir);
     std::fs::remove_dir_all(&dir).ok();
@@ -459,15 +459,7 @@ fn cpu_samples_name_untraced_time_in_nsys_exports() {
     // The host-side export with its operator NVTX ranges removed (a capture with `-s cpu`
     // but without --pytorch=autograd-nvtx): only the CPU samples can say what the host did,
     // and they name the two planted operators' kernels.
-    let gz = nsys("h200_cpu_preprocess_host.sqlite.gz");
-    let out = std::env::temp_dir().join(format!(
-        "tracehound-accuracy-{}-samples.sqlite",
-        std::process::id()
-    ));
-    let mut dec = flate2::read::GzDecoder::new(std::fs::File::open(&gz).unwrap());
-    let mut f = std::fs::File::create(&out).unwrap();
-    std::io::copy(&mut dec, &mut f).unwrap();
-    drop(f);
+    let out = unpack(&nsys("h200_cpu_preprocess_host.sqlite.gz"), "samples");
     let db = rusqlite::Connection::open(&out).unwrap();
     let removed = db
         .execute(
