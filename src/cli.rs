@@ -18,6 +18,13 @@ struct Cli {
 enum Command {
     /// Rank what costs GPU time in one or more traces.
     Analyze(AnalyzeArgs),
+    /// Write a report to attach to a review or keep as a CI artifact: Markdown, JSON,
+    /// self-contained HTML or JUnit XML (from the extension of -o, or --format). Written
+    /// atomically.
+    Report(ReportArgs),
+    /// Compare two captures of the same job: findings resolved, new and changed, busy and idle
+    /// time and their causes, step time, top kernels and memory peaks.
+    Diff(DiffArgs),
     /// Kernel and memory-operation tables (the columns of `nsys stats`).
     Summary {
         /// Trace files (Kineto JSON, plain or gzip; Nsight Systems SQLite).
@@ -138,6 +145,63 @@ struct AnalyzeArgs {
     utc_offset: Option<f64>,
 }
 
+#[derive(Clone, Copy, ValueEnum)]
+enum ReportFormat {
+    Md,
+    Json,
+    Html,
+    Junit,
+}
+
+#[derive(clap::Args)]
+struct ReportArgs {
+    /// Trace files (and nvidia-smi logs beside them).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Where to write the report (.md, .json, .html, .xml).
+    #[arg(short, long, value_name = "PATH")]
+    output: PathBuf,
+    /// The format, when the extension does not say it.
+    #[arg(long, value_enum)]
+    format: Option<ReportFormat>,
+    /// Exit with code 1 when a finding of this severity or higher is found; in JUnit, the
+    /// severity from which a finding fails its test case (default low).
+    #[arg(long, value_enum, value_name = "SEVERITY")]
+    fail_on: Option<FailOn>,
+    /// GPU idle intervals at least this long (µs) count as gaps.
+    #[arg(long, default_value_t = 100.0, value_name = "US")]
+    gap_threshold_us: f64,
+    /// Time zone of the machine that wrote nvidia-smi logs, hours east of UTC.
+    #[arg(long, value_name = "HOURS", allow_hyphen_values = true)]
+    utc_offset: Option<f64>,
+}
+
+#[derive(clap::Args)]
+struct DiffArgs {
+    /// The capture before the change.
+    before: PathBuf,
+    /// The capture after the change.
+    after: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: DiffFormat,
+    /// Exit with code 1 when step time (or, without steps, idle time) got worse by more than
+    /// PCT percent.
+    #[arg(long, value_name = "PCT")]
+    fail_on_regression: Option<f64>,
+    /// GPU idle intervals at least this long (µs) count as gaps.
+    #[arg(long, default_value_t = 100.0, value_name = "US")]
+    gap_threshold_us: f64,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum DiffFormat {
+    Table,
+    Md,
+    Json,
+    Html,
+}
+
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
@@ -151,6 +215,19 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Analyze(args) => analyze(args),
         Command::Info { files } => info(files),
+        Command::Report(args) => report_cmd(args),
+        Command::Diff(args) => crate::diff::run(
+            &args.before,
+            &args.after,
+            match args.format {
+                DiffFormat::Table => crate::diff::Format::Text,
+                DiffFormat::Md => crate::diff::Format::Markdown,
+                DiffFormat::Json => crate::diff::Format::Json,
+                DiffFormat::Html => crate::diff::Format::Html,
+            },
+            args.fail_on_regression,
+            args.gap_threshold_us,
+        ),
         Command::DevTuiBench { file } => tui_bench(&file),
         Command::Tui {
             files,
@@ -548,6 +625,71 @@ fn session(loaded: Vec<tracehound_parsers::Trace>) -> Vec<tracehound_parsers::Tr
         }
     }
     primaries
+}
+
+fn report_cmd(args: ReportArgs) -> Result<i32> {
+    let (gap_threshold_ns, utc_offset_s) =
+        match checked_options(args.gap_threshold_us, args.utc_offset) {
+            Ok(x) => x,
+            Err(code) => return Ok(code),
+        };
+    let ext = args
+        .output
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase());
+    let format = match (args.format, ext.as_deref()) {
+        (Some(f), _) => f,
+        (None, Some("md" | "markdown")) => ReportFormat::Md,
+        (None, Some("json")) => ReportFormat::Json,
+        (None, Some("html" | "htm")) => ReportFormat::Html,
+        (None, Some("xml")) => ReportFormat::Junit,
+        _ => {
+            eprintln!(
+                "tracehound: error: {}: say the format with --format md|json|html|junit, or end the path in .md, .json, .html or .xml",
+                args.output.display()
+            );
+            return Ok(2);
+        }
+    };
+    let loaded = match load_all_with(
+        &args.files,
+        tracehound_parsers::LoadOptions {
+            utc_offset_s,
+            ..Default::default()
+        },
+    ) {
+        Ok(t) => t,
+        Err(code) => return Ok(code),
+    };
+    let traces = session(loaded);
+    let config = Config {
+        gap_threshold_ns,
+        ..Config::default()
+    };
+    let reports: Vec<TraceReport> = traces
+        .iter()
+        .map(|t| TraceReport {
+            trace: t,
+            analysis: tracehound_heuristics::analyze(t, &config),
+        })
+        .collect();
+    let fmt = match format {
+        ReportFormat::Md => Format::Markdown,
+        ReportFormat::Json => Format::Json,
+        ReportFormat::Html => Format::Html,
+        ReportFormat::Junit => Format::Junit(args.fail_on.map_or(Severity::Low, FailOn::severity)),
+    };
+    let text = report::render(&reports, fmt, None);
+    report::write_atomic(&args.output, text.as_bytes())
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    eprintln!("tracehound: wrote {}", args.output.display());
+    let failed = args.fail_on.is_some_and(|f| {
+        reports
+            .iter()
+            .flat_map(|r| r.analysis.findings.iter())
+            .any(|x| x.severity >= f.severity())
+    });
+    Ok(if failed { 1 } else { 0 })
 }
 
 /// The gap threshold in ns and the nvidia-smi logs' UTC offset in s, checked; a bad value

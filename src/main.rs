@@ -3,6 +3,7 @@
 //! Exit codes: 0 ok, 1 findings at or above `--fail-on`, 2 bad input or usage.
 
 mod cli;
+mod diff;
 mod report;
 mod scale;
 mod tui;

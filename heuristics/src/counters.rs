@@ -97,6 +97,7 @@ pub(crate) fn base(
     advice: &str,
 ) -> Finding {
     Finding {
+        id: String::new(),
         rule,
         title,
         severity,

@@ -111,6 +111,10 @@ pub struct Instance {
 /// A problem found in a trace.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Finding {
+    /// Stable id: the same rule about the same subject gets the same id across runs and
+    /// captures (`idle_gaps/gpu0`, `pageable_memcpy/gpu0/htod`), so tools can follow a
+    /// finding over time. Set by [`crate::analyze`] (and the job analysis) via [`Finding::stable_id`].
+    pub id: String,
     /// Rule id (`idle_gaps`).
     pub rule: &'static str,
     /// One line saying what is wrong, with the key number.
@@ -136,6 +140,34 @@ pub struct Finding {
     pub advice: Vec<String>,
     /// The key numbers, machine-readable (`gaps`, `bytes`, `ooms` ...), for CI and scripts.
     pub metrics: BTreeMap<&'static str, f64>,
+}
+
+impl Finding {
+    /// The stable id of this finding: rule, device, and what distinguishes findings of one
+    /// rule on one device (the copy direction, the straggler's rank), never a measured number.
+    pub fn stable_id(&self) -> String {
+        let mut id = self.rule.to_string();
+        if let Some(d) = self.device {
+            id.push_str(&format!("/gpu{d}"));
+        }
+        let t = self.title.to_ascii_lowercase();
+        let subject = match self.rule {
+            "pageable_memcpy" if t.contains("host-to-device") => Some("htod"),
+            "pageable_memcpy" if t.contains("device-to-host") => Some("dtoh"),
+            "pageable_memcpy" => Some("other"),
+            _ => None,
+        };
+        if let Some(s) = subject {
+            id.push('/');
+            id.push_str(s);
+        }
+        for key in ["straggler_rank", "slow_rank"] {
+            if let Some(r) = self.metrics.get(key) {
+                id.push_str(&format!("/rank{r}"));
+            }
+        }
+        id
+    }
 }
 
 /// Builds a metrics map from pairs.

@@ -201,6 +201,7 @@ pub fn job_findings(ranks: &mut [RankSummary]) -> Vec<Finding> {
         let others = ranks.len() - 1;
         out.push(Finding {
             rule: "slowest_rank",
+            id: String::new(),
             title: format!(
                 "rank {} is {:.0}% slower per step than the median ({} vs {}): the other {others} ranks wait for it",
                 slow.rank,
@@ -261,6 +262,7 @@ pub fn job_findings(ranks: &mut [RankSummary]) -> Vec<Finding> {
         let share = impact as f64 / hi.window_ns.max(1) as f64;
         out.push(Finding {
             rule: "idle_spread",
+            id: String::new(),
             title: format!(
                 "GPU idle time differs across ranks: {:.0}% on rank {} vs {:.0}% on rank {}",
                 100.0 * idle(hi),
@@ -288,6 +290,9 @@ pub fn job_findings(ranks: &mut [RankSummary]) -> Vec<Finding> {
             )],
             metrics: metrics([("max_idle_share", idle(hi)), ("min_idle_share", idle(lo))]),
         });
+    }
+    for f in &mut out {
+        f.id = f.stable_id();
     }
     crate::rank(&mut out);
     out
@@ -341,6 +346,7 @@ fn straggler(ranks: &[RankSummary], m: &CollectiveMatch, step_ns: i64) -> Option
         .collect();
     Some(Finding {
         rule: "straggler_rank",
+        id: String::new(),
         title: format!(
             "rank {} arrives last at {} of {} collectives: rank {} waits {} per step for it with nothing else to run ({:.0}% of a step)",
             slow.rank,

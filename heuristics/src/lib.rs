@@ -70,6 +70,9 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
         .map(|e| e.unwrap_or_else(|| late.next().unwrap_or_default()))
         .collect();
     let mut findings: Vec<Finding> = per_rule.into_iter().flatten().collect();
+    for f in &mut findings {
+        f.id = f.stable_id();
+    }
     rank(&mut findings);
     let mut summary = summary;
     // The verdict names what bounds the run; when a costlier problem of another kind ranks

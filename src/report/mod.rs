@@ -2,8 +2,10 @@
 //! reviews. Each takes the ranked findings and the summary and writes a string, so output
 //! is byte-for-byte deterministic.
 
+mod html;
 pub mod job;
 pub(crate) mod json;
+mod junit;
 mod markdown;
 mod table;
 pub mod tables;
@@ -29,6 +31,10 @@ pub enum Format {
     Json,
     /// Markdown.
     Markdown,
+    /// Self-contained HTML with inline SVG charts.
+    Html,
+    /// JUnit XML; findings at or above the severity fail their rule's test case.
+    Junit(tracehound_heuristics::Severity),
 }
 
 /// Renders the reports of one run.
@@ -37,10 +43,40 @@ pub fn render(reports: &[TraceReport], format: Format, top: Option<usize>) -> St
         Format::Table => table::render(reports, top),
         Format::Json => json::render(reports, top),
         Format::Markdown => markdown::render(reports, top),
+        Format::Html => html::render(reports, top),
+        Format::Junit(s) => junit::render(reports, s),
     }
 }
 
 /// The GPUs a trace used, by name (`NVIDIA H200`), or the device indices when unnamed.
+/// The JSON documents' schema version (docs/json-output.md).
+pub const JSON_SCHEMA_VERSION: u32 = json::SCHEMA_VERSION;
+
+/// Escapes text for HTML.
+pub fn esc_html(s: &str) -> String {
+    html::esc(s)
+}
+
+/// Writes `bytes` to `path` atomically: into a temporary file beside it, flushed to disk, then
+/// renamed over it, so an interrupted run never leaves half a report over a good one.
+pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let name = path
+        .file_name()
+        .map_or("report".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
 /// `, of which 64% in collectives (64% with no compute beside them)` when a device ran
 /// collectives: busy time that may be spinning while other ranks arrive.
 fn collectives_note(d: &tracehound_heuristics::summary::DeviceSummary) -> String {

@@ -263,6 +263,7 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
     };
     Some(Finding {
         rule: "allocator_fragmentation",
+        id: String::new(),
         title,
         severity,
         impact_ns: impact,

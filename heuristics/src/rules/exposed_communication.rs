@@ -36,6 +36,7 @@ impl Rule for ExposedCommunication {
             let hidden = e.collective_ns - e.exposed_ns;
             out.push(Finding {
                 rule: "exposed_communication",
+                id: String::new(),
                 title: format!(
                     "GPU {}: {} of collective communication with no compute beside it ({} per step, {:.0}% of the window)",
                     e.device,

@@ -1430,6 +1430,7 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     let share = w.share(impact);
     Finding {
         rule: "idle_gaps",
+        id: String::new(),
         title: if launch_bound {
             format!(
                 "GPU {} idle {:.0}% of the window: {} gaps ≥ {} cost {}, and {} more between tiny kernels (launch-bound)",

@@ -201,6 +201,7 @@ fn direction_finding(
     };
     Finding {
         rule: "pageable_memcpy",
+        id: String::new(),
         title: format!(
             "{} {}: {} in {} at {:.1} GB/s",
             idx.len(),

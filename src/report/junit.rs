@@ -1,0 +1,89 @@
+//! JUnit XML, for CI test reporters (GitLab, Jenkins, GitHub): one test suite per trace, one
+//! test case per rule, and a failure per finding at or above `--fail-on` (all findings with
+//! severity low or higher when it is not given), so findings show up as failed checks.
+
+use super::TraceReport;
+use quick_xml::Writer;
+use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
+use tracehound_heuristics::finding::fmt_ns;
+use tracehound_heuristics::{Severity, rules};
+
+pub fn render(reports: &[TraceReport], fail_at: Severity) -> String {
+    let mut w = Writer::new_with_indent(Vec::new(), b' ', 2);
+    let _ = w.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)));
+    let all_rules: Vec<&'static str> = rules::all().iter().map(|r| r.id()).collect();
+    let failing = |r: &TraceReport, rule: &str| {
+        r.analysis
+            .findings
+            .iter()
+            .filter(|f| f.rule == rule && f.severity >= fail_at)
+            .count()
+    };
+    let total_failures: usize = reports
+        .iter()
+        .map(|r| all_rules.iter().map(|rule| failing(r, rule)).sum::<usize>())
+        .sum();
+    let mut suites = BytesStart::new("testsuites");
+    suites.push_attribute(("name", "tracehound"));
+    suites.push_attribute((
+        "tests",
+        (reports.len() * all_rules.len()).to_string().as_str(),
+    ));
+    suites.push_attribute(("failures", total_failures.to_string().as_str()));
+    let _ = w.write_event(Event::Start(suites));
+    for r in reports {
+        let mut suite = BytesStart::new("testsuite");
+        suite.push_attribute(("name", r.trace.source.as_str()));
+        suite.push_attribute(("tests", all_rules.len().to_string().as_str()));
+        let failures: usize = all_rules.iter().map(|rule| failing(r, rule)).sum();
+        suite.push_attribute(("failures", failures.to_string().as_str()));
+        let _ = w.write_event(Event::Start(suite));
+        for rule in &all_rules {
+            let mut case = BytesStart::new("testcase");
+            case.push_attribute(("classname", "tracehound"));
+            case.push_attribute(("name", *rule));
+            let found: Vec<_> = r
+                .analysis
+                .findings
+                .iter()
+                .filter(|f| f.rule == *rule && f.severity >= fail_at)
+                .collect();
+            if found.is_empty() {
+                let _ = w.write_event(Event::Empty(case));
+                continue;
+            }
+            let _ = w.write_event(Event::Start(case));
+            for f in found {
+                let mut fail = BytesStart::new("failure");
+                fail.push_attribute(("type", f.severity.label()));
+                fail.push_attribute((
+                    "message",
+                    format!(
+                        "{} [{}; {} = {:.1}% of the window]",
+                        f.title,
+                        f.id,
+                        fmt_ns(f.impact_ns),
+                        100.0 * f.impact_share
+                    )
+                    .as_str(),
+                ));
+                let _ = w.write_event(Event::Start(fail));
+                let mut body = format!("{}\n", f.evidence);
+                for row in &f.breakdown {
+                    body.push_str(&format!("  - {} ({})\n", row.label, fmt_ns(row.time_ns)));
+                }
+                for a in &f.advice {
+                    body.push_str(&format!("fix: {a}\n"));
+                }
+                let _ = w.write_event(Event::Text(BytesText::new(&body)));
+                let _ = w.write_event(Event::End(BytesEnd::new("failure")));
+            }
+            let _ = w.write_event(Event::End(BytesEnd::new("testcase")));
+        }
+        let _ = w.write_event(Event::End(BytesEnd::new("testsuite")));
+    }
+    let _ = w.write_event(Event::End(BytesEnd::new("testsuites")));
+    let mut s = String::from_utf8_lossy(&w.into_inner()).into_owned();
+    s.push('\n');
+    s
+}

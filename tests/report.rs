@@ -1,0 +1,246 @@
+//! `tracehound report` (Markdown, JSON, HTML, JUnit; written atomically) and `tracehound diff`
+//! on real traces. The HTML report is rendered in headless Chromium when it is installed
+//! (`.ci/run` installs it): the charts are there, the page logs no console errors, and a
+//! screenshot comes out.
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn tmpdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tracehound-report-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn report(args: &[&str]) -> (i32, String) {
+    let out = run(&[&["report"], args].concat());
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+const UNPINNED: &str = "h200_resnet_unpinned_sync.pt.trace.json.gz";
+const PINNED: &str = "h200_resnet_pinned_amp_clean.pt.trace.json.gz";
+
+#[test]
+fn every_format_from_the_extension_with_stable_ids() {
+    let d = tmpdir("formats");
+    let trace = own(UNPINNED);
+    let t = trace.to_str().unwrap();
+    for ext in ["md", "json", "html", "xml"] {
+        let out = d.join(format!("review.{ext}"));
+        let (code, err) = report(&[t, "-o", out.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.metadata().unwrap().len() > 1000, "{ext}");
+    }
+    // Nothing left behind but the four reports (the temporary files were renamed).
+    let mut names: Vec<String> = std::fs::read_dir(&d)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["review.html", "review.json", "review.md", "review.xml"]
+    );
+    // Stable ids: the same in two runs, and named after rule, device and subject.
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(d.join("review.json")).unwrap()).unwrap();
+    let ids: Vec<&str> = json["traces"][0]["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["idle_gaps/gpu0", "pageable_memcpy/gpu0/htod"]);
+    // JUnit: a test case per rule; the two findings fail their rules' cases.
+    let xml = std::fs::read_to_string(d.join("review.xml")).unwrap();
+    assert!(xml.contains("<testsuites name=\"tracehound\""), "{xml}");
+    let rules = run(&["analyze", "--help"]); // the binary runs; every rule is one test case
+    assert!(rules.status.success());
+    assert_eq!(xml.matches("<testcase ").count(), 11, "{xml}");
+    assert_eq!(xml.matches("<failure ").count(), 2, "{xml}");
+    assert!(xml.contains("name=\"pageable_memcpy\""));
+    // --fail-on high: only the high finding fails, and the exit code says so.
+    let strict = d.join("strict.xml");
+    let (code, _) = report(&[t, "-o", strict.to_str().unwrap(), "--fail-on", "high"]);
+    assert_eq!(code, 1);
+    let xml = std::fs::read_to_string(&strict).unwrap();
+    assert_eq!(xml.matches("<failure ").count(), 1, "{xml}");
+    std::fs::remove_dir_all(&d).ok();
+}
+
+#[test]
+fn an_unknown_extension_asks_for_a_format_and_writes_nothing() {
+    let d = tmpdir("ext");
+    let out = d.join("review.txt");
+    let (code, err) = report(&[own(UNPINNED).to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--format"), "{err}");
+    assert!(!out.exists());
+    std::fs::remove_dir_all(&d).ok();
+}
+
+#[test]
+fn the_html_report_is_self_contained_and_renders() {
+    let d = tmpdir("html");
+    let html = d.join("review.html");
+    let (code, err) = report(&[
+        own(UNPINNED).to_str().unwrap(),
+        "-o",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let page = std::fs::read_to_string(&html).unwrap();
+    for needle in [
+        "aria-label=\"GPU timeline\"",
+        "Where the GPU&#39;s idle time went: measured causes",
+        "Top kernels by GPU time in the window",
+        "memory reserved by the caching allocator",
+        "pageable_memcpy/gpu0/htod",
+        "name=\"viewport\"",
+        "@media print",
+    ] {
+        assert!(page.contains(needle), "{needle}");
+    }
+    // Nothing from elsewhere: no scripts, no external styles, fonts or images.
+    for banned in ["<script", "<link", "src=\"http", "@import", "url(http"] {
+        assert!(!page.contains(banned), "{banned}");
+    }
+    let Some(chromium) = ["chromium", "chromium-browser"]
+        .into_iter()
+        .find(|c| Command::new(c).arg("--version").output().is_ok())
+    else {
+        eprintln!("skipping the browser check: chromium is not installed (.ci/run installs it)");
+        return;
+    };
+    let shot = d.join("review.png");
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1200,1600",
+            &format!("--screenshot={}", shot.display()),
+            &format!("file://{}", html.display()),
+        ])
+        .output()
+        .expect("chromium runs");
+    let log = String::from_utf8_lossy(&out.stderr);
+    let console: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught"))
+        .collect();
+    assert!(console.is_empty(), "console messages: {console:?}");
+    assert!(
+        shot.metadata().map(|m| m.len()).unwrap_or(0) > 20_000,
+        "{log}"
+    );
+    std::fs::remove_dir_all(&d).ok();
+}
+
+fn diff(before: &Path, after: &Path, extra: &[&str]) -> (i32, String) {
+    let mut args = vec!["diff", before.to_str().unwrap(), after.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn diff_shows_the_pageable_copies_resolved() {
+    let (code, json) = diff(&own(UNPINNED), &own(PINNED), &["--format", "json"]);
+    assert_eq!(code, 0);
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let d = &doc["diffs"][0];
+    let pageable = d["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "pageable_memcpy/gpu0/htod")
+        .expect("the pageable finding is in the diff");
+    assert_eq!(pageable["status"], "resolved");
+    // Step time from the step markers: 87.3 ms median before, 19.3 ms after (the captures'
+    // ProfilerStep annotations, measured with Python: medians 87.30 and 19.26 ms).
+    let step = &d["step_ns"];
+    assert!(
+        (step["before"].as_f64().unwrap() / 1e6 - 87.3).abs() < 0.1,
+        "{step}"
+    );
+    assert!(
+        (step["after"].as_f64().unwrap() / 1e6 - 19.3).abs() < 0.1,
+        "{step}"
+    );
+    // The DataLoader in the main process was the cause of most idle time; it shrinks.
+    let loading = d["idle_causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "data loading")
+        .unwrap();
+    assert!(loading["delta_ns"].as_i64().unwrap() < 0);
+    // Text and Markdown say the same.
+    let (_, text) = diff(&own(UNPINNED), &own(PINNED), &[]);
+    assert!(
+        text.contains("resolved  pageable_memcpy/gpu0/htod"),
+        "{text}"
+    );
+    let (_, md) = diff(&own(UNPINNED), &own(PINNED), &["--format", "md"]);
+    assert!(
+        md.contains("- **resolved** `pageable_memcpy/gpu0/htod`"),
+        "{md}"
+    );
+}
+
+#[test]
+fn diff_fails_a_regression_gate() {
+    // The other way round, step time grows 4.5x: over any sensible limit.
+    let (code, _) = diff(
+        &own(PINNED),
+        &own(UNPINNED),
+        &["--fail-on-regression", "10"],
+    );
+    assert_eq!(code, 1);
+    let (code, _) = diff(
+        &own(UNPINNED),
+        &own(PINNED),
+        &["--fail-on-regression", "10"],
+    );
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn diff_of_the_kineto_docs_pair_and_of_job_directories() {
+    let Some(before) = shared("kineto_docs_h100_before_fix.json") else {
+        return;
+    };
+    let after = before.with_file_name("kineto_docs_h100_after_fix.json");
+    let (code, text) = diff(&before, &after, &[]);
+    assert_eq!(code, 0);
+    assert!(text.contains("Kernels by change"), "{text}");
+    // A job directory against itself: rank by rank, nothing changes.
+    let job =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-traces/kineto-jobs/h200_ddp_straggler");
+    let (code, json) = diff(&job, &job, &["--format", "json"]);
+    assert_eq!(code, 0);
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let diffs = doc["diffs"].as_array().unwrap();
+    assert_eq!(diffs.len(), 2, "rank0 and rank1");
+    for d in diffs {
+        assert!(
+            d["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|f| f["status"] == "changed")
+        );
+        assert_eq!(d["idle_gap_ns"]["change_pct"], 0.0);
+    }
+}
