@@ -25,6 +25,33 @@ enum Command {
     /// Compare two captures of the same job: findings resolved, new and changed, busy and idle
     /// time and their causes, step time, top kernels and memory peaks.
     Diff(DiffArgs),
+    /// Query the model with SQL: tables kernels, memcpys, memsets, host_spans, memory,
+    /// counters, steps, gaps, gap_causes, findings (docs/tables.md). Several files union their
+    /// rows with source and rank columns. Needs the cargo feature `sql`.
+    Sql {
+        /// Trace files, then the query (the last argument).
+        #[arg(required = true, num_args = 2..)]
+        args: Vec<String>,
+        /// Print CSV.
+        #[arg(long)]
+        csv: bool,
+        /// Print JSON (a list of rows).
+        #[arg(long, conflicts_with = "csv")]
+        json: bool,
+    },
+    /// Write the model's tables as Parquet or CSV files into a directory, to continue in
+    /// polars, pandas or DuckDB. Needs the cargo feature `sql`.
+    Export {
+        /// Trace files.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Write Parquet files into this directory.
+        #[arg(long, value_name = "DIR")]
+        parquet: Option<PathBuf>,
+        /// Write CSV files into this directory.
+        #[arg(long, value_name = "DIR", conflicts_with = "parquet")]
+        csv: Option<PathBuf>,
+    },
     /// Kernel and memory-operation tables (the columns of `nsys stats`).
     Summary {
         /// Trace files (Kineto JSON, plain or gzip; Nsight Systems SQLite).
@@ -216,6 +243,12 @@ pub fn main() -> i32 {
         Command::Analyze(args) => analyze(args),
         Command::Info { files } => info(files),
         Command::Report(args) => report_cmd(args),
+        Command::Sql { args, csv, json } => sql_cmd(args, csv, json),
+        Command::Export {
+            files,
+            parquet,
+            csv,
+        } => export_cmd(files, parquet, csv),
         Command::Diff(args) => crate::diff::run(
             &args.before,
             &args.after,
@@ -625,6 +658,90 @@ fn session(loaded: Vec<tracehound_parsers::Trace>) -> Vec<tracehound_parsers::Tr
         }
     }
     primaries
+}
+
+/// Loads and analyses files for the table commands.
+#[cfg(feature = "sql")]
+fn loaded_for_tables(
+    files: &[PathBuf],
+) -> Result<Vec<(tracehound_parsers::Trace, tracehound_heuristics::Analysis)>, i32> {
+    let traces = session(load_all(files)?);
+    let config = Config::default();
+    Ok(traces
+        .into_iter()
+        .map(|t| {
+            let a = tracehound_heuristics::analyze(&t, &config);
+            (t, a)
+        })
+        .collect())
+}
+
+#[cfg(feature = "sql")]
+fn sources(
+    loaded: &[(tracehound_parsers::Trace, tracehound_heuristics::Analysis)],
+) -> Vec<crate::tables::Source<'_>> {
+    loaded
+        .iter()
+        .enumerate()
+        .map(|(k, (t, a))| crate::tables::Source {
+            trace: t,
+            analysis: a,
+            rank: t.meta.rank.unwrap_or(k as i64),
+        })
+        .collect()
+}
+
+#[cfg(feature = "sql")]
+fn sql_cmd(mut args: Vec<String>, csv: bool, json: bool) -> Result<i32> {
+    let query = args.pop().unwrap_or_default();
+    let files: Vec<PathBuf> = args.into_iter().map(PathBuf::from).collect();
+    let loaded = match loaded_for_tables(&files) {
+        Ok(l) => l,
+        Err(code) => return Ok(code),
+    };
+    let out = if csv {
+        crate::sql::Output::Csv
+    } else if json {
+        crate::sql::Output::Json
+    } else {
+        crate::sql::Output::Table
+    };
+    crate::sql::query(&sources(&loaded), &query, out)
+}
+
+#[cfg(feature = "sql")]
+fn export_cmd(files: Vec<PathBuf>, parquet: Option<PathBuf>, csv: Option<PathBuf>) -> Result<i32> {
+    let (dir, is_parquet) = match (parquet, csv) {
+        (Some(d), _) => (d, true),
+        (None, Some(d)) => (d, false),
+        (None, None) => {
+            eprintln!("tracehound: error: say where: --parquet DIR or --csv DIR");
+            return Ok(2);
+        }
+    };
+    let loaded = match loaded_for_tables(&files) {
+        Ok(l) => l,
+        Err(code) => return Ok(code),
+    };
+    crate::sql::export(&sources(&loaded), &dir, is_parquet)
+}
+
+#[cfg(not(feature = "sql"))]
+fn sql_cmd(_: Vec<String>, _: bool, _: bool) -> Result<i32> {
+    without_sql("sql")
+}
+
+#[cfg(not(feature = "sql"))]
+fn export_cmd(_: Vec<PathBuf>, _: Option<PathBuf>, _: Option<PathBuf>) -> Result<i32> {
+    without_sql("export")
+}
+
+#[cfg(not(feature = "sql"))]
+fn without_sql(cmd: &str) -> Result<i32> {
+    eprintln!(
+        "tracehound: error: `{cmd}` needs tracehound built with the `sql` feature (polars): cargo install --path . --features sql, or cargo run --release --features sql -- {cmd} ..."
+    );
+    Ok(2)
 }
 
 fn report_cmd(args: ReportArgs) -> Result<i32> {

@@ -6,6 +6,10 @@ mod cli;
 mod diff;
 mod report;
 mod scale;
+#[cfg(feature = "sql")]
+mod sql;
+#[cfg(feature = "sql")]
+mod tables;
 mod tui;
 
 fn main() {
