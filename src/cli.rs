@@ -660,32 +660,37 @@ fn session(loaded: Vec<tracehound_parsers::Trace>) -> Vec<tracehound_parsers::Tr
     primaries
 }
 
-/// Loads and analyses files for the table commands.
+/// Loads files for the table commands, analysing them only when a table needs it.
 #[cfg(feature = "sql")]
-fn loaded_for_tables(
-    files: &[PathBuf],
-) -> Result<Vec<(tracehound_parsers::Trace, tracehound_heuristics::Analysis)>, i32> {
+type ForTables = Vec<(
+    tracehound_parsers::Trace,
+    tracehound_heuristics::Window,
+    Option<tracehound_heuristics::Analysis>,
+)>;
+
+#[cfg(feature = "sql")]
+fn loaded_for_tables(files: &[PathBuf], analyse: bool) -> Result<ForTables, i32> {
     let traces = session(load_all(files)?);
     let config = Config::default();
     Ok(traces
         .into_iter()
         .map(|t| {
-            let a = tracehound_heuristics::analyze(&t, &config);
-            (t, a)
+            let w = tracehound_heuristics::window::analysed_window(&t, &config);
+            let a = analyse.then(|| tracehound_heuristics::analyze(&t, &config));
+            (t, w, a)
         })
         .collect())
 }
 
 #[cfg(feature = "sql")]
-fn sources(
-    loaded: &[(tracehound_parsers::Trace, tracehound_heuristics::Analysis)],
-) -> Vec<crate::tables::Source<'_>> {
+fn sources(loaded: &ForTables) -> Vec<crate::tables::Source<'_>> {
     loaded
         .iter()
         .enumerate()
-        .map(|(k, (t, a))| crate::tables::Source {
+        .map(|(k, (t, w, a))| crate::tables::Source {
             trace: t,
-            analysis: a,
+            window: w.clone(),
+            analysis: a.as_ref(),
             rank: t.meta.rank.unwrap_or(k as i64),
         })
         .collect()
@@ -695,7 +700,10 @@ fn sources(
 fn sql_cmd(mut args: Vec<String>, csv: bool, json: bool) -> Result<i32> {
     let query = args.pop().unwrap_or_default();
     let files: Vec<PathBuf> = args.into_iter().map(PathBuf::from).collect();
-    let loaded = match loaded_for_tables(&files) {
+    let analyse = crate::tables::named_in(&query)
+        .iter()
+        .any(|n| crate::tables::ANALYSED.contains(n));
+    let loaded = match loaded_for_tables(&files, analyse) {
         Ok(l) => l,
         Err(code) => return Ok(code),
     };
@@ -719,7 +727,7 @@ fn export_cmd(files: Vec<PathBuf>, parquet: Option<PathBuf>, csv: Option<PathBuf
             return Ok(2);
         }
     };
-    let loaded = match loaded_for_tables(&files) {
+    let loaded = match loaded_for_tables(&files, true) {
         Ok(l) => l,
         Err(code) => return Ok(code),
     };

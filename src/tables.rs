@@ -335,7 +335,10 @@ fn len(d: &Data) -> usize {
 /// One loaded trace with its analysis and where it came from.
 pub struct Source<'t> {
     pub trace: &'t Trace,
-    pub analysis: &'t Analysis,
+    /// The analysed window (for `in_window`).
+    pub window: tracehound_heuristics::Window,
+    /// The analysis, when a table that needs it (gaps, gap_causes, findings) was asked for.
+    pub analysis: Option<&'t Analysis>,
     /// The rank (from the trace, else the file's position).
     pub rank: i64,
 }
@@ -355,7 +358,7 @@ pub fn build<'t>(which: &str, sources: &[Source<'t>]) -> Option<Table<'t>> {
     let mut b = Builder::new(name_of);
     for s in sources {
         let t = s.trace;
-        let w = &s.analysis.summary.window;
+        let w = &s.window;
         let launching_op = |i: usize| {
             t.index
                 .op_cpu_op
@@ -481,7 +484,7 @@ pub fn build<'t>(which: &str, sources: &[Source<'t>]) -> Option<Table<'t>> {
             }
             "gaps" | "gap_causes" => {
                 let mut gap_id = 0i64;
-                for d in &s.analysis.idle {
+                for d in s.analysis.map_or(&[][..], |a| a.idle.as_slice()) {
                     for g in &d.gaps {
                         if which == "gaps" {
                             common(&mut b, s);
@@ -513,7 +516,7 @@ pub fn build<'t>(which: &str, sources: &[Source<'t>]) -> Option<Table<'t>> {
                 }
             }
             "findings" => {
-                for f in &s.analysis.findings {
+                for f in s.analysis.map_or(&[][..], |a| a.findings.as_slice()) {
                     common(&mut b, s);
                     b.owned("id", Some(f.id.clone()))
                         .str("rule", Some(f.rule))
@@ -531,6 +534,9 @@ pub fn build<'t>(which: &str, sources: &[Source<'t>]) -> Option<Table<'t>> {
     }
     Some(b.finish())
 }
+
+/// Tables that need the analysis (the rules and the idle accounting), not only the events.
+pub const ANALYSED: [&str; 3] = ["gaps", "gap_causes", "findings"];
 
 /// The tables a query names (as whole words, any case), so the others are not built.
 pub fn named_in(query: &str) -> Vec<&'static str> {
