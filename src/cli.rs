@@ -359,17 +359,10 @@ fn analyze(args: AnalyzeArgs) -> Result<i32> {
     if args.files.iter().any(|f| f.is_dir()) {
         return analyze_job(&args, utc_offset_s);
     }
-    let loaded = match load_all_with(
-        &args.files,
-        tracehound_parsers::LoadOptions {
-            utc_offset_s,
-            ..Default::default()
-        },
-    ) {
+    let traces = match load_session(&args.files, utc_offset_s) {
         Ok(t) => t,
         Err(code) => return Ok(code),
     };
-    let traces = session(loaded);
     let mut reports = Vec::new();
     for t in &traces {
         let mut config = Config {
@@ -630,6 +623,21 @@ fn analyze_job(args: &AnalyzeArgs, utc_offset_s: Option<i64>) -> Result<i32> {
     )
 }
 
+/// Loads the files and groups them into sessions (traces with the logs recorded beside them).
+fn load_session(
+    files: &[PathBuf],
+    utc_offset_s: Option<i64>,
+) -> Result<Vec<tracehound_parsers::Trace>, i32> {
+    let loaded = load_all_with(
+        files,
+        tracehound_parsers::LoadOptions {
+            utc_offset_s,
+            ..Default::default()
+        },
+    )?;
+    Ok(session(loaded))
+}
+
 /// Groups the loaded files: every nvidia-smi log is attached to each GPU trace of the same
 /// command (aligned by wall clock); logs given without a trace are analysed on their own.
 fn session(loaded: Vec<tracehound_parsers::Trace>) -> Vec<tracehound_parsers::Trace> {
@@ -776,17 +784,10 @@ fn report_cmd(args: ReportArgs) -> Result<i32> {
             return Ok(2);
         }
     };
-    let loaded = match load_all_with(
-        &args.files,
-        tracehound_parsers::LoadOptions {
-            utc_offset_s,
-            ..Default::default()
-        },
-    ) {
+    let traces = match load_session(&args.files, utc_offset_s) {
         Ok(t) => t,
         Err(code) => return Ok(code),
     };
-    let traces = session(loaded);
     let config = Config {
         gap_threshold_ns,
         ..Config::default()
@@ -874,17 +875,10 @@ fn tui(files: Vec<PathBuf>, gap_threshold_us: f64, utc_offset: Option<f64>) -> R
         app.screen = crate::tui::app::Screen::Job;
         app
     } else {
-        let loaded = match load_all_with(
-            &files,
-            tracehound_parsers::LoadOptions {
-                utc_offset_s,
-                ..Default::default()
-            },
-        ) {
+        let mut traces = match load_session(&files, utc_offset_s) {
             Ok(t) => t,
             Err(code) => return Ok(code),
         };
-        let mut traces = session(loaded);
         if traces.is_empty() {
             eprintln!("tracehound: error: nothing to show");
             return Ok(2);

@@ -56,28 +56,6 @@ pub fn cause_color(k: CauseKind) -> &'static str {
     }
 }
 
-fn cause_of(id: &str) -> Option<CauseKind> {
-    use CauseKind::*;
-    [
-        HostSync,
-        Allocator,
-        ModuleLoad,
-        Autotune,
-        LaunchOverhead,
-        CpuOp,
-        Python,
-        DataLoading,
-        OsCall,
-        Sampled,
-        Untraced,
-        GpuWait,
-        Unknown,
-        ProfilerStartup,
-    ]
-    .into_iter()
-    .find(|k| k.id() == id)
-}
-
 /// Width of the charts' drawing area (viewBox units).
 const W: f64 = 1000.0;
 
@@ -352,7 +330,9 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
                         row.label.clone(),
                         row.time_ns as f64,
                         fmt_ns(row.time_ns),
-                        row.cause.and_then(cause_of).map_or("#9aa5b1", cause_color),
+                        row.cause
+                            .and_then(CauseKind::from_id)
+                            .map_or("#9aa5b1", cause_color),
                     )
                 })
                 .collect();

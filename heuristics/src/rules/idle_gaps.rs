@@ -83,6 +83,29 @@ pub enum CauseKind {
 }
 
 impl CauseKind {
+    /// Every category, in order.
+    pub const ALL: [CauseKind; 14] = [
+        CauseKind::HostSync,
+        CauseKind::Allocator,
+        CauseKind::ModuleLoad,
+        CauseKind::Autotune,
+        CauseKind::LaunchOverhead,
+        CauseKind::CpuOp,
+        CauseKind::Python,
+        CauseKind::DataLoading,
+        CauseKind::OsCall,
+        CauseKind::Sampled,
+        CauseKind::Untraced,
+        CauseKind::GpuWait,
+        CauseKind::Unknown,
+        CauseKind::ProfilerStartup,
+    ];
+
+    /// The category of a stable id ([`CauseKind::id`]).
+    pub fn from_id(id: &str) -> Option<CauseKind> {
+        CauseKind::ALL.into_iter().find(|k| k.id() == id)
+    }
+
     /// Short name for summaries.
     pub fn label(self) -> &'static str {
         match self {
