@@ -706,6 +706,9 @@ fn sources(loaded: &ForTables) -> Vec<crate::tables::Source<'_>> {
 
 #[cfg(feature = "sql")]
 fn sql_cmd(mut args: Vec<String>, csv: bool, json: bool) -> Result<i32> {
+    // SAFETY: nothing has started a thread yet (loading, which starts the worker pool, comes
+    // after), so no thread reads the environment while it is set.
+    unsafe { crate::sql::show_whole_results() };
     let query = args.pop().unwrap_or_default();
     let files: Vec<PathBuf> = args.into_iter().map(PathBuf::from).collect();
     let analyse = crate::tables::named_in(&query)

@@ -26,6 +26,21 @@ fn frame(t: Table) -> Result<DataFrame> {
     DataFrame::new_infer_height(cols).map_err(|e| anyhow!("building table {}: {e}", t.name))
 }
 
+/// Makes polars print every row and the full width of a result (the user asked for exactly
+/// that result). polars reads these from the environment.
+///
+/// # Safety
+/// Call before any other thread starts: setting the environment races with threads that
+/// read it.
+pub unsafe fn show_whole_results() {
+    unsafe {
+        std::env::set_var("POLARS_FMT_MAX_ROWS", "-1");
+        std::env::set_var("POLARS_FMT_MAX_COLS", "-1");
+        std::env::set_var("POLARS_FMT_STR_LEN", "120");
+        std::env::set_var("POLARS_FMT_TABLE_WIDTH", "200");
+    }
+}
+
 /// How query results are printed.
 #[derive(Clone, Copy)]
 pub enum Output {
@@ -60,13 +75,6 @@ pub fn query(sources: &[Source], q: &str, out: Output) -> Result<i32> {
     let mut stdout = std::io::stdout().lock();
     match out {
         Output::Table => {
-            // Every row and the full width: the user asked for exactly this result.
-            unsafe {
-                std::env::set_var("POLARS_FMT_MAX_ROWS", "-1");
-                std::env::set_var("POLARS_FMT_MAX_COLS", "-1");
-                std::env::set_var("POLARS_FMT_STR_LEN", "120");
-                std::env::set_var("POLARS_FMT_TABLE_WIDTH", "200");
-            }
             writeln!(stdout, "{df}").context("writing the result")?;
         }
         Output::Csv => {
