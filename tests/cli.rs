@@ -222,3 +222,29 @@ fn window_flag_limits_the_analysis() {
     let bad = run(&["analyze", "--window", "200", "100", p.to_str().unwrap()]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+#[test]
+fn absurd_timestamps_and_negative_durations_are_repaired_with_warnings() {
+    // A kernel stamped near the i64 limit with a negative duration, beside two ordinary ones:
+    // without the repair the window read "9223372036.85 s" and nothing was said.
+    let dir = std::env::temp_dir().join(format!("tracehound-absurd-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("absurd.json");
+    std::fs::write(
+        &p,
+        r#"{"traceEvents":[
+{"ph":"X","cat":"kernel","name":"k1","pid":0,"tid":7,"ts":9223372036854775,"dur":-5,"args":{"device":0,"stream":7,"correlation":1}},
+{"ph":"X","cat":"kernel","name":"k2","pid":0,"tid":7,"ts":100,"dur":10,"args":{"device":0,"stream":7,"correlation":2}},
+{"ph":"X","cat":"kernel","name":"k3","pid":0,"tid":7,"ts":200,"dur":10,"args":{"device":0,"stream":7,"correlation":3}}
+]}"#,
+    )
+    .unwrap();
+    let out = run(&["analyze", p.to_str().unwrap()]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("1 events have negative durations"), "{err}");
+    assert!(err.contains("1 events lie more than"), "{err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("window 110 µs"), "{text}");
+}

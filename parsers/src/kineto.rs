@@ -598,8 +598,10 @@ impl Builder {
             self.skip("missing ts");
             return None;
         };
-        let dur = ev.dur.and_then(us_text_to_ns).unwrap_or(0).max(0);
-        Some((ts, ts + dur))
+        // A negative duration is kept as written: `Trace::finish` reads it as zero length and
+        // says how many there were.
+        let dur = ev.dur.and_then(us_text_to_ns).unwrap_or(0);
+        Some((ts, ts.saturating_add(dur)))
     }
 
     fn add_gpu(&mut self, kind: GpuOpKind, ev: &RawEvent<'_>) {

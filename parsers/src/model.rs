@@ -537,7 +537,90 @@ pub struct CpuSample {
     pub module: StrId,
 }
 
+/// A trace spanning more than this is not one profiling session: a day, where the longest
+/// captures we know of last minutes.
+const PLAUSIBLE_SPAN_NS: i64 = 86_400_000_000_000;
+
+/// Events apart from the rest of the trace by more than this are a separate cluster.
+const CLUSTER_GAP_NS: i64 = 3_600_000_000_000;
+
 impl Trace {
+    /// Repairs what no profiler writes on purpose, with a warning for each kind of repair:
+    /// negative durations are read as zero length, and when the events span more than a day,
+    /// a small cluster of events (at most 2, or under 10%) more than an hour from the rest
+    /// (timestamps near the integer limits, a stray clock) is dropped, so the window is not
+    /// absurd.
+    fn sanitize_times(&mut self) {
+        let mut negative = 0u64;
+        for o in &mut self.gpu_ops {
+            if o.end < o.start {
+                o.end = o.start;
+                negative += 1;
+            }
+        }
+        for h in &mut self.host_spans {
+            if h.end < h.start {
+                h.end = h.start;
+                negative += 1;
+            }
+        }
+        if negative > 0 {
+            self.warnings.push(format!(
+                "{negative} events have negative durations: read as zero length"
+            ));
+        }
+        let starts = self
+            .gpu_ops
+            .iter()
+            .map(|o| o.start)
+            .chain(self.host_spans.iter().map(|h| h.start));
+        let (lo, hi) = starts.fold((i64::MAX, i64::MIN), |a, t| (a.0.min(t), a.1.max(t)));
+        if lo > hi || hi.saturating_sub(lo) <= PLAUSIBLE_SPAN_NS {
+            return;
+        }
+        // The largest jump between consecutive start times splits the events in two: keep
+        // the larger side when the jump is over an hour and the other side is small.
+        let mut all: Vec<i64> = self
+            .gpu_ops
+            .iter()
+            .map(|o| o.start)
+            .chain(self.host_spans.iter().map(|h| h.start))
+            .collect();
+        all.sort_unstable();
+        let Some((k, jump)) = all
+            .windows(2)
+            .enumerate()
+            .map(|(k, w)| (k, w[1].saturating_sub(w[0])))
+            .max_by_key(|x| x.1)
+        else {
+            return;
+        };
+        let n = all.len();
+        let below = k + 1;
+        // A cluster of at most 2 events, or under 10% of them, is the stray one.
+        let stray = |m: usize| m <= 2 || m * 10 < n;
+        let (keep_lo, keep_hi) = if below < n - below && stray(below) {
+            (all[k + 1], i64::MAX)
+        } else if n - below < below && stray(n - below) {
+            (i64::MIN, all[k])
+        } else {
+            return;
+        };
+        if jump <= CLUSTER_GAP_NS {
+            return;
+        }
+        let before = self.gpu_ops.len() + self.host_spans.len();
+        let keep = |t: i64| t >= keep_lo && t <= keep_hi;
+        self.gpu_ops.retain(|o| keep(o.start));
+        self.host_spans.retain(|h| keep(h.start));
+        let dropped = before - self.gpu_ops.len() - self.host_spans.len();
+        self.warnings.push(format!(
+            "{dropped} events lie more than {} h from the other {} (absurd timestamps): dropped",
+            jump / 3_600_000_000_000,
+            n - dropped
+        ));
+    }
+
     /// Name of a string id.
     pub fn str(&self, id: StrId) -> &str {
         self.strings.get(id)
@@ -547,6 +630,7 @@ impl Trace {
     /// Parsers call it once after filling the vectors.
     pub fn finish(&mut self) {
         use rayon::slice::ParallelSliceMut;
+        self.sanitize_times();
         self.gpu_ops.par_sort_by(|a, b| {
             (a.start, a.device, a.stream, a.end, a.correlation).cmp(&(
                 b.start,
@@ -904,6 +988,41 @@ mod tests {
             "<built-in method to of Tensor object at 0x7f>"
         ));
         assert!(!is_user_frame("nn.Module: ResNet_0"));
+    }
+
+    #[test]
+    fn absurd_times_are_repaired_with_a_warning() {
+        let mut t = Trace::default();
+        let k = t.strings.intern("k");
+        for (s, e) in [
+            (100, 90),
+            (200, 300),
+            (400, 500),
+            (i64::MAX / 1000, i64::MAX / 1000 + 5),
+        ] {
+            t.gpu_ops.push(GpuOp::new(GpuOpKind::Kernel, 0, 7, s, e, k));
+        }
+        for s in 0..200 {
+            t.gpu_ops.push(GpuOp::new(
+                GpuOpKind::Kernel,
+                0,
+                7,
+                1000 + s * 10,
+                1005 + s * 10,
+                k,
+            ));
+        }
+        t.finish();
+        assert_eq!(t.gpu_ops.len(), 203);
+        assert!(t.gpu_ops.iter().all(|o| o.end >= o.start));
+        assert_eq!(t.warnings.len(), 2, "{:?}", t.warnings);
+        assert!(t.warnings[0].contains("1 events have negative durations"));
+        assert!(
+            t.warnings[1].contains("1 events lie more than"),
+            "{:?}",
+            t.warnings
+        );
+        assert!(t.span().unwrap().1 < 10_000);
     }
 
     #[test]
