@@ -248,3 +248,20 @@ fn absurd_timestamps_and_negative_durations_are_repaired_with_warnings() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("window 110 µs"), "{text}");
 }
+
+#[test]
+fn a_fifo_is_refused_at_once_not_read_forever() {
+    let dir = std::env::temp_dir().join(format!("tracehound-fifo-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("trace.json");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("skipping: mkfifo is not available");
+        return;
+    }
+    let out = run(&["analyze", fifo.to_str().unwrap()]);
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a regular file"), "{err}");
+}

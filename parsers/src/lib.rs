@@ -143,6 +143,13 @@ pub fn load_with(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> 
             why: "a directory, not a file".into(),
         });
     }
+    if !meta.is_file() {
+        // A FIFO or a device would block or stream forever; traces are files.
+        return Err(LoadError::NotATrace {
+            path: name,
+            why: "not a regular file (a FIFO, socket or device): give the trace file itself".into(),
+        });
+    }
     if meta.len() == 0 {
         return Err(LoadError::Empty { path: name });
     }
