@@ -72,7 +72,7 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
     let mut devices = Vec::new();
     let mut kernel_time: Vec<(u32, i64, u64)> = Vec::new();
     let mut kernels = 0u64;
-    let exposure = crate::collectives::exposure(t, w);
+    let exposure = cx.exposure();
     for d in t.devices() {
         let comm = exposure.iter().find(|e| e.device == d);
         let (mut k, mut c, mut s) = (0, 0, 0);

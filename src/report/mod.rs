@@ -49,13 +49,8 @@ pub fn render(reports: &[TraceReport], format: Format, top: Option<usize>) -> St
 }
 
 /// The GPUs a trace used, by name (`NVIDIA H200`), or the device indices when unnamed.
-/// The JSON documents' schema version (docs/json-output.md).
-pub const JSON_SCHEMA_VERSION: u32 = json::SCHEMA_VERSION;
-
-/// Escapes text for HTML.
-pub fn esc_html(s: &str) -> String {
-    html::esc(s)
-}
+pub use html::esc as esc_html;
+pub use json::SCHEMA_VERSION as JSON_SCHEMA_VERSION;
 
 /// Writes `bytes` to `path` atomically: into a temporary file beside it, flushed to disk, then
 /// renamed over it, so an interrupted run never leaves half a report over a good one.

@@ -5,7 +5,6 @@
 //! `analyze DIR` on the job's ranks tells a late peer apart.
 
 use super::{Ctx, Rule};
-use crate::collectives::exposure;
 use crate::finding::{Confidence, Finding, Row, Severity, fmt_ns, metrics};
 
 /// The rule.
@@ -28,7 +27,7 @@ impl Rule for ExposedCommunication {
         let w = &cx.window;
         let steps = cx.trace.steps.len().max(1) as i64;
         let mut out = Vec::new();
-        for e in exposure(cx.trace, w) {
+        for e in cx.exposure() {
             let share = w.share(e.exposed_ns);
             if share < MIN_SHARE {
                 continue;

@@ -28,6 +28,9 @@ pub struct Ctx<'a> {
     /// Per-device idle analysis, computed on first use: the idle-gap rule and the summary's
     /// verdict both need it, and classifying every gap is the costliest step of analysis.
     idle: std::sync::OnceLock<Vec<idle_gaps::DeviceIdle>>,
+    /// Collective time and its exposed part per device, computed on first use: the
+    /// exposed_communication rule and the summary both read it.
+    exposure: std::sync::OnceLock<Vec<crate::collectives::Exposure>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -38,7 +41,15 @@ impl<'a> Ctx<'a> {
             config,
             window: crate::window::analysed_window(trace, config),
             idle: std::sync::OnceLock::new(),
+            exposure: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Collective time per device that ran collectives in the window, and the part of it no
+    /// other GPU work overlapped.
+    pub fn exposure(&self) -> &[crate::collectives::Exposure] {
+        self.exposure
+            .get_or_init(|| crate::collectives::exposure(self.trace, &self.window))
     }
 
     /// The idle accounting, computing it if no rule did, taken out of the context.
