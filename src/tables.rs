@@ -34,190 +34,152 @@ pub const NAMES: [&str; 10] = [
     "findings",
 ];
 
-/// The columns of each table and their types (`i` integer, `f` float, `s` text, `b` boolean),
-/// so that a table without rows still has its columns.
-const SCHEMA: [(&str, &[(&str, char)]); 10] = {
-    const GPU: [(&str, char); 11] = [
-        ("source", 's'),
-        ("rank", 'i'),
-        ("device", 'i'),
-        ("stream", 'i'),
-        ("start_ns", 'i'),
-        ("end_ns", 'i'),
-        ("dur", 'i'),
-        ("name", 's'),
-        ("correlation", 'i'),
-        ("in_window", 'b'),
-        ("cpu_op", 's'),
-    ];
-    [
-        (
-            "kernels",
-            &[
-                GPU[0],
-                GPU[1],
-                GPU[2],
-                GPU[3],
-                GPU[4],
-                GPU[5],
-                GPU[6],
-                GPU[7],
-                GPU[8],
-                GPU[9],
-                GPU[10],
-                ("grid_x", 'i'),
-                ("grid_y", 'i'),
-                ("grid_z", 'i'),
-                ("block_x", 'i'),
-                ("block_y", 'i'),
-                ("block_z", 'i'),
-                ("registers", 'i'),
-                ("shared_mem", 'i'),
-                ("occupancy_pct", 'f'),
-            ],
-        ),
-        (
-            "memcpys",
-            &[
-                GPU[0],
-                GPU[1],
-                GPU[2],
-                GPU[3],
-                GPU[4],
-                GPU[5],
-                GPU[6],
-                GPU[7],
-                GPU[8],
-                GPU[9],
-                GPU[10],
-                ("direction", 's'),
-                ("src_kind", 's'),
-                ("dst_kind", 's'),
-                ("bytes", 'i'),
-            ],
-        ),
-        (
-            "memsets",
-            &[
-                GPU[0],
-                GPU[1],
-                GPU[2],
-                GPU[3],
-                GPU[4],
-                GPU[5],
-                GPU[6],
-                GPU[7],
-                GPU[8],
-                GPU[9],
-                GPU[10],
-                ("bytes", 'i'),
-            ],
-        ),
-        (
-            "host_spans",
-            &[
-                ("source", 's'),
-                ("rank", 'i'),
-                ("id", 'i'),
-                ("parent_id", 'i'),
-                ("kind", 's'),
-                ("pid", 'i'),
-                ("tid", 'i'),
-                ("start_ns", 'i'),
-                ("end_ns", 'i'),
-                ("dur", 'i'),
-                ("name", 's'),
-                ("depth", 'i'),
-                ("correlation", 'i'),
-                ("external_id", 'i'),
-                ("input_dims", 's'),
-                ("in_window", 'b'),
-            ],
-        ),
-        (
-            "memory",
-            &[
-                ("source", 's'),
-                ("rank", 'i'),
-                ("ts_ns", 'i'),
-                ("device", 'i'),
-                ("addr", 'i'),
-                ("bytes", 'i'),
-                ("total_allocated", 'i'),
-                ("total_reserved", 'i'),
-                ("oom", 'b'),
-            ],
-        ),
-        (
-            "counters",
-            &[
-                ("source", 's'),
-                ("rank", 'i'),
-                ("gpu", 'i'),
-                ("metric", 's'),
-                ("unit", 's'),
-                ("ts_ns", 'i'),
-                ("value", 'f'),
-            ],
-        ),
-        (
-            "steps",
-            &[
-                ("source", 's'),
-                ("rank", 'i'),
-                ("step", 'i'),
-                ("start_ns", 'i'),
-                ("end_ns", 'i'),
-                ("dur", 'i'),
-            ],
-        ),
-        (
-            "gaps",
-            &[
-                ("source", 's'),
-                ("rank", 'i'),
-                ("gap_id", 'i'),
-                ("device", 'i'),
-                ("start_ns", 'i'),
-                ("end_ns", 'i'),
-                ("dur", 'i'),
-                ("cause", 's'),
-                ("mixed", 'b'),
-                ("label", 'o'),
-                ("drained_by", 'o'),
-                ("python_frame", 'o'),
-            ],
-        ),
-        (
-            "gap_causes",
-            &[
-                ("source", 's'),
-                ("rank", 'i'),
-                ("gap_id", 'i'),
-                ("device", 'i'),
-                ("cause", 's'),
-                ("leaf", 'o'),
-                ("python_frame", 'o'),
-                ("ns", 'i'),
-            ],
-        ),
-        (
-            "findings",
-            &[
-                ("source", 's'),
-                ("rank", 'i'),
-                ("id", 'o'),
-                ("rule", 's'),
-                ("severity", 's'),
-                ("device", 'i'),
-                ("impact_ns", 'i'),
-                ("impact_share", 'f'),
-                ("title", 'o'),
-                ("advice", 'o'),
-            ],
-        ),
-    ]
-};
+/// Columns every table starts with: the file and its rank.
+const ORIGIN: &[(&str, char)] = &[("source", 's'), ("rank", 'i')];
+
+/// Columns the GPU-operation tables share, after [`ORIGIN`].
+const GPU_OP: &[(&str, char)] = &[
+    ("device", 'i'),
+    ("stream", 'i'),
+    ("start_ns", 'i'),
+    ("end_ns", 'i'),
+    ("dur", 'i'),
+    ("name", 's'),
+    ("correlation", 'i'),
+    ("in_window", 'b'),
+    ("cpu_op", 's'),
+];
+
+/// Column names and types (`i` integer, `f` float, `s` text borrowed from the trace, `o` text
+/// made here, `b` boolean).
+type Columns = &'static [(&'static str, char)];
+
+/// The columns of each table, so that a table without rows still has them: [`ORIGIN`], then
+/// the shared part (GPU-operation columns or none), then its own.
+const SCHEMA: [(&str, Columns, Columns); 10] = [
+    (
+        "kernels",
+        GPU_OP,
+        &[
+            ("grid_x", 'i'),
+            ("grid_y", 'i'),
+            ("grid_z", 'i'),
+            ("block_x", 'i'),
+            ("block_y", 'i'),
+            ("block_z", 'i'),
+            ("registers", 'i'),
+            ("shared_mem", 'i'),
+            ("occupancy_pct", 'f'),
+        ],
+    ),
+    (
+        "memcpys",
+        GPU_OP,
+        &[
+            ("direction", 's'),
+            ("src_kind", 's'),
+            ("dst_kind", 's'),
+            ("bytes", 'i'),
+        ],
+    ),
+    ("memsets", GPU_OP, &[("bytes", 'i')]),
+    (
+        "host_spans",
+        &[],
+        &[
+            ("id", 'i'),
+            ("parent_id", 'i'),
+            ("kind", 's'),
+            ("pid", 'i'),
+            ("tid", 'i'),
+            ("start_ns", 'i'),
+            ("end_ns", 'i'),
+            ("dur", 'i'),
+            ("name", 's'),
+            ("depth", 'i'),
+            ("correlation", 'i'),
+            ("external_id", 'i'),
+            ("input_dims", 's'),
+            ("in_window", 'b'),
+        ],
+    ),
+    (
+        "memory",
+        &[],
+        &[
+            ("ts_ns", 'i'),
+            ("device", 'i'),
+            ("addr", 'i'),
+            ("bytes", 'i'),
+            ("total_allocated", 'i'),
+            ("total_reserved", 'i'),
+            ("oom", 'b'),
+        ],
+    ),
+    (
+        "counters",
+        &[],
+        &[
+            ("gpu", 'i'),
+            ("metric", 's'),
+            ("unit", 's'),
+            ("ts_ns", 'i'),
+            ("value", 'f'),
+        ],
+    ),
+    (
+        "steps",
+        &[],
+        &[
+            ("step", 'i'),
+            ("start_ns", 'i'),
+            ("end_ns", 'i'),
+            ("dur", 'i'),
+        ],
+    ),
+    (
+        "gaps",
+        &[],
+        &[
+            ("gap_id", 'i'),
+            ("device", 'i'),
+            ("start_ns", 'i'),
+            ("end_ns", 'i'),
+            ("dur", 'i'),
+            ("cause", 's'),
+            ("mixed", 'b'),
+            ("label", 'o'),
+            ("drained_by", 'o'),
+            ("python_frame", 'o'),
+        ],
+    ),
+    (
+        "gap_causes",
+        &[],
+        &[
+            ("gap_id", 'i'),
+            ("device", 'i'),
+            ("cause", 's'),
+            ("leaf", 'o'),
+            ("python_frame", 'o'),
+            ("ns", 'i'),
+        ],
+    ),
+    (
+        "findings",
+        &[],
+        &[
+            ("id", 'o'),
+            ("rule", 's'),
+            ("severity", 's'),
+            ("device", 'i'),
+            ("impact_ns", 'i'),
+            ("impact_share", 'f'),
+            ("title", 'o'),
+            ("advice", 'o'),
+        ],
+    ),
+];
 
 /// A table being filled row by row; each typed push goes to the column of that name.
 struct Builder<'t> {
@@ -227,14 +189,14 @@ struct Builder<'t> {
 
 impl<'t> Builder<'t> {
     fn new(name: &'static str) -> Self {
-        let cols = SCHEMA
+        let (shared, own) = SCHEMA
             .iter()
-            .find(|(n, _)| *n == name)
-            .map_or(&[][..], |(_, c)| *c);
+            .find(|(n, _, _)| *n == name)
+            .map_or((&[][..], &[][..]), |(_, a, b)| (*a, *b));
+        let cols = ORIGIN.iter().chain(shared).chain(own);
         Builder {
             name,
             columns: cols
-                .iter()
                 .map(|&(c, ty)| {
                     (
                         c,
