@@ -78,9 +78,13 @@ pub fn query(sources: &[Source], q: &str, out: Output) -> Result<i32> {
             writeln!(stdout, "{df}").context("writing the result")?;
         }
         Output::Csv => {
-            CsvWriter::new(&mut stdout)
+            // Into memory first, so that a closed pipe (`| head`) stays an I/O error, which
+            // the CLI treats as the reader having had enough.
+            let mut buf = Vec::new();
+            CsvWriter::new(&mut buf)
                 .finish(&mut df)
                 .map_err(|e| anyhow!("writing CSV: {e}"))?;
+            stdout.write_all(&buf).context("writing CSV")?;
         }
         Output::Json => {
             let rows = json_rows(&df);
