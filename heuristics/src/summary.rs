@@ -274,13 +274,31 @@ fn mem_peak(
     device: i32,
     f: impl Fn(&tracehound_parsers::MemorySample) -> Option<i64>,
 ) -> Option<i64> {
-    let w = &cx.window;
-    cx.trace
-        .memory
-        .iter()
-        .filter(|m| m.device == device && m.ts >= w.start && m.ts <= w.end)
+    memory_in_window(cx.trace, &cx.window, device)
         .filter_map(f)
         .max()
+}
+
+/// Devices with allocator events, ascending (events without a device left out).
+pub fn memory_devices(trace: &tracehound_parsers::Trace) -> Vec<i32> {
+    let mut devices: Vec<i32> = trace.memory.iter().map(|m| m.device).collect();
+    devices.sort_unstable();
+    devices.dedup();
+    devices.retain(|&d| d >= 0);
+    devices
+}
+
+/// The allocator events of `device` inside the window, in time order.
+pub fn memory_in_window<'t>(
+    trace: &'t tracehound_parsers::Trace,
+    window: &Window,
+    device: i32,
+) -> impl Iterator<Item = &'t tracehound_parsers::MemorySample> {
+    let (start, end) = (window.start, window.end);
+    trace
+        .memory
+        .iter()
+        .filter(move |m| m.device == device && m.ts >= start && m.ts <= end)
 }
 
 fn median_kernel_ns(cx: &Ctx, device: i32) -> i64 {

@@ -227,14 +227,10 @@ fn lines(s: &mut String, title: &str, unit: &str, series: &[Series]) {
 
 fn memory(s: &mut String, t: &Trace, r: &TraceReport) {
     let w = &r.analysis.summary.window;
-    let mut devices: Vec<i32> = t.memory.iter().map(|m| m.device).collect();
-    devices.sort_unstable();
-    devices.dedup();
-    for d in devices.into_iter().filter(|&d| d >= 0).take(4) {
+    use tracehound_heuristics::summary::{memory_devices, memory_in_window};
+    for d in memory_devices(t).into_iter().take(4) {
         let pick = |f: &dyn Fn(&tracehound_parsers::MemorySample) -> Option<i64>| {
-            t.memory
-                .iter()
-                .filter(|m| m.device == d && m.ts >= w.start && m.ts <= w.end)
+            memory_in_window(t, w, d)
                 .filter_map(|m| {
                     f(m).map(|v| {
                         (

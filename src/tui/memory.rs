@@ -29,18 +29,11 @@ const MAX_POINTS: usize = 4000;
 pub fn build(t: &tracehound_parsers::Trace, w: &tracehound_heuristics::Window) -> Vec<MemoryView> {
     let ms = |ts: i64| (ts - w.start) as f64 / 1e6;
     let gib = |b: i64| b as f64 / (1u64 << 30) as f64;
-    let mut devices: Vec<i32> = t.memory.iter().map(|m| m.device).collect();
-    devices.sort_unstable();
-    devices.dedup();
-    devices
+    use tracehound_heuristics::summary::{memory_devices, memory_in_window};
+    memory_devices(t)
         .into_iter()
-        .filter(|&d| d >= 0)
         .map(|d| {
-            let samples: Vec<_> = t
-                .memory
-                .iter()
-                .filter(|m| m.device == d && m.ts >= w.start && m.ts <= w.end)
-                .collect();
+            let samples: Vec<_> = memory_in_window(t, w, d).collect();
             let stride = (samples.len() / MAX_POINTS).max(1);
             let pick = |f: &dyn Fn(&tracehound_parsers::MemorySample) -> Option<i64>| {
                 samples
