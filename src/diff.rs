@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 use std::path::Path;
 use tracehound_heuristics::finding::{fmt_bytes, fmt_ns};
+use tracehound_heuristics::job::median_step_ns;
 use tracehound_heuristics::{Analysis, Config, Finding};
 use tracehound_parsers::Trace;
 
@@ -81,15 +82,6 @@ pub struct Diff {
     pub operators: Vec<NamedChange>,
     pub reserved_peak: Option<Change>,
     pub allocated_peak: Option<Change>,
-}
-
-fn median_step(t: &Trace) -> Option<f64> {
-    let mut v: Vec<i64> = t.steps.iter().map(|s| s.end - s.start).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_unstable();
-    Some(v[v.len() / 2] as f64)
 }
 
 fn idle_gap_ns(a: &Analysis) -> i64 {
@@ -225,8 +217,8 @@ pub fn compare(tb: &Trace, ab: &Analysis, ta: &Trace, aa: &Analysis) -> Diff {
     Diff {
         before: tb.source.clone(),
         after: ta.source.clone(),
-        step_ns: match (median_step(tb), median_step(ta)) {
-            (Some(b), Some(a)) => Some(Change::new(b, a)),
+        step_ns: match (median_step_ns(tb), median_step_ns(ta)) {
+            (Some(b), Some(a)) => Some(Change::new(b as f64, a as f64)),
             _ => None,
         },
         busy_share: Change::new(busy(ab), busy(aa)),

@@ -84,12 +84,13 @@ impl RankSummary {
 
 /// Median step time from the step markers' own spans, else the window over the step count.
 fn step_ns(trace: &Trace, window_ns: i64) -> i64 {
-    let steps: Vec<i64> = trace.steps.iter().map(|s| s.end - s.start).collect();
-    if steps.is_empty() {
-        window_ns
-    } else {
-        median(steps)
-    }
+    median_step_ns(trace).unwrap_or(window_ns)
+}
+
+/// The median step time from the step markers' own spans (the upper middle value for an
+/// even count), or None without steps.
+pub fn median_step_ns(trace: &Trace) -> Option<i64> {
+    (!trace.steps.is_empty()).then(|| median(trace.steps.iter().map(|s| s.end - s.start).collect()))
 }
 
 /// A job waits for a straggler when the exposed waits it causes (waits no compute hid) add
