@@ -186,8 +186,10 @@ fn info_reports_what_was_loaded() {
 
 #[test]
 fn every_shared_kineto_trace_analyses() {
-    let dir =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/sample-traces/kineto");
+    let dir = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("../shared/sample-traces/kineto");
     let Ok(entries) = std::fs::read_dir(&dir) else {
         eprintln!("skipping: ../shared is absent");
         return;

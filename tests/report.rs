@@ -55,14 +55,22 @@ fn every_format_from_the_extension_with_stable_ids() {
         .iter()
         .map(|f| f["id"].as_str().unwrap())
         .collect();
-    assert_eq!(ids, ["idle_gaps/gpu0", "pageable_memcpy/gpu0/htod"]);
-    // JUnit: a test case per rule; the two findings fail their rules' cases.
+    assert_eq!(
+        ids,
+        [
+            "idle_gaps/gpu0",
+            "launch_bound/gpu0",
+            "pageable_memcpy/gpu0/htod",
+            "underfilled_kernels/gpu0"
+        ]
+    );
+    // JUnit: a test case per rule (18); each finding fails its rule's case.
     let xml = std::fs::read_to_string(d.join("review.xml")).unwrap();
     assert!(xml.contains("<testsuites name=\"tracehound\""), "{xml}");
     let rules = run(&["analyze", "--help"]); // the binary runs; every rule is one test case
     assert!(rules.status.success());
-    assert_eq!(xml.matches("<testcase ").count(), 11, "{xml}");
-    assert_eq!(xml.matches("<failure ").count(), 2, "{xml}");
+    assert_eq!(xml.matches("<testcase ").count(), 18, "{xml}");
+    assert_eq!(xml.matches("<failure ").count(), ids.len(), "{xml}");
     assert!(xml.contains("name=\"pageable_memcpy\""));
     // --fail-on high: only the high finding fails, and the exit code says so.
     let strict = d.join("strict.xml");
@@ -226,8 +234,10 @@ fn diff_of_the_kineto_docs_pair_and_of_job_directories() {
     assert_eq!(code, 0);
     assert!(text.contains("Kernels by change"), "{text}");
     // A job directory against itself: rank by rank, nothing changes.
-    let job =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("sample-traces/kineto-jobs/h200_ddp_straggler");
+    let job = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("sample-traces/kineto-jobs/h200_ddp_straggler");
     let (code, json) = diff(&job, &job, &["--format", "json"]);
     assert_eq!(code, 0);
     let doc: serde_json::Value = serde_json::from_str(&json).unwrap();

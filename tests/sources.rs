@@ -4,12 +4,14 @@
 mod common;
 use common::*;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 fn shared_file(sub: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/sample-traces")
-        .join(sub);
+    let p = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("../shared/sample-traces")
+    .join(sub);
     if p.exists() {
         Some(p)
     } else {

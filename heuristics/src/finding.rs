@@ -155,6 +155,11 @@ impl Finding {
             "pageable_memcpy" if t.contains("host-to-device") => Some("htod"),
             "pageable_memcpy" if t.contains("device-to-host") => Some("dtoh"),
             "pageable_memcpy" => Some("other"),
+            "tensor_cores" if t.contains("not multiples of 8") => Some("misaligned"),
+            "tensor_cores" => Some("fp32"),
+            "memory_pressure" if t.contains("empty_cache") => Some("empty_cache"),
+            "memory_pressure" if t.contains("leak") => Some("leak"),
+            "memory_pressure" => Some("headroom"),
             _ => None,
         };
         if let Some(s) = subject {

@@ -63,6 +63,9 @@ pub struct TraceSummary {
     pub bound: String,
     /// The verdict in one sentence.
     pub verdict: String,
+    /// Matrix operators (GEMM, attention) with recorded shapes on each device's roofline,
+    /// most GPU time first; empty without shapes or for GPUs without known peaks.
+    pub roofline: Vec<crate::roofline::DeviceRoofline>,
 }
 
 /// Summarises a trace over the window of `cx`.
@@ -144,6 +147,7 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
         top_kernel,
         bound,
         verdict,
+        roofline: cx.roofline().to_vec(),
     }
 }
 

@@ -7,7 +7,7 @@
 //! Skips with a message when `../shared` is absent.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use tracehound_heuristics::tables::{kernel_summary, memory_summary};
 use tracehound_parsers::{HostKind, NONE, load};
 
@@ -20,7 +20,10 @@ const EXPORTS: &[(&str, usize)] = &[
 ];
 
 fn shared() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/sample-traces");
+    let p = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("../../shared/sample-traces");
     if p.exists() {
         Some(p)
     } else {

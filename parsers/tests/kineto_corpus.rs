@@ -3,7 +3,7 @@
 //! (X events by category, `[memory]` / `[OutOfMemory]` instant events, memcpys with `Pageable`
 //! in the name) when this test was written. Skips with a message when `../shared` is absent.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use tracehound_parsers::{GpuOpKind, HostKind, load};
 
 /// (file, events, kernels, memcpys, memsets, runtime calls, driver calls, cpu ops,
@@ -442,11 +442,17 @@ const EXPECTED: &[Row] = &[
 ];
 
 fn shared_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/sample-traces/kineto")
+    std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("../../shared/sample-traces/kineto")
 }
 
 fn own_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../sample-traces/kineto")
+    std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("../sample-traces/kineto")
 }
 
 fn locate(name: &str) -> Option<PathBuf> {

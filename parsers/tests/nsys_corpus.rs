@@ -145,7 +145,10 @@ const EXPECTED: &[Row] = &[
 ];
 
 fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/sample-traces/nsys")
+    std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("../../shared/sample-traces/nsys")
 }
 
 fn checksum(p: &Path) -> u64 {

@@ -4,15 +4,19 @@
 use std::path::{Path, PathBuf};
 
 fn own(p: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../sample-traces")
-        .join(p)
+    std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("../sample-traces")
+    .join(p)
 }
 
 fn shared(p: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/sample-traces")
-        .join(p);
+    let p = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("../../shared/sample-traces")
+    .join(p);
     p.exists().then_some(p)
 }
 

@@ -74,7 +74,10 @@ fn strings(t: &Trace) -> Vec<&str> {
 
 #[test]
 fn scanner_and_serde_build_the_same_model() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("..");
     let mut files = kineto_files(&root.join("sample-traces/kineto"));
     let shared = root.join("../shared/sample-traces/kineto");
     if shared.is_dir() {
@@ -113,8 +116,10 @@ fn scanner_and_serde_build_the_same_model() {
 
 #[test]
 fn damaged_text_that_serde_accepts_reads_the_same() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../sample-traces/kineto/kineto_docs_h100_before_fix.json");
+    let src = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("../sample-traces/kineto/kineto_docs_h100_before_fix.json");
     let data = std::fs::read(&src).expect("the project's own sample trace");
     let dir = std::env::temp_dir().join(format!("tracehound-scan-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temporary directory");

@@ -2,13 +2,15 @@
 //! csv / xml.etree read from the same files when the test was written. Skips when `../shared`
 //! is absent.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use tracehound_parsers::{CounterClock, LoadOptions, SourceFormat, load, load_with};
 
 fn dir(sub: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/sample-traces")
-        .join(sub)
+    std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("../../shared/sample-traces")
+    .join(sub)
 }
 
 /// (file, sample lines, GPUs, sm samples, sum of sm %)

@@ -352,6 +352,21 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
             })
             .collect();
         bars(&mut s, "Top kernels by GPU time in the window", &krows);
+        for (caption, rows) in super::roofline_tables(&a.summary) {
+            let _ = write!(s, "<table><caption>{}</caption><tr>", esc(&caption));
+            for h in super::ROOFLINE_HEADER {
+                let _ = write!(s, "<th>{}</th>", esc(h));
+            }
+            s.push_str("</tr>\n");
+            for r in rows {
+                s.push_str("<tr>");
+                for c in &r {
+                    let _ = write!(s, "<td>{}</td>", esc(c));
+                }
+                s.push_str("</tr>\n");
+            }
+            s.push_str("</table>\n");
+        }
         memory(&mut s, t, r);
         counters(&mut s, t, r);
         let shown: Vec<_> = a.findings.iter().take(top.unwrap_or(usize::MAX)).collect();

@@ -127,6 +127,14 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
                 100.0 * k.share_of_kernel_time
             );
         }
+        for (caption, rows) in super::roofline_tables(&a.summary) {
+            let _ = writeln!(s, "\n{caption}:\n");
+            let _ = writeln!(s, "| {} |", super::ROOFLINE_HEADER.join(" | "));
+            let _ = writeln!(s, "|{}", "---|".repeat(super::ROOFLINE_HEADER.len()));
+            for r in rows {
+                let _ = writeln!(s, "| `{}` | {} |", r[0], r[1..].join(" | "));
+            }
+        }
         let _ = writeln!(s);
     }
     s

@@ -85,6 +85,58 @@ fn collectives_note(d: &tracehound_heuristics::summary::DeviceSummary) -> String
     )
 }
 
+/// Rows of the roofline table shown per device: at most this many, most GPU time first.
+const ROOFLINE_ROWS: usize = 8;
+
+/// The roofline table of each device as a caption and rows of cells (operator and shape,
+/// math, calls, GPU time, TFLOP/s, TB/s, share of the roof, bound), for every output format.
+fn roofline_tables(sm: &tracehound_heuristics::TraceSummary) -> Vec<(String, Vec<[String; 8]>)> {
+    use tracehound_heuristics::finding::fmt_ns;
+    sm.roofline
+        .iter()
+        .map(|d| {
+            let matrix: i64 = d.rows.iter().map(|r| r.time_ns).sum();
+            let caption = format!(
+                "GPU {} roofline ({}: {:.1} TB/s; matrix operators with shapes {:.0}% of kernel time)",
+                d.device,
+                d.peaks.model,
+                d.peaks.mem_tbps,
+                100.0 * matrix as f64 / d.kernel_ns.max(1) as f64
+            );
+            let rows = d
+                .rows
+                .iter()
+                .take(ROOFLINE_ROWS)
+                .map(|r| {
+                    [
+                        format!("{} {}", r.op, r.shape),
+                        r.math.label().to_string(),
+                        r.count.to_string(),
+                        fmt_ns(r.time_ns),
+                        format!("{:.0}", r.tflops),
+                        format!("{:.2}", r.tbps),
+                        format!("{:.0}% of {:.0}", 100.0 * r.roof_share, r.roof_tflops),
+                        format!("{}{}", r.bound, if r.attention { ", full mask" } else { "" }),
+                    ]
+                })
+                .collect();
+            (caption, rows)
+        })
+        .collect()
+}
+
+/// Column names of [`roofline_tables`].
+const ROOFLINE_HEADER: [&str; 8] = [
+    "operator and shape",
+    "math",
+    "calls",
+    "GPU time",
+    "TFLOP/s",
+    "TB/s",
+    "roof share (TFLOP/s)",
+    "bound",
+];
+
 pub fn gpu_names(t: &Trace) -> String {
     let mut names: Vec<String> = t
         .devices()

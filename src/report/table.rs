@@ -124,6 +124,23 @@ fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
             100.0 * k.share_of_kernel_time
         );
     }
+    for (caption, rows) in super::roofline_tables(sm) {
+        let _ = writeln!(s, "    {caption}");
+        for r in rows {
+            let _ = writeln!(
+                s,
+                "      {:<58} {:<5} ×{:<4} {:>9} {:>5} TFLOP/s {:>5} TB/s  {} ({})",
+                tracehound_heuristics::rules::short_name(&r[0], 58),
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                r[6],
+                r[7]
+            );
+        }
+    }
     let _ = writeln!(s, "    verdict: {}", sm.verdict);
 }
 

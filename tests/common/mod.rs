@@ -6,16 +6,20 @@ use std::process::{Command, Output};
 
 /// The project's own sample traces (always present).
 pub fn own(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("sample-traces/kineto")
-        .join(name)
+    std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("sample-traces/kineto")
+    .join(name)
 }
 
 /// A trace of the shared developer set, or None (with a message) when `../shared` is absent.
 pub fn shared(name: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../shared/sample-traces/kineto")
-        .join(name);
+    let p = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    )
+    .join("../shared/sample-traces/kineto")
+    .join(name);
     if p.exists() {
         Some(p)
     } else {

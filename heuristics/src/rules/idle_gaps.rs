@@ -1256,7 +1256,7 @@ impl Rule for IdleGaps {
     fn check(&self, cx: &Ctx) -> Vec<Finding> {
         let mut out = Vec::new();
         for idle in cx.idle() {
-            if idle.costly_gaps().next().is_none() && !idle.launch_bound(cx.window.len()) {
+            if idle.costly_gaps().next().is_none() {
                 continue;
             }
             out.push(finding(cx, idle));
@@ -1269,9 +1269,10 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     let w = &cx.window;
     let gap_ns = idle.gap_ns();
     let idle_share = 1.0 - w.share(idle.busy_ns);
-    // In a launch-bound run the short gaps between tiny kernels are the cost, not noise.
+    // In a launch-bound run the short gaps between tiny kernels are a cost too; the
+    // launch_bound rule reports them (with queue depth and launch latency), so they are
+    // pointed to here, not counted twice.
     let launch_bound = idle.launch_bound(w.len());
-    let short_cost = if launch_bound { idle.short_idle_ns } else { 0 };
     // Measured time by (category, leaf, frame) over all gaps, with the number of gaps it
     // appears in and the syncs that drained the queue before them.
     type Key<'g> = (CauseKind, &'g str, Option<&'g str>);
@@ -1289,7 +1290,7 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
             }
         }
     }
-    let denom = (gap_ns + short_cost).max(1) as f64;
+    let denom = gap_ns.max(1) as f64;
     let leaf_totals: Vec<(Key, i64)> = groups.iter().map(|(k, g)| (*k, g.1)).collect();
     let mut rows: Vec<(CauseKind, Row)> = groups
         .into_iter()
@@ -1320,25 +1321,6 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
             )
         })
         .collect();
-    if launch_bound {
-        rows.push((
-            CauseKind::LaunchOverhead,
-            Row {
-                cause: Some(CauseKind::LaunchOverhead.id()),
-                share: Some(idle.short_idle_ns as f64 / denom),
-                label: format!(
-                    "{:.0}% launch latency: gaps < {} between kernels of median {}",
-                    100.0 * idle.short_idle_ns as f64 / denom,
-                    fmt_ns(cx.config.gap_threshold_ns),
-                    fmt_ns(idle.median_kernel_ns)
-                ),
-                count: idle.short_count,
-                time_ns: idle.short_idle_ns,
-                bytes: None,
-                python_frame: None,
-            },
-        ));
-    }
     rows.sort_by(|a, b| {
         b.1.time_ns
             .cmp(&a.1.time_ns)
@@ -1402,9 +1384,6 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     let kinds = idle.by_kind();
     let main = kinds.first().map(|k| k.0).unwrap_or(CauseKind::Unknown);
     let mut advice_list: Vec<String> = Vec::new();
-    if launch_bound && short_cost >= gap_ns {
-        advice_list.push(advice(CauseKind::LaunchOverhead, ""));
-    }
     for (k, ns) in kinds.iter().take(3) {
         let a = advice(*k, &leaf_of(*k));
         if *ns * 5 >= gap_ns && !advice_list.contains(&a) {
@@ -1449,20 +1428,20 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
             )
         })
         .collect();
-    let impact = gap_ns + short_cost;
+    let impact = gap_ns;
     let share = w.share(impact);
     Finding {
         rule: "idle_gaps",
         id: String::new(),
         title: if launch_bound {
             format!(
-                "GPU {} idle {:.0}% of the window: {} gaps ≥ {} cost {}, and {} more between tiny kernels (launch-bound)",
+                "GPU {} idle {:.0}% of the window: {} gaps ≥ {} cost {}; {} more in gaps between tiny kernels (see launch_bound)",
                 idle.device,
                 100.0 * idle_share,
                 n_gaps,
                 fmt_ns(cx.config.gap_threshold_ns),
                 fmt_ns(gap_ns),
-                fmt_ns(short_cost)
+                fmt_ns(idle.short_idle_ns)
             )
         } else {
             format!(
@@ -1726,7 +1705,7 @@ mod tests {
     }
 
     #[test]
-    fn short_gaps_between_tiny_kernels_count_when_launch_bound() {
+    fn short_gaps_between_tiny_kernels_go_to_the_launch_bound_rule() {
         // 100 kernels of 5 µs, 20 µs apart: no gap reaches 100 µs, yet the GPU idles 80%.
         let mut b = TB::new();
         for k in 0..100 {
@@ -1737,11 +1716,15 @@ mod tests {
         let (f, idle) = run(&t, &Config::default());
         assert!(idle.gaps.is_empty());
         assert_eq!(idle.median_kernel_ns, 5_000);
-        assert_eq!(f.len(), 1);
-        assert_eq!(f[0].impact_ns, 99 * 20_000);
-        assert_eq!(f[0].metrics["launch_bound"], 1.0);
-        assert_eq!(f[0].severity, Severity::High);
-        assert!(f[0].title.contains("launch-bound"), "{}", f[0].title);
+        assert!(idle.launch_bound(100 * 25_000));
+        // No gap reaches the threshold: nothing for this rule, everything for launch_bound.
+        assert!(f.is_empty());
+        let lb = crate::testutil::check(&crate::rules::launch_bound::LaunchBound, &t);
+        assert_eq!(lb.len(), 1);
+        assert_eq!(lb[0].impact_ns, 99 * 20_000);
+        assert_eq!(lb[0].metrics["starved_kernels"], 99.0);
+        assert_eq!(lb[0].metrics["launch_latency_p50_ns"], 1_000.0);
+        assert_eq!(lb[0].severity, Severity::High);
     }
 
     #[test]

@@ -5,12 +5,19 @@ pub mod copy_hotspots;
 pub mod ecc_errors;
 pub mod exposed_communication;
 pub mod idle_gaps;
+pub mod launch_bound;
 pub mod low_sm_utilization;
 pub mod memory_bandwidth_bound;
+pub mod memory_pressure;
+pub mod optimizer_overhead;
 pub mod pageable_memcpy;
 pub mod pcie_link;
 pub mod power_headroom;
+pub mod roofline;
+pub mod step_outliers;
+pub mod tensor_cores;
 pub mod throttling;
+pub mod underfilled_kernels;
 
 use crate::config::Config;
 use crate::finding::Finding;
@@ -31,6 +38,9 @@ pub struct Ctx<'a> {
     /// Collective time and its exposed part per device, computed on first use: the
     /// exposed_communication rule and the summary both read it.
     exposure: std::sync::OnceLock<Vec<crate::collectives::Exposure>>,
+    /// Matrix operators on the roofline per device, computed on first use: the roofline
+    /// rule and the summary's table read it.
+    roofline: std::sync::OnceLock<Vec<crate::roofline::DeviceRoofline>>,
 }
 
 impl<'a> Ctx<'a> {
@@ -42,7 +52,14 @@ impl<'a> Ctx<'a> {
             window: crate::window::analysed_window(trace, config),
             idle: std::sync::OnceLock::new(),
             exposure: std::sync::OnceLock::new(),
+            roofline: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Matrix operators with recorded shapes on each device's roofline.
+    pub fn roofline(&self) -> &[crate::roofline::DeviceRoofline] {
+        self.roofline
+            .get_or_init(|| crate::roofline::roofline(self))
     }
 
     /// Collective time per device that ran collectives in the window, and the part of it no
@@ -94,6 +111,13 @@ pub fn all() -> Vec<Box<dyn Rule>> {
         Box::new(copy_hotspots::CopyHotspots),
         Box::new(allocator_fragmentation::AllocatorFragmentation),
         Box::new(exposed_communication::ExposedCommunication),
+        Box::new(tensor_cores::TensorCores),
+        Box::new(roofline::Roofline),
+        Box::new(launch_bound::LaunchBound),
+        Box::new(underfilled_kernels::UnderfilledKernels),
+        Box::new(optimizer_overhead::OptimizerOverhead),
+        Box::new(memory_pressure::MemoryPressure),
+        Box::new(step_outliers::StepOutliers),
         Box::new(low_sm_utilization::LowSmUtilization),
         Box::new(memory_bandwidth_bound::MemoryBandwidthBound),
         Box::new(power_headroom::PowerHeadroom),
@@ -101,6 +125,59 @@ pub fn all() -> Vec<Box<dyn Rule>> {
         Box::new(pcie_link::PcieLink),
         Box::new(ecc_errors::EccErrors),
     ]
+}
+
+/// A finding of `rule` with its impact, share and severity set from the window; the caller
+/// fills breakdown, instances, advice and metrics.
+pub(crate) fn new_finding(
+    cx: &Ctx,
+    rule: &'static str,
+    device: Option<i32>,
+    title: String,
+    impact_ns: i64,
+    confidence: crate::finding::Confidence,
+    evidence: String,
+) -> Finding {
+    let share = cx.window.share(impact_ns);
+    Finding {
+        id: String::new(),
+        rule,
+        title,
+        severity: crate::finding::Severity::from_share(share),
+        impact_ns,
+        impact_share: share,
+        confidence,
+        device,
+        evidence,
+        breakdown: Vec::new(),
+        instances: Vec::new(),
+        advice: Vec::new(),
+        metrics: Default::default(),
+    }
+}
+
+/// Breakdown rows from `(label, count, time)` groups, largest time first (ties by label),
+/// each with its share of `total_ns`, at most `cx.config.max_rows`.
+pub(crate) fn rows_by_time(
+    cx: &Ctx,
+    groups: impl IntoIterator<Item = (String, (u64, i64))>,
+    total_ns: i64,
+) -> Vec<crate::finding::Row> {
+    let mut rows: Vec<crate::finding::Row> = groups
+        .into_iter()
+        .map(|(label, (count, time_ns))| crate::finding::Row {
+            label,
+            count,
+            time_ns,
+            bytes: None,
+            python_frame: None,
+            cause: None,
+            share: Some(time_ns as f64 / total_ns.max(1) as f64),
+        })
+        .collect();
+    rows.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.label.cmp(&b.label)));
+    rows.truncate(cx.config.max_rows);
+    rows
 }
 
 /// Name of span `i`, or `fallback` for NONE.

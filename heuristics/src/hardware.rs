@@ -1,0 +1,344 @@
+//! What the hardware can do, and what a kernel's name says about how it uses it.
+//!
+//! Peak rates are NVIDIA's and AMD's datasheet figures for dense math (no 2:4 sparsity) at
+//! boost clocks; `docs/rules.md` lists them with their sources. Real kernels reach 60-80% of
+//! them at best, which is why the roofline rule compares against a share of the roof.
+
+use serde::Serialize;
+
+/// Dense peak rates of one GPU model: TFLOP/s per math type, TB/s of device memory.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Peaks {
+    /// The model the figures are for (`H200 SXM`).
+    pub model: &'static str,
+    /// FP64 (tensor cores where the GPU has them for FP64).
+    pub fp64: f64,
+    /// FP32 on CUDA cores (no tensor cores).
+    pub fp32: f64,
+    /// TF32 on tensor cores; `None` before compute capability 8.0.
+    pub tf32: Option<f64>,
+    /// BF16 on tensor cores; `None` where the GPU has no BF16 tensor cores.
+    pub bf16: Option<f64>,
+    /// FP16 on tensor cores.
+    pub fp16: f64,
+    /// FP8 on tensor cores; `None` where the GPU has none.
+    pub fp8: Option<f64>,
+    /// Device memory bandwidth, TB/s.
+    pub mem_tbps: f64,
+}
+
+/// The numeric format a GEMM runs in, for choosing its roof.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Math {
+    /// FP64.
+    Fp64,
+    /// FP32 on CUDA cores.
+    Fp32,
+    /// FP32 inputs on TF32 tensor cores.
+    Tf32,
+    /// BF16 tensor cores.
+    Bf16,
+    /// FP16 tensor cores.
+    Fp16,
+    /// FP8 tensor cores.
+    Fp8,
+}
+
+impl Math {
+    /// The lowercase name (`tf32`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Math::Fp64 => "fp64",
+            Math::Fp32 => "fp32",
+            Math::Tf32 => "tf32",
+            Math::Bf16 => "bf16",
+            Math::Fp16 => "fp16",
+            Math::Fp8 => "fp8",
+        }
+    }
+
+    /// Bytes per element of the inputs.
+    pub fn elem_bytes(self) -> f64 {
+        match self {
+            Math::Fp64 => 8.0,
+            Math::Fp32 | Math::Tf32 => 4.0,
+            Math::Bf16 | Math::Fp16 => 2.0,
+            Math::Fp8 => 1.0,
+        }
+    }
+}
+
+impl Peaks {
+    /// The peak TFLOP/s for `math`; a format the GPU has no tensor cores for runs at the
+    /// rate it falls back to (BF16 on V100 runs at the FP32 rate).
+    pub fn tflops(&self, math: Math) -> f64 {
+        match math {
+            Math::Fp64 => self.fp64,
+            Math::Fp32 => self.fp32,
+            Math::Tf32 => self.tf32.unwrap_or(self.fp32),
+            Math::Bf16 => self.bf16.unwrap_or(self.fp32),
+            Math::Fp16 => self.fp16,
+            Math::Fp8 => self.fp8.or(self.bf16).unwrap_or(self.fp16),
+        }
+    }
+}
+
+/// Peaks from `[fp64, fp32, tf32, bf16, fp16, fp8, TB/s]`; 0 marks math the GPU has no
+/// tensor cores for.
+const fn p(model: &'static str, r: [f64; 7]) -> Peaks {
+    const fn some(x: f64) -> Option<f64> {
+        if x > 0.0 { Some(x) } else { None }
+    }
+    Peaks {
+        model,
+        fp64: r[0],
+        fp32: r[1],
+        tf32: some(r[2]),
+        bf16: some(r[3]),
+        fp16: r[4],
+        fp8: some(r[5]),
+        mem_tbps: r[6],
+    }
+}
+
+/// Every GPU model with known peaks, in the order names are matched (specific first).
+pub const TABLE: &[(&str, Peaks)] = &[
+    (
+        "B200",
+        p("B200", [40.0, 80.0, 1100.0, 2250.0, 2250.0, 4500.0, 8.0]),
+    ),
+    (
+        "H200",
+        p("H200 SXM", [67.0, 67.0, 494.7, 989.4, 989.4, 1978.9, 4.8]),
+    ),
+    (
+        "H100 NVL",
+        p("H100 NVL", [60.0, 60.0, 417.5, 835.0, 835.0, 1670.5, 3.9]),
+    ),
+    (
+        "H100 PCIE",
+        p("H100 PCIe", [51.0, 51.0, 378.0, 756.0, 756.0, 1513.0, 2.0]),
+    ),
+    (
+        "H100",
+        p("H100 SXM", [67.0, 67.0, 494.7, 989.4, 989.4, 1978.9, 3.35]),
+    ),
+    (
+        "A100 80GB PCIE",
+        p(
+            "A100 80GB PCIe",
+            [19.5, 19.5, 156.0, 312.0, 312.0, 0.0, 1.935],
+        ),
+    ),
+    (
+        "A100",
+        p("A100 SXM", [19.5, 19.5, 156.0, 312.0, 312.0, 0.0, 2.039]),
+    ),
+    (
+        "L40S",
+        p("L40S", [1.4, 91.6, 183.0, 362.0, 362.0, 733.0, 0.864]),
+    ),
+    ("L4", p("L4", [0.5, 30.3, 60.0, 121.0, 121.0, 242.5, 0.3])),
+    ("A10", p("A10", [0.98, 31.2, 62.5, 125.0, 125.0, 0.0, 0.6])),
+    (
+        "MI300X",
+        p("MI300X", [163.4, 163.4, 653.7, 1307.4, 1307.4, 2614.9, 5.3]),
+    ),
+    (
+        "MI250",
+        p("MI250X", [95.7, 95.7, 0.0, 383.0, 383.0, 0.0, 3.2]),
+    ),
+    (
+        "V100",
+        p("V100 SXM2", [7.8, 15.7, 0.0, 0.0, 125.0, 0.0, 0.9]),
+    ),
+    ("T4", p("T4", [0.25, 8.1, 0.0, 0.0, 65.0, 0.0, 0.32])),
+];
+
+/// Peaks for a GPU product name (`NVIDIA H200`, `NVIDIA A100-SXM4-80GB`), when known. A
+/// 40 GB A100 has 1.555 TB/s instead of the 80 GB part's 2.039.
+pub fn peaks_for(name: &str, memory_bytes: Option<u64>) -> Option<Peaks> {
+    let n = name.to_ascii_uppercase().replace('-', " ");
+    let (_, peaks) = TABLE.iter().find(|(key, _)| n.contains(key))?;
+    let mut peaks = *peaks;
+    if peaks.model == "A100 SXM" && memory_bytes.is_some_and(|b| b < 60 << 30) {
+        peaks.model = "A100 40GB";
+        peaks.mem_tbps = 1.555;
+    }
+    Some(peaks)
+}
+
+/// Which units a matrix kernel (GEMM, convolution, attention) runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MathUnit {
+    /// Tensor cores (HMMA/WGMMA: tf32, bf16, fp16, fp8, int8).
+    TensorCore,
+    /// FP32 on CUDA cores (SIMT `sgemm`, `ffma` paths).
+    CudaCoreFp32,
+}
+
+/// Whether kernel `name` is a matrix kernel and on which units, from the names cuBLAS,
+/// cuBLASLt, CUTLASS and cuDNN give their kernels; `None` for every other kernel and for GEMV
+/// kernels (memory-bound whatever the units).
+pub fn matmul_unit(name: &str) -> Option<MathUnit> {
+    let l = name.to_ascii_lowercase();
+    if ["gemv", "gemmk1_kernel", "gemmsn_", "nccl"]
+        .iter()
+        .any(|k| l.contains(k))
+    {
+        return None;
+    }
+    let matrix = [
+        "gemm",
+        "nvjet",
+        "xmma",
+        "cutlass",
+        "cudnn",
+        "conv",
+        "wgrad",
+        "dgrad",
+        "fprop",
+        "sdpa",
+        "flash",
+        "fmha",
+        "attention",
+        "hmma",
+        "mma",
+    ]
+    .iter()
+    .any(|k| l.contains(k));
+    if !matrix {
+        return None;
+    }
+    const TENSOR: [&str; 21] = [
+        "tensorop", "hmma", "imma", "wmma", "gmma", "s1688", "s16816", "s884", "h1688", "h16816",
+        "h884", "i8816", "tf32", "bf16", "f16", "e4m3", "e5m2", "fp8", "nvjet", "_h_", "flash",
+    ];
+    if TENSOR.iter().any(|k| l.contains(k)) {
+        return Some(MathUnit::TensorCore);
+    }
+    const SIMT: [&str; 5] = ["sgemm", "ffma", "scudnn", "simt", "engine<float"];
+    if SIMT.iter().any(|k| l.contains(k)) || l.contains("f32f32_f32f32_f32") {
+        return Some(MathUnit::CudaCoreFp32);
+    }
+    None
+}
+
+/// The architecture (as `major*10+minor`) a library kernel was built for, when its name
+/// says: `sm80_xmma_*`, `cutlass_75_*`, `ampere_sgemm_*`, `nvjet_sm90_*`.
+pub fn built_for_sm(name: &str) -> Option<u32> {
+    let l = name.to_ascii_lowercase();
+    for (prefix, sm) in [
+        ("volta_", 70),
+        ("turing_", 75),
+        ("ampere_", 80),
+        ("hopper_", 90),
+    ] {
+        if l.starts_with(prefix) || l.contains(&format!("_{prefix}")) {
+            return Some(sm);
+        }
+    }
+    for marker in ["sm", "cutlass_"] {
+        let mut rest = l.as_str();
+        while let Some(k) = rest.find(marker) {
+            let after = &rest[k + marker.len()..];
+            let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+            let boundary = k == 0 || !rest.as_bytes()[k - 1].is_ascii_alphabetic();
+            if boundary && (2..=3).contains(&digits.len()) && after[digits.len()..].starts_with('_')
+            {
+                return digits.parse().ok();
+            }
+            rest = &rest[k + marker.len()..];
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units_from_names_seen_in_real_traces() {
+        use MathUnit::*;
+        for (name, unit) in [
+            (
+                "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize256x64x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas",
+                Some(CudaCoreFp32),
+            ),
+            (
+                "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x256_8x4_nt_align1>(cutlass_80_simt_sgemm_128x256_8x4_nt_align1::Params)",
+                Some(CudaCoreFp32),
+            ),
+            (
+                "sm90_xmma_gemm_f32f32_tf32f32_f32_nt_n_tilesize128x256x32_warpgroupsize2x1x1_execute_segment_k_off_kernel__5x_cublas",
+                Some(TensorCore),
+            ),
+            (
+                "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NTT",
+                Some(TensorCore),
+            ),
+            (
+                "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4>(x)",
+                Some(TensorCore),
+            ),
+            ("ampere_sgemm_128x128_tn", Some(CudaCoreFp32)),
+            ("volta_sgemm_128x32_nt", Some(CudaCoreFp32)),
+            (
+                "void cudnn::detail::dgrad_engine<float, 512, 6, 5, 3, 3, 3, false>(int)",
+                Some(CudaCoreFp32),
+            ),
+            (
+                "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26",
+                Some(TensorCore),
+            ),
+            ("void gemmk1_kernel<float, 256, 5>(x)", None),
+            (
+                "void at::native::vectorized_elementwise_kernel<4>(int)",
+                None,
+            ),
+            ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)", None),
+        ] {
+            assert_eq!(matmul_unit(name), unit, "{name}");
+        }
+    }
+
+    #[test]
+    fn architectures_from_names() {
+        assert_eq!(built_for_sm("sm80_xmma_gemm_f32f32"), Some(80));
+        assert_eq!(
+            built_for_sm("void cutlass::Kernel2<cutlass_75_tensorop_bf16_s1688gemm>"),
+            Some(75)
+        );
+        assert_eq!(built_for_sm("nvjet_sm90_tst_320x128"), Some(90));
+        assert_eq!(built_for_sm("ampere_sgemm_128x128_tn"), Some(80));
+        assert_eq!(built_for_sm("void at::native::reduce_kernel<512, 1>"), None);
+        assert_eq!(
+            built_for_sm("void cudnn::engines_precompiled::nchwToNhwcKernel"),
+            None
+        );
+    }
+
+    #[test]
+    fn peaks_by_product_name() {
+        assert_eq!(
+            peaks_for("NVIDIA H200", None).map(|p| p.mem_tbps),
+            Some(4.8)
+        );
+        assert_eq!(
+            peaks_for("NVIDIA H100 80GB HBM3", None).map(|p| p.model),
+            Some("H100 SXM")
+        );
+        assert_eq!(
+            peaks_for("NVIDIA A100-SXM4-40GB", Some(40 << 30)).map(|p| p.mem_tbps),
+            Some(1.555)
+        );
+        assert_eq!(
+            peaks_for("Tesla V100-SXM2-32GB", None).map(|p| p.tflops(Math::Bf16)),
+            Some(15.7)
+        );
+        assert!(peaks_for("Quadro GP100", None).is_none());
+    }
+}

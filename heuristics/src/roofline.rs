@@ -1,0 +1,428 @@
+//! Matrix operators (GEMM, batched GEMM, attention) placed on the GPU's roofline.
+//!
+//! For each operator with recorded shapes, the FLOPs and the minimum bytes it must move follow
+//! from its input dims; with the GPU time of the kernels it launched, they give the achieved
+//! TFLOP/s and TB/s. The roof at the operator's arithmetic intensity is
+//! `min(peak FLOP/s, intensity × peak bandwidth)` for the math it ran in (tensor-core TF32,
+//! BF16 ...: read from its kernels' names, since FP32 inputs run on CUDA cores unless TF32 is
+//! allowed). Operators are grouped by name, shapes and math so a table row is one kind of
+//! call. Convolutions are left out: their output size depends on stride and padding, which
+//! the trace does not record as dims.
+
+use crate::hardware::{Math, MathUnit, Peaks, matmul_unit, peaks_for};
+
+use crate::rules::Ctx;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use tracehound_parsers::{GpuOpKind, HostKind, NONE, Trace};
+
+/// One kind of matrix operator call on the roofline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RoofRow {
+    /// Operator name (`aten::addmm`).
+    pub op: String,
+    /// The shapes that set its FLOPs (`[4096, 4096] x [4096, 4096]`).
+    pub shape: String,
+    /// The math it ran in (`bf16`, `tf32`, `fp32` ...).
+    pub math: Math,
+    /// Calls.
+    pub count: u64,
+    /// GPU time of the kernels the calls launched, ns.
+    pub time_ns: i64,
+    /// FLOPs of all calls.
+    pub flops: f64,
+    /// Minimum bytes all calls move (each input read once, the output written once).
+    pub bytes: f64,
+    /// Achieved TFLOP/s.
+    pub tflops: f64,
+    /// Achieved TB/s (of the minimum traffic).
+    pub tbps: f64,
+    /// FLOPs per byte.
+    pub intensity: f64,
+    /// `compute` or `memory`: which roof bounds it at its intensity.
+    pub bound: &'static str,
+    /// The roof at its intensity, TFLOP/s.
+    pub roof_tflops: f64,
+    /// Achieved share of the roof (0..1).
+    pub roof_share: f64,
+    /// Whether the FLOPs assume a full attention score matrix (a causal mask halves them).
+    pub attention: bool,
+    /// A half-precision GEMM with M, N or K not a multiple of 8 (the tensor_cores rule's
+    /// subject).
+    pub misaligned: bool,
+}
+
+/// The roofline of one device.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceRoofline {
+    /// Device index.
+    pub device: i32,
+    /// The peaks used.
+    pub peaks: Peaks,
+    /// Rows, most GPU time first.
+    pub rows: Vec<RoofRow>,
+    /// GPU time of all kernels in the window on this device, ns (for shares).
+    pub kernel_ns: i64,
+}
+
+/// Dims of a recorded `Input Dims` list (`[[4096, 8192], [], [8]]`): one list per input.
+pub(crate) fn parse_dims(s: &str) -> Vec<Vec<u64>> {
+    let mut out = Vec::new();
+    let mut cur: Option<Vec<u64>> = None;
+    let mut num: Option<u64> = None;
+    let mut depth = 0;
+    for c in s.chars() {
+        match c {
+            '[' => {
+                depth += 1;
+                if depth == 2 {
+                    cur = Some(Vec::new());
+                }
+            }
+            ']' => {
+                if let (Some(v), Some(n)) = (cur.as_mut(), num.take()) {
+                    v.push(n);
+                }
+                if depth == 2
+                    && let Some(v) = cur.take()
+                {
+                    out.push(v);
+                }
+                depth -= 1;
+            }
+            ',' => {
+                if let (Some(v), Some(n)) = (cur.as_mut(), num.take()) {
+                    v.push(n);
+                }
+            }
+            d if d.is_ascii_digit() => {
+                num = Some(num.unwrap_or(0).saturating_mul(10) + u64::from(d as u8 - b'0'));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The recorded `Input type` list as strings (`["c10::BFloat16","float"]`).
+pub(crate) fn parse_types(s: &str) -> Vec<&str> {
+    s.split('"').skip(1).step_by(2).collect()
+}
+
+/// The element format of a recorded input type.
+pub(crate) fn dtype_math(ty: &str) -> Option<Math> {
+    Some(match ty {
+        "float" => Math::Fp32,
+        "c10::BFloat16" => Math::Bf16,
+        "c10::Half" => Math::Fp16,
+        "double" => Math::Fp64,
+        t if t.contains("Float8") => Math::Fp8,
+        _ => return None,
+    })
+}
+
+/// What one matrix operator call computes.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Work {
+    /// FLOPs.
+    pub flops: f64,
+    /// Minimum elements moved.
+    pub elems: f64,
+    /// Shape text.
+    pub shape: String,
+    /// An attention call (FLOPs assume no causal mask).
+    pub attention: bool,
+    /// GEMM dimensions M, N, K.
+    pub mnk: Option<(u64, u64, u64)>,
+}
+
+/// FLOPs, minimum elements moved and the shape text of a matrix operator call, from its
+/// name and input dims; `None` for other operators.
+pub(crate) fn matrix_work(name: &str, dims: &[Vec<u64>]) -> Option<Work> {
+    let mat = |a: &Vec<u64>, b: &Vec<u64>| -> Option<Work> {
+        // [.., M, K] x [.., K, N], with the batch of the first.
+        let (&k, &m) = (a.last()?, a.get(a.len().checked_sub(2)?)?);
+        let n = *b.last()?;
+        if b.get(b.len().checked_sub(2)?)? != &k {
+            return None;
+        }
+        let batch: u64 = a[..a.len() - 2].iter().product();
+        let mnk = Some((m, n, k));
+        let (b_, m, n, k) = (batch as f64, m as f64, n as f64, k as f64);
+        let flops = 2.0 * b_ * m * n * k;
+        let elems = b_ * (m * k + m * n) + k * n * if b.len() > 2 { b_ } else { 1.0 };
+        Some(Work {
+            flops,
+            elems,
+            shape: format!("{a:?} x {b:?}"),
+            attention: false,
+            mnk,
+        })
+    };
+    let attn = |q: &Vec<u64>, k: &Vec<u64>, heads_second: bool, factor: f64| {
+        if q.len() != 4 || k.len() != 4 {
+            return None;
+        }
+        let s = if heads_second { k[2] } else { k[1] } as f64;
+        let qn: f64 = q.iter().map(|&x| x as f64).product();
+        let kn: f64 = k.iter().map(|&x| x as f64).product();
+        // Q·Kᵀ and P·V: 2 GEMMs of 2·L·S·D per (batch, head); the backward pass does 2.5×.
+        let flops = factor * 4.0 * qn * s;
+        // q, k, v read, output written.
+        let elems = 2.0 * qn + 2.0 * kn;
+        Some(Work {
+            flops,
+            elems,
+            shape: format!("q {q:?} k {k:?}"),
+            attention: true,
+            mnk: None,
+        })
+    };
+    let d = |i: usize| dims.get(i);
+    match name {
+        "aten::mm" | "aten::bmm" | "aten::matmul" | "aten::_scaled_mm" => mat(d(0)?, d(1)?),
+        "aten::addmm" | "aten::baddbmm" | "aten::addbmm" => mat(d(1)?, d(2)?),
+        n if n.contains("attention") && n.starts_with("aten::_") => {
+            let backward = n.contains("backward");
+            let heads_second = !(n.contains("_flash_attention_")
+                || n.contains("_efficient_attention_"))
+                || n.contains("scaled_dot_product");
+            let (q, k) = if backward {
+                (d(1)?, d(2)?)
+            } else {
+                (d(0)?, d(1)?)
+            };
+            attn(q, k, heads_second, if backward { 2.5 } else { 1.0 })
+        }
+        _ => None,
+    }
+}
+
+/// The matrix operator a kernel belongs to: its innermost CPU operator or the nearest
+/// ancestor (within three levels) whose FLOPs can be computed.
+fn matrix_op(t: &Trace, inner: u32) -> Option<(u32, Work)> {
+    let mut i = inner;
+    for _ in 0..4 {
+        if i == NONE {
+            return None;
+        }
+        let s = &t.host_spans[i as usize];
+        if s.kind == HostKind::CpuOp {
+            let dims = parse_dims(t.str(s.input_dims));
+            if let Some(w) = matrix_work(t.str(s.name), &dims) {
+                return Some((i, w));
+            }
+        }
+        i = t.enclosing(i, HostKind::CpuOp);
+    }
+    None
+}
+
+/// One matrix operator call with the kernels it launched on one device.
+#[derive(Debug, Clone)]
+pub(crate) struct Call {
+    /// The operator's span.
+    pub op: u32,
+    /// GPU time of its kernels, ns.
+    pub ns: i64,
+    /// The math it ran in: the input format, TF32 for FP32 inputs on tensor cores.
+    pub math: Math,
+    /// What it computes.
+    pub work: Work,
+}
+
+impl Call {
+    /// A half-precision GEMM with M, N or K not a multiple of 8.
+    pub fn is_misaligned_half(&self) -> bool {
+        matches!(self.math, Math::Bf16 | Math::Fp16)
+            && self
+                .work
+                .mnk
+                .is_some_and(|(m, n, k)| m % 8 != 0 || n % 8 != 0 || k % 8 != 0)
+    }
+}
+
+/// The matrix operator calls with recorded shapes and a known input format whose kernels
+/// started on `device` in the window, in span order, and the device's kernel time there.
+pub(crate) fn matrix_calls(t: &Trace, w: &crate::Window, device: i32) -> (Vec<Call>, i64) {
+    // Per innermost operator: its kernels' time and the units they ran on.
+    let mut inner: BTreeMap<u32, (i64, bool, bool)> = BTreeMap::new();
+    let mut kernel_ns = 0;
+    for &i in t.device_ops(device) {
+        let op = &t.gpu_ops[i as usize];
+        if op.kind != GpuOpKind::Kernel || op.start < w.start || op.start >= w.end {
+            continue;
+        }
+        kernel_ns += op.dur();
+        let cpu = t.index.op_cpu_op[i as usize];
+        if cpu == NONE {
+            continue;
+        }
+        let unit = matmul_unit(t.str(op.name));
+        let e = inner.entry(cpu).or_default();
+        e.0 += op.dur();
+        e.1 |= unit == Some(MathUnit::TensorCore);
+        e.2 |= unit == Some(MathUnit::CudaCoreFp32);
+    }
+    // Kernels of one call may hang off an operator inside it: merge by matrix operator.
+    type PerOp = (i64, bool, bool, Work);
+    let mut by_op: BTreeMap<u32, PerOp> = BTreeMap::new();
+    for (cpu, (ns, tc, simt)) in inner {
+        let Some((op, work)) = matrix_op(t, cpu) else {
+            continue;
+        };
+        let g = by_op.entry(op).or_insert((0, false, false, work));
+        g.0 += ns;
+        g.1 |= tc;
+        g.2 |= simt;
+    }
+    let calls = by_op
+        .into_iter()
+        .filter_map(|(op, (ns, tc, simt, work))| {
+            let s = &t.host_spans[op as usize];
+            let name = t.str(s.name);
+            let types = parse_types(t.str(s.input_types));
+            // The first matrix input: after the bias of addmm, after the gradient of a backward.
+            let first = if name.starts_with("aten::add") || name.starts_with("aten::badd") {
+                types.get(1)
+            } else {
+                types.first()
+            };
+            let dtype = dtype_math(first?)?;
+            let math = match dtype {
+                Math::Fp32 if tc && !simt => Math::Tf32,
+                m => m,
+            };
+            Some(Call { op, ns, math, work })
+        })
+        .collect();
+    (calls, kernel_ns)
+}
+
+/// Achievable share of a roof: the best library kernels reach 70-80% of datasheet peaks, so
+/// time beyond what 70% of the roof needs is counted as recoverable.
+pub const ACHIEVABLE: f64 = 0.7;
+
+/// Time `call`-like work of `flops` and `bytes` needs at the achievable share of the roof.
+pub(crate) fn time_at_roof_ns(peaks: &Peaks, math: Math, flops: f64, bytes: f64) -> f64 {
+    let intensity = flops / bytes.max(1.0);
+    let roof = peaks.tflops(math).min(intensity * peaks.mem_tbps);
+    flops / (roof * 1e12 * ACHIEVABLE) * 1e9
+}
+
+/// The roofline of every device that has known peaks and ran matrix operators with
+/// recorded shapes in the window.
+pub fn roofline(cx: &Ctx) -> Vec<DeviceRoofline> {
+    let t = cx.trace;
+    let mut out = Vec::new();
+    for d in t.devices() {
+        let Some(gpu) = t.meta.gpus.iter().find(|g| g.id == d) else {
+            continue;
+        };
+        let Some(peaks) = peaks_for(&gpu.name, gpu.memory_bytes) else {
+            continue;
+        };
+        let (calls, kernel_ns) = matrix_calls(t, &cx.window, d);
+        type Key = (String, String, Math);
+        let mut groups: BTreeMap<Key, (u64, i64, f64, f64, bool, bool)> = BTreeMap::new();
+        for c in calls {
+            let name = t.str(t.host_spans[c.op as usize].name).to_string();
+            let misaligned = c.is_misaligned_half();
+            let g = groups.entry((name, c.work.shape, c.math)).or_default();
+            g.0 += 1;
+            g.1 += c.ns;
+            g.2 += c.work.flops;
+            g.3 += c.work.elems * c.math.elem_bytes();
+            g.4 = c.work.attention;
+            g.5 = misaligned;
+        }
+        let mut rows: Vec<RoofRow> = groups
+            .into_iter()
+            .filter(|(_, g)| g.1 > 0)
+            .map(
+                |((op, shape, math), (count, ns, flops, bytes, attention, misaligned))| {
+                    let secs = ns as f64 / 1e9;
+                    let tflops = flops / secs / 1e12;
+                    let intensity = flops / bytes.max(1.0);
+                    let compute = peaks.tflops(math);
+                    let memory = intensity * peaks.mem_tbps;
+                    let roof = compute.min(memory);
+                    RoofRow {
+                        op,
+                        shape,
+                        math,
+                        count,
+                        time_ns: ns,
+                        flops,
+                        bytes,
+                        tflops,
+                        tbps: bytes / secs / 1e12,
+                        intensity,
+                        bound: if memory < compute {
+                            "memory"
+                        } else {
+                            "compute"
+                        },
+                        roof_tflops: roof,
+                        roof_share: tflops / roof,
+                        attention,
+                        misaligned,
+                    }
+                },
+            )
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        rows.sort_by(|a, b| {
+            b.time_ns
+                .cmp(&a.time_ns)
+                .then(a.op.cmp(&b.op))
+                .then(a.shape.cmp(&b.shape))
+        });
+        out.push(DeviceRoofline {
+            device: d,
+            peaks,
+            rows,
+            kernel_ns,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dims_and_work() {
+        let d = parse_dims("[[1024], [16384, 1024], [1024, 1024], [], []]");
+        assert_eq!(
+            d,
+            vec![
+                vec![1024],
+                vec![16384, 1024],
+                vec![1024, 1024],
+                vec![],
+                vec![]
+            ]
+        );
+        let w = matrix_work("aten::addmm", &d).unwrap();
+        assert_eq!(w.flops, 2.0 * 16384.0 * 1024.0 * 1024.0);
+        assert_eq!(w.elems, 16384.0 * 1024.0 * 2.0 + 1024.0 * 1024.0);
+        assert_eq!(w.mnk, Some((16384, 1024, 1024)));
+        let q = vec![16, 16, 1024, 64];
+        let w = matrix_work(
+            "aten::_cudnn_attention_forward",
+            &[q.clone(), q.clone(), q.clone()],
+        )
+        .unwrap();
+        assert!(w.attention);
+        assert_eq!(w.flops, 4.0 * 16.0 * 16.0 * 1024.0 * 1024.0 * 64.0);
+        assert!(matrix_work("aten::mm", &[vec![4, 8], vec![9, 2]]).is_none());
+        assert_eq!(
+            parse_types(r#"["c10::BFloat16","float",""]"#),
+            vec!["c10::BFloat16", "float", ""]
+        );
+    }
+}

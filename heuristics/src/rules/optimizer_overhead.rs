@@ -1,0 +1,200 @@
+//! Optimizer and small-op overhead: a single-tensor optimizer (`foreach=False`, or the
+//! per-parameter loop of an old optimizer) that launches a storm of tiny kernels per
+//! parameter, and `zero_grad()` that zeroes gradients with kernels instead of dropping them.
+//!
+//! PyTorch marks optimizer calls with `Optimizer.step#<Name>.step` and
+//! `Optimizer.zero_grad#<Name>.zero_grad` ranges. Inside `step`, the kernels its launch calls
+//! queued are counted; a step whose kernels are at least 50 per call and mostly not
+//! `multi_tensor_apply` (the foreach/fused kernels that take many tensors per launch) is a
+//! single-tensor optimizer. `zero_grad` with `set_to_none=True` (the default since 2.0)
+//! launches nothing; kernels under it mean `set_to_none=False`. The impact is the GPU time
+//! the optimizer's kernels span less the time they run: the GPU waiting for the per-tensor
+//! launches (part of what `launch_bound` and `idle_gaps` also see), plus the zeroing kernels'
+//! own time. Reported from 1% of the window.
+
+use super::{Ctx, Rule, new_finding, rows_by_time};
+use crate::finding::{Confidence, Finding, fmt_ns, metrics};
+use std::collections::BTreeMap;
+use tracehound_parsers::{GpuOpKind, HostKind, NONE};
+
+/// The rule.
+pub struct OptimizerOverhead;
+
+/// Kernels per optimizer step call from which a mostly per-tensor step is a kernel storm.
+const STORM_KERNELS: usize = 50;
+
+#[derive(Default)]
+struct Calls {
+    calls: u64,
+    kernels: u64,
+    multi_tensor: u64,
+    kernel_ns: i64,
+    span_ns: i64,
+    single_tensor_frames: u64,
+}
+
+impl Rule for OptimizerOverhead {
+    fn id(&self) -> &'static str {
+        "optimizer_overhead"
+    }
+
+    fn description(&self) -> &'static str {
+        "single-tensor optimizers and zero_grad without set_to_none: kernel storms per parameter"
+    }
+
+    fn check(&self, cx: &Ctx) -> Vec<Finding> {
+        let t = cx.trace;
+        let w = &cx.window;
+        // Kernels (GPU op index) by launching span, for the spans inside optimizer ranges.
+        let mut by_range: BTreeMap<(String, bool), Calls> = BTreeMap::new();
+        let ranges: Vec<u32> = (0..t.host_spans.len() as u32)
+            .filter(|&i| {
+                let s = &t.host_spans[i as usize];
+                matches!(s.kind, HostKind::CpuOp | HostKind::Annotation)
+                    && s.start >= w.start
+                    && s.start < w.end
+                    && t.str(s.name).starts_with("Optimizer.")
+            })
+            .collect();
+        if ranges.is_empty() {
+            return Vec::new();
+        }
+        // GPU ops by their launch's start time for a range lookup per optimizer call.
+        let mut launched: Vec<(i64, i64, u32, usize)> = t
+            .gpu_ops
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.kind == GpuOpKind::Kernel)
+            .filter_map(|(i, _)| {
+                let l = t.index.op_launch[i];
+                (l != NONE).then(|| {
+                    let s = &t.host_spans[l as usize];
+                    (s.start, s.tid, l, i)
+                })
+            })
+            .collect();
+        launched.sort_unstable();
+        for &r in &ranges {
+            let s = &t.host_spans[r as usize];
+            let name = t.str(s.name);
+            let zero = name.contains("zero_grad");
+            let k0 = launched.partition_point(|e| e.0 < s.start);
+            let k1 = launched.partition_point(|e| e.0 < s.end);
+            let ops: Vec<usize> = launched[k0..k1]
+                .iter()
+                .filter(|e| e.1 == s.tid)
+                .map(|e| e.3)
+                .collect();
+            let label = name.split('#').nth(1).unwrap_or(name).to_string();
+            let c = by_range.entry((label, zero)).or_default();
+            c.calls += 1;
+            c.kernels += ops.len() as u64;
+            for &i in &ops {
+                let op = &t.gpu_ops[i];
+                c.kernel_ns += op.dur();
+                if t.str(op.name).contains("multi_tensor_apply") {
+                    c.multi_tensor += 1;
+                }
+            }
+            if let (Some(a), Some(b)) = (
+                ops.iter().map(|&i| t.gpu_ops[i].start).min(),
+                ops.iter().map(|&i| t.gpu_ops[i].end).max(),
+            ) {
+                c.span_ns += b - a;
+            }
+        }
+        // Python frames of the per-tensor implementations, when the trace has stacks.
+        for h in &t.host_spans {
+            if h.kind == HostKind::Python && h.start >= w.start && h.start < w.end {
+                let n = t.str(h.name);
+                if n.contains(": _single_tensor_")
+                    && let Some(c) = by_range.iter_mut().find(|(k, _)| !k.1).map(|(_, c)| c)
+                {
+                    c.single_tensor_frames += 1;
+                }
+            }
+        }
+        let mut out = Vec::new();
+        let mut groups: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+        let (mut impact, mut storm_kernels, mut zero_kernels, mut steps) = (0i64, 0u64, 0u64, 0u64);
+        let mut names = Vec::new();
+        for ((label, zero), c) in &by_range {
+            let per_call = c.kernels / c.calls.max(1);
+            if *zero {
+                if c.kernels == 0 {
+                    continue;
+                }
+                let cost = c.kernel_ns + (c.span_ns - c.kernel_ns).max(0);
+                impact += cost;
+                zero_kernels += c.kernels;
+                groups.insert(
+                    format!("{label}: {per_call} zeroing kernels per call (set_to_none=False)"),
+                    (c.calls, cost),
+                );
+            } else if per_call as usize >= STORM_KERNELS && c.multi_tensor * 2 < c.kernels {
+                let cost = (c.span_ns - c.kernel_ns).max(0);
+                impact += cost;
+                storm_kernels += c.kernels;
+                steps = steps.max(c.calls);
+                names.push(label.clone());
+                groups.insert(
+                    format!(
+                        "{label}: {per_call} kernels per call, {:.0}% multi-tensor{}",
+                        100.0 * c.multi_tensor as f64 / c.kernels.max(1) as f64,
+                        if c.single_tensor_frames > 0 {
+                            " (_single_tensor_* in the stack)"
+                        } else {
+                            ""
+                        }
+                    ),
+                    (c.calls, cost),
+                );
+            }
+        }
+        if groups.is_empty() || w.share(impact) < 0.01 {
+            return out;
+        }
+        let mut f = new_finding(
+            cx,
+            "optimizer_overhead",
+            None,
+            format!(
+                "Optimizer kernel storm: {} per step{} cost {}",
+                if storm_kernels > 0 {
+                    format!(
+                        "{} kernels from a single-tensor {}",
+                        storm_kernels / steps.max(1),
+                        names.join(", ")
+                    )
+                } else {
+                    String::new()
+                },
+                if zero_kernels > 0 {
+                    format!(
+                        "{}{zero_kernels} zero_grad kernels",
+                        if storm_kernels > 0 { " and " } else { "" }
+                    )
+                } else {
+                    String::new()
+                },
+                fmt_ns(impact)
+            ),
+            impact,
+            Confidence::Medium,
+            "impact = GPU time the optimizer's kernels span less the time they run (the GPU waiting for per-tensor launches; overlaps launch_bound), plus the zeroing kernels".into(),
+        );
+        f.breakdown = rows_by_time(cx, groups, impact);
+        if storm_kernels > 0 {
+            f.advice.push("Use a multi-tensor optimizer: torch.optim.AdamW(params, fused=True) (or foreach=True, the default when all parameters are on the GPU); drop foreach=False.".into());
+        }
+        if zero_kernels > 0 {
+            f.advice.push("optimizer.zero_grad(set_to_none=True) (the default since PyTorch 2.0): gradients are dropped, not zeroed by a kernel each.".into());
+        }
+        f.metrics = metrics([
+            ("storm_kernels", storm_kernels as f64),
+            ("zero_grad_kernels", zero_kernels as f64),
+        ]);
+        out.push(f);
+        out
+    }
+}

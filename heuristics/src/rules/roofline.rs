@@ -1,0 +1,99 @@
+//! Matrix operators that cost the most time far below their roofline.
+//!
+//! Reads the roofline of [`crate::roofline`]: operators grouped by name, shapes and math, each
+//! with its achieved TFLOP/s against the roof at its arithmetic intensity. A group is flagged
+//! when it reaches less than half of the achievable share of its roof (35% of the roof: tuned
+//! library kernels reach 70-90% on large shapes, see `docs/rules.md`). FP32 on CUDA cores and
+//! misaligned half-precision GEMMs are left to the `tensor_cores` rule, which names their
+//! cause. The impact is the time beyond what the achievable share of the roof needs;
+//! reported from 1% of the window.
+
+use super::{Ctx, Rule, new_finding, rows_by_time};
+use crate::finding::{Confidence, Finding, fmt_ns, metrics};
+use crate::hardware::Math;
+use crate::roofline::{ACHIEVABLE, time_at_roof_ns};
+
+/// The rule.
+pub struct Roofline;
+
+impl Rule for Roofline {
+    fn id(&self) -> &'static str {
+        "roofline"
+    }
+
+    fn description(&self) -> &'static str {
+        "GEMM and attention operators far below the GPU's roofline for their math and shapes"
+    }
+
+    fn check(&self, cx: &Ctx) -> Vec<Finding> {
+        let mut out = Vec::new();
+        for d in cx.roofline() {
+            let low: Vec<_> = d
+                .rows
+                .iter()
+                .filter(|r| r.math != Math::Fp32 && !r.misaligned)
+                .filter(|r| r.roof_share < ACHIEVABLE / 2.0)
+                .collect();
+            let impact: f64 = low
+                .iter()
+                .map(|r| {
+                    (r.time_ns as f64 - time_at_roof_ns(&d.peaks, r.math, r.flops, r.bytes))
+                        .max(0.0)
+                })
+                .sum();
+            let time: i64 = low.iter().map(|r| r.time_ns).sum();
+            if low.is_empty() || cx.window.share(impact as i64) < 0.01 {
+                continue;
+            }
+            let worst = low[0];
+            let mut f = new_finding(
+                cx,
+                "roofline",
+                Some(d.device),
+                format!(
+                    "Matrix operators far below the roofline: {} at under {:.0}% of the roof, worst {} {} at {:.0}%",
+                    fmt_ns(time),
+                    50.0 * ACHIEVABLE,
+                    worst.op,
+                    worst.math.label(),
+                    100.0 * worst.roof_share
+                ),
+                impact as i64,
+                Confidence::Low,
+                format!(
+                    "{} operator shapes on {} ({:.1} TB/s); impact = time beyond {:.0}% of each roof; attention FLOPs assume no causal mask",
+                    low.len(),
+                    d.peaks.model,
+                    d.peaks.mem_tbps,
+                    100.0 * ACHIEVABLE
+                ),
+            );
+            f.breakdown = rows_by_time(
+                cx,
+                low.iter().map(|r| {
+                    (
+                        format!(
+                            "{} {} {}: {:.0} TFLOP/s, {:.0}% of {:.0} ({}-bound)",
+                            r.op,
+                            r.math.label(),
+                            r.shape,
+                            r.tflops,
+                            100.0 * r.roof_share,
+                            r.roof_tflops,
+                            r.bound
+                        ),
+                        (r.count, r.time_ns),
+                    )
+                }),
+                time,
+            );
+            f.advice = vec![
+                "Small or skinny shapes cannot fill the GPU: batch more rows per call (larger batch, fused QKV or expert GEMMs via torch.bmm/grouped GEMM).".into(),
+                "Try torch.compile(mode=\"max-autotune\") on the module: it benchmarks Triton and cuBLAS kernels for these exact shapes.".into(),
+            ];
+            f.metrics = metrics([("below_roof_ns", time as f64), ("shapes", low.len() as f64)]);
+            out.push(f);
+        }
+        out
+    }
+}

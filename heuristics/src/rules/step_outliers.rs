@@ -1,0 +1,215 @@
+//! Steps much slower than the median, and what was different in them.
+//!
+//! Reads the step markers (`ProfilerStep#N`) in the window. A step is an outlier when it
+//! takes at least 1.5× the median step and at least 1 ms more (a 50% jump is well outside
+//! step-to-step jitter, which is a few percent in a steady loop; the floor keeps sub-ms
+//! steps from reporting noise). What was different is measured, not guessed: the idle gaps
+//! inside the step with their measured causes (a checkpoint's copies, `gc.collect`, a sync),
+//! GPU copies the median step does not have, and recompilation markers (TorchDynamo). The
+//! impact is each outlier's time beyond the median; it overlaps the `idle_gaps` finding when
+//! the extra time is GPU idle (as it usually is). Needs 5 steps or more; the first step in the
+//! window is not reported (profiler start-up and first calls land there).
+
+use super::{Ctx, Rule, new_finding, rows_by_time};
+use crate::finding::{Confidence, Finding, Instance, fmt_bytes, fmt_ns, metrics};
+use std::collections::BTreeMap;
+use tracehound_parsers::{GpuOpKind, HostKind};
+
+/// The rule.
+pub struct StepOutliers;
+
+/// An outlier takes at least this multiple of the median step.
+const RATIO: f64 = 1.5;
+/// ... and at least this much more, ns.
+const MIN_EXTRA_NS: i64 = 1_000_000;
+/// Steps needed for a median worth comparing against.
+const MIN_STEPS: usize = 5;
+
+impl Rule for StepOutliers {
+    fn id(&self) -> &'static str {
+        "step_outliers"
+    }
+
+    fn description(&self) -> &'static str {
+        "steps much slower than the median step, with what was different in them"
+    }
+
+    fn uses_idle(&self) -> bool {
+        true
+    }
+
+    fn check(&self, cx: &Ctx) -> Vec<Finding> {
+        let t = cx.trace;
+        let w = &cx.window;
+        let steps: Vec<_> = t
+            .steps
+            .iter()
+            .filter(|s| s.start >= w.start && s.end <= w.end && s.end > s.start)
+            .collect();
+        if steps.len() < MIN_STEPS {
+            return Vec::new();
+        }
+        let mut durs: Vec<i64> = steps.iter().map(|s| s.end - s.start).collect();
+        durs.sort_unstable();
+        let median = durs[durs.len() / 2];
+        let p90 = durs[((durs.len() - 1) as f64 * 0.9).round() as usize];
+        // The first step of a capture carries the profiler's start-up (and often first-call
+        // costs): it counts in the median but is not reported.
+        let outliers: Vec<_> = steps
+            .iter()
+            .skip(1)
+            .filter(|s| {
+                let d = s.end - s.start;
+                d as f64 >= RATIO * median as f64 && d - median >= MIN_EXTRA_NS
+            })
+            .collect();
+        if outliers.is_empty() {
+            return Vec::new();
+        }
+        let impact: i64 = outliers.iter().map(|s| s.end - s.start - median).sum();
+        let slowest = outliers
+            .iter()
+            .max_by(|a, b| {
+                (a.end - a.start)
+                    .cmp(&(b.end - b.start))
+                    .then(b.start.cmp(&a.start))
+            })
+            .copied()
+            .copied();
+        let Some(slowest) = slowest else {
+            return Vec::new();
+        };
+        // What the outliers had: idle gaps by measured cause, copies, recompilation.
+        let mut diff: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+        for s in &outliers {
+            for idle in cx.idle() {
+                for g in idle.costly_gaps() {
+                    let (a, b) = (g.start.max(s.start), g.end.min(s.end));
+                    if b <= a {
+                        continue;
+                    }
+                    let frac = (b - a) as f64 / (g.end - g.start).max(1) as f64;
+                    for p in &g.parts {
+                        let e = diff
+                            .entry(format!("GPU idle, {}: {}", p.kind.label(), p.leaf))
+                            .or_default();
+                        e.0 += 1;
+                        e.1 += (p.ns as f64 * frac) as i64;
+                    }
+                }
+            }
+        }
+        // Copies and compilation in the slowest step that the median step lacks.
+        let in_step = |a: i64, st: &tracehound_parsers::Step| a >= st.start && a < st.end;
+        let median_step = steps
+            .iter()
+            .min_by_key(|s| ((s.end - s.start) - median).abs())
+            .copied();
+        let copies = |st: &tracehound_parsers::Step| -> (u64, u64, i64) {
+            let mut c = (0u64, 0u64, 0i64);
+            for op in &t.gpu_ops {
+                if op.kind == GpuOpKind::Memcpy && in_step(op.start, st) {
+                    c.0 += 1;
+                    c.1 += op.bytes;
+                    c.2 += op.dur();
+                }
+            }
+            c
+        };
+        let (sc, sb, sns) = copies(slowest);
+        let (mc, mb, _) = median_step.map(copies).unwrap_or_default();
+        let mut notes = Vec::new();
+        if sb > 2 * mb + (1 << 20) {
+            notes.push(format!(
+                "{sc} copies moving {} ({} on the GPU) against {mc} moving {} in a median step",
+                fmt_bytes(sb),
+                fmt_ns(sns),
+                fmt_bytes(mb)
+            ));
+        }
+        let compiles = t
+            .host_spans
+            .iter()
+            .filter(|h| {
+                matches!(
+                    h.kind,
+                    HostKind::CpuOp | HostKind::Annotation | HostKind::Python
+                ) && in_step(h.start, slowest)
+                    && {
+                        let n = t.str(h.name);
+                        n.contains("Torch-Compiled Region") && h.dur() > MIN_EXTRA_NS
+                            || n.contains("torch/_dynamo/convert_frame.py")
+                            || n.contains("compile_fx")
+                    }
+            })
+            .count();
+        if compiles > 0 {
+            notes.push(format!(
+                "{compiles} TorchDynamo/Inductor compilation spans (a recompilation)"
+            ));
+        }
+        let diff_total: i64 = diff.values().map(|g| g.1).sum();
+        let number = |s: &tracehound_parsers::Step| s.number;
+        let mut f = new_finding(
+            cx,
+            "step_outliers",
+            None,
+            format!(
+                "{} of {} steps take over {RATIO}× the median {}: step {} takes {}",
+                outliers.len(),
+                steps.len(),
+                fmt_ns(median),
+                number(slowest),
+                fmt_ns(slowest.end - slowest.start)
+            ),
+            impact,
+            Confidence::High,
+            format!(
+                "median step {}, p90/median {:.2}, slowest/median {:.1}; in the outliers, {} of GPU idle by measured cause (overlaps idle_gaps){}",
+                fmt_ns(median),
+                p90 as f64 / median.max(1) as f64,
+                (slowest.end - slowest.start) as f64 / median.max(1) as f64,
+                fmt_ns(diff_total),
+                if notes.is_empty() {
+                    String::new()
+                } else {
+                    format!("; slowest step: {}", notes.join("; "))
+                }
+            ),
+        );
+        f.breakdown = rows_by_time(cx, diff, impact);
+        f.instances = outliers
+            .iter()
+            .take(cx.config.max_instances)
+            .map(|s| Instance {
+                start_ns: s.start,
+                dur_ns: s.end - s.start,
+                offset_ms: w.offset_ms(s.start),
+                what: format!(
+                    "step {}: {} ({} over the median)",
+                    s.number,
+                    fmt_ns(s.end - s.start),
+                    fmt_ns(s.end - s.start - median)
+                ),
+                cpu_op: None,
+                python_frame: None,
+            })
+            .collect();
+        f.advice = vec![
+            "Move periodic work off the step: checkpoint from a background thread (torch.distributed.checkpoint.async_save, or copy the state_dict to pinned CPU memory and write it in a thread).".into(),
+            "Garbage collection pauses: gc.freeze() after start-up, or gc.disable() in the loop with gc.collect() at chosen points.".into(),
+        ];
+        if compiles > 0 {
+            f.advice.push("Recompilation: mark dynamic dimensions (torch._dynamo.mark_dynamic) or pad inputs to fixed shapes; TORCH_LOGS=recompiles says why it recompiled.".into());
+        }
+        f.metrics = metrics([
+            ("steps", steps.len() as f64),
+            ("outliers", outliers.len() as f64),
+            ("median_step_ns", median as f64),
+            ("p90_over_median", p90 as f64 / median.max(1) as f64),
+            ("slowest_step", slowest.number as f64),
+            ("slowest_step_ns", (slowest.end - slowest.start) as f64),
+        ]);
+        vec![f]
+    }
+}

@@ -1,0 +1,225 @@
+//! Tensor cores left idle: matrix math (GEMM, convolution) in FP32 on CUDA cores on a GPU
+//! that has tensor cores, and half-precision GEMMs whose dimensions are not multiples of 8.
+//!
+//! The unit a kernel ran on is read from its name (cuBLAS, CUTLASS and cuDNN name the math:
+//! `sgemm`, `ffma`, `simt` for CUDA cores; `tensorop`, `s1688`, `tf32`, `bf16`, `nvjet` for
+//! tensor cores), so the rule needs no counters. FP32 on CUDA cores is reported when it costs
+//! at least 1% of the window on compute capability 7.0+ (read from the trace, or from the
+//! architecture the kernels were built for); the impact is that time less what the same math
+//! needs at the GPU's TF32 (FP16 before 8.0) rate, by the datasheet ratio of the two peaks.
+//! Misaligned half-precision GEMMs fall back to kernels that cannot use the fastest tensor-core
+//! paths (`align1` in their names); their impact is the time beyond 70% of the roof.
+
+use super::{Ctx, Rule, new_finding, rows_by_time, short_name};
+use crate::finding::{Confidence, Finding, fmt_ns, metrics};
+use crate::hardware::{Math, MathUnit, built_for_sm, matmul_unit, peaks_for};
+use crate::roofline::{matrix_calls, time_at_roof_ns};
+use std::collections::BTreeMap;
+use tracehound_parsers::{GpuOpKind, NONE};
+
+/// The rule.
+pub struct TensorCores;
+
+/// FP32 CUDA-core time, as a share of the window, from which it is reported.
+const MIN_SHARE: f64 = 0.01;
+/// Peak ratio FP32 : tensor-core math assumed when the GPU model is not in the table
+/// (A100 and H100 have 1:8 and 1:7.4; 1:4 keeps the estimate conservative).
+const UNKNOWN_RATIO: f64 = 0.25;
+
+impl Rule for TensorCores {
+    fn id(&self) -> &'static str {
+        "tensor_cores"
+    }
+
+    fn description(&self) -> &'static str {
+        "FP32 GEMMs and convolutions on CUDA cores, and half-precision GEMMs with dimensions not multiples of 8"
+    }
+
+    fn check(&self, cx: &Ctx) -> Vec<Finding> {
+        let mut out = Vec::new();
+        for d in cx.trace.devices() {
+            out.extend(fp32_on_cuda_cores(cx, d));
+            out.extend(misaligned_half(cx, d));
+        }
+        out
+    }
+}
+
+fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
+    let t = cx.trace;
+    let w = &cx.window;
+    let (mut tc, mut simt) = (0i64, 0i64);
+    let mut groups: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+    let mut built = BTreeMap::<u32, i64>::new();
+    let mut n = 0u64;
+    for &i in t.device_ops(d) {
+        let op = &t.gpu_ops[i as usize];
+        if op.kind != GpuOpKind::Kernel || op.start < w.start || op.start >= w.end {
+            continue;
+        }
+        let name = t.str(op.name);
+        match matmul_unit(name) {
+            Some(MathUnit::TensorCore) => tc += op.dur(),
+            Some(MathUnit::CudaCoreFp32) => {
+                simt += op.dur();
+                n += 1;
+                if let Some(sm) = built_for_sm(name) {
+                    *built.entry(sm).or_default() += op.dur();
+                }
+                let cpu = t.index.op_cpu_op[i as usize];
+                let caller = if cpu == NONE {
+                    "(no operator)"
+                } else {
+                    t.str(t.host_spans[cpu as usize].name)
+                };
+                let g = groups
+                    .entry(format!("{caller} → {}", short_name(name, 60)))
+                    .or_default();
+                g.0 += 1;
+                g.1 += op.dur();
+            }
+            None => {}
+        }
+    }
+    if simt == 0 || w.share(simt) < MIN_SHARE {
+        return None;
+    }
+    let gpu = t.meta.gpus.iter().find(|g| g.id == d);
+    let cc = gpu.and_then(|g| g.compute_capability);
+    let arch = cc
+        .map(|(a, b)| a * 10 + b)
+        .or_else(|| built.keys().next_back().copied())?;
+    if arch < 70 {
+        return None;
+    }
+    let peaks = gpu.and_then(|g| peaks_for(&g.name, g.memory_bytes));
+    let tf32 = arch >= 80;
+    let target = if tf32 { Math::Tf32 } else { Math::Fp16 };
+    let ratio = peaks.map_or(UNKNOWN_RATIO, |p| p.fp32 / p.tflops(target));
+    let impact = (simt as f64 * (1.0 - ratio)) as i64;
+    let matrix = tc + simt;
+    let gpu_text = match (gpu, cc) {
+        (Some(g), Some((a, b))) => format!("{} (compute capability {a}.{b})", g.name),
+        (Some(g), None) => g.name.clone(),
+        _ => format!("GPU {d}"),
+    };
+    let rate = match peaks {
+        Some(p) => format!(
+            "{}: {} {:.0} vs FP32 {:.0} TFLOP/s",
+            p.model,
+            target.label().to_uppercase(),
+            p.tflops(target),
+            p.fp32
+        ),
+        None => format!(
+            "peaks unknown for this GPU: assumed FP32 at {:.0}% of the {} rate",
+            100.0 * UNKNOWN_RATIO,
+            target.label().to_uppercase()
+        ),
+    };
+    let mut f = new_finding(
+        cx,
+        "tensor_cores",
+        Some(d),
+        format!(
+            "FP32 matrix math on CUDA cores: {} of GEMM/convolution time ({:.0}%) leaves the tensor cores idle",
+            fmt_ns(simt),
+            100.0 * simt as f64 / matrix as f64
+        ),
+        impact,
+        if peaks.is_some() {
+            Confidence::Medium
+        } else {
+            Confidence::Low
+        },
+        format!(
+            "{n} FP32 CUDA-core kernels (sgemm/ffma/simt) on {gpu_text}; tensor cores ran {:.0}% of matrix-kernel time; {rate}; impact = that time less what {} would need at the peak ratio",
+            100.0 * tc as f64 / matrix as f64,
+            target.label().to_uppercase()
+        ),
+    );
+    f.breakdown = rows_by_time(cx, groups, simt);
+    f.advice = if tf32 {
+        vec![
+            "Allow TF32 for FP32 matmuls: torch.set_float32_matmul_precision(\"high\") (or torch.backends.cuda.matmul.allow_tf32 = True) once at start-up; convolutions follow torch.backends.cudnn.allow_tf32 (on by default).".into(),
+            "Or run the model in bf16: wrap the forward pass and loss in torch.autocast(\"cuda\", dtype=torch.bfloat16), which also halves activation memory.".into(),
+        ]
+    } else {
+        vec!["This GPU has FP16 tensor cores but no TF32: train with torch.autocast(\"cuda\", dtype=torch.float16) and a torch.amp.GradScaler.".into()]
+    };
+    if let Some((&old, _)) = built.iter().max_by_key(|(_, ns)| **ns)
+        && old < arch
+    {
+        f.advice.push(format!(
+            "The kernels are built for sm_{old} on an sm_{arch} GPU: cuBLAS has no newer FP32 CUDA-core kernels, so this is the FP32 path itself, not a stale library."
+        ));
+    }
+    f.metrics = metrics([
+        ("fp32_cuda_core_ns", simt as f64),
+        ("tensor_core_ns", tc as f64),
+        ("tensor_core_share", tc as f64 / matrix as f64),
+        ("kernels", n as f64),
+        ("peak_ratio", ratio),
+    ]);
+    Some(f)
+}
+
+fn misaligned_half(cx: &Ctx, d: i32) -> Option<Finding> {
+    let t = cx.trace;
+    let gpu = t.meta.gpus.iter().find(|g| g.id == d);
+    let peaks = gpu.and_then(|g| peaks_for(&g.name, g.memory_bytes));
+    let (calls, _) = matrix_calls(t, &cx.window, d);
+    let mut time = 0i64;
+    let mut impact = 0f64;
+    let mut groups: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+    for c in &calls {
+        let Some((m, n, k)) = c.work.mnk.filter(|_| c.is_misaligned_half()) else {
+            continue;
+        };
+        time += c.ns;
+        if let Some(p) = peaks {
+            let bytes = c.work.elems * c.math.elem_bytes();
+            impact += (c.ns as f64 - time_at_roof_ns(&p, c.math, c.work.flops, bytes)).max(0.0);
+        }
+        let name = t.str(t.host_spans[c.op as usize].name);
+        let g = groups
+            .entry(format!(
+                "{name} {} {} (M={m} N={n} K={k})",
+                c.math.label(),
+                c.work.shape
+            ))
+            .or_default();
+        g.0 += 1;
+        g.1 += c.ns;
+    }
+    if time == 0 || cx.window.share(time) < MIN_SHARE {
+        return None;
+    }
+    let mut f = new_finding(
+        cx,
+        "tensor_cores",
+        Some(d),
+        format!(
+            "Half-precision GEMMs with dimensions not multiples of 8 take {}",
+            fmt_ns(time)
+        ),
+        impact as i64,
+        Confidence::Low,
+        format!(
+            "{} calls whose M, N or K is not a multiple of 8 run on unaligned kernels; impact = time beyond {:.0}% of the roof{}",
+            groups.values().map(|g| g.0).sum::<u64>(),
+            100.0 * crate::roofline::ACHIEVABLE,
+            if peaks.is_none() {
+                " (GPU peaks unknown: not estimated)"
+            } else {
+                ""
+            }
+        ),
+    );
+    f.breakdown = rows_by_time(cx, groups, time);
+    f.advice = vec![
+        "Pad the dimensions to multiples of 8 (64 for vocabulary sizes): hidden and FFN widths, head sizes, the batch×sequence rows; pad the vocabulary with unused tokens.".into(),
+    ];
+    f.metrics = metrics([("misaligned_ns", time as f64)]);
+    Some(f)
+}
