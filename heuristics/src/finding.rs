@@ -160,11 +160,12 @@ impl Finding {
             "memory_pressure" if t.contains("empty_cache") => Some("empty_cache"),
             "memory_pressure" if t.contains("leak") => Some("leak"),
             "memory_pressure" => Some("headroom"),
+            "software_stack" => t.split(':').next(),
             _ => None,
         };
         if let Some(s) = subject {
             id.push('/');
-            id.push_str(s);
+            id.push_str(&s.trim().replace(' ', "_"));
         }
         for key in ["straggler_rank", "slow_rank"] {
             if let Some(r) = self.metrics.get(key) {

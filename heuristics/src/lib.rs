@@ -14,6 +14,7 @@ pub mod hardware;
 pub mod job;
 pub mod roofline;
 pub mod rules;
+pub mod stack;
 pub mod summary;
 pub mod tables;
 pub mod window;

@@ -66,6 +66,8 @@ pub struct TraceSummary {
     /// Matrix operators (GEMM, attention) with recorded shapes on each device's roofline,
     /// most GPU time first; empty without shapes or for GPUs without known peaks.
     pub roofline: Vec<crate::roofline::DeviceRoofline>,
+    /// The software stack, layer by layer, with what needs attention.
+    pub stack: Vec<crate::stack::StackFact>,
 }
 
 /// Summarises a trace over the window of `cx`.
@@ -148,6 +150,7 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
         bound,
         verdict,
         roofline: cx.roofline().to_vec(),
+        stack: crate::stack::stack_facts(cx),
     }
 }
 

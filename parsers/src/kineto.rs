@@ -992,6 +992,21 @@ impl<'de> Visitor<'de> for TopSeed<'_> {
                 "cupti_version" => {
                     let n: Num = map.next_value()?;
                     self.b.cupti_version = n.i64();
+                    self.b.trace.meta.stack.cupti = n.i64();
+                }
+                k @ ("cuda_driver_version" | "cuda_runtime_version") => {
+                    let driver = k == "cuda_driver_version";
+                    let n: Num = map.next_value()?;
+                    let v = n
+                        .u64()
+                        .and_then(|v| u32::try_from(v).ok())
+                        .filter(|&v| v > 0);
+                    let stack = &mut self.b.trace.meta.stack;
+                    if driver {
+                        stack.driver_cuda = v;
+                    } else {
+                        stack.runtime_cuda = v;
+                    }
                 }
                 k @ ("record_shapes" | "profile_memory" | "with_stack" | "with_flops"
                 | "with_modules") => {

@@ -105,6 +105,30 @@ pub struct TraceMeta {
     pub epoch_offset_ns: Option<i64>,
     /// Capture options recorded by the profiler (`record_shapes`, `profile_memory`, `with_stack`).
     pub capture_options: Vec<(String, String)>,
+    /// The software stack the trace was captured on, as far as it says.
+    pub stack: SoftwareStack,
+}
+
+/// The software the trace was captured with, as far as the source records it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SoftwareStack {
+    /// Newest CUDA version the driver supports, as CUDA writes it (`13000` for 13.0).
+    pub driver_cuda: Option<u32>,
+    /// CUDA runtime version the program runs (`13000`).
+    pub runtime_cuda: Option<u32>,
+    /// NVIDIA driver release (`580.159.04`).
+    pub driver: Option<String>,
+    /// CUPTI version (`130001`).
+    pub cupti: Option<i64>,
+    /// Whether MIG was on for a GPU of the trace.
+    pub mig: Option<bool>,
+    /// Operating system (`Ubuntu 24.04.3 LTS`).
+    pub os: Option<String>,
+}
+
+/// `13000` → `13.0`, CUDA's integer version as people write it.
+pub fn cuda_version_text(v: u32) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
 }
 
 /// The kind of a GPU operation.
@@ -453,6 +477,12 @@ pub struct GpuInventory {
     pub ecc_volatile: (Option<u64>, Option<u64>),
     /// Memory used / total, MiB.
     pub fb_mib: (Option<f64>, Option<f64>),
+    /// MIG mode on (`mig_mode/current_mig` Enabled), when reported.
+    pub mig: Option<bool>,
+    /// Compute processes on the GPU at snapshot time (`processes/process_info`).
+    pub processes: u32,
+    /// Retired pages (single- plus double-bit ECC), when reported.
+    pub retired_pages: Option<u64>,
 }
 
 /// Counts of what a parser read and skipped, for `tracehound info` and for tests.

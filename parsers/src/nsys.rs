@@ -349,6 +349,33 @@ pub fn parse(path: &Path) -> Result<Trace, LoadError> {
         })?;
     }
 
+    // The software stack: driver, the CUDA version it supports, the OS, MIG.
+    if db.has("TARGET_INFO_SYSTEM_ENV") {
+        let stack = &mut trace.meta.stack;
+        db.select("TARGET_INFO_SYSTEM_ENV", &["name", "value"], |r| {
+            let v = r.t(1).map(str::to_string).filter(|v| !v.is_empty());
+            match r.t(0).unwrap_or("") {
+                "NvDriverVersion" => stack.driver = v,
+                "CudaDriverVersion" => {
+                    stack.driver_cuda = v.and_then(|v| v.parse().ok()).filter(|&v| v > 0)
+                }
+                "OsDescription" => stack.os = v,
+                "GpuInfo" => {
+                    if let Some(v) = v {
+                        let compact: String = v.split_whitespace().collect();
+                        if compact.contains("\"MigEnabled\":true") {
+                            stack.mig = Some(true);
+                        } else if compact.contains("\"MigEnabled\":false") {
+                            stack.mig = Some(false);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            Ok(())
+        })?;
+    }
+
     // GPUs: TARGET_INFO_GPU (2022+), TARGET_INFO_CUDA_GPU details in the 2021 schema.
     if db.has("TARGET_INFO_GPU") {
         db.select(

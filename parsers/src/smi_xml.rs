@@ -69,6 +69,14 @@ fn set(inv: &mut GpuInventory, path: &str, v: &str) {
         "temperature/gpu_temp" => inv.temp_c = n(),
         "fb_memory_usage/used" => inv.fb_mib.0 = n(),
         "fb_memory_usage/total" => inv.fb_mib.1 = n(),
+        "mig_mode/current_mig" => inv.mig = Some(v.eq_ignore_ascii_case("enabled")),
+        "processes/process_info/pid" => inv.processes += 1,
+        "retired_pages/multiple_single_bit_retirement/retired_count"
+        | "retired_pages/double_bit_retirement/retired_count" => {
+            if let Some(c) = n() {
+                *inv.retired_pages.get_or_insert(0) += c as u64;
+            }
+        }
         _ => {
             if let Some(reason) = path
                 .strip_prefix("clocks_event_reasons/clocks_event_reason_")
@@ -176,6 +184,12 @@ pub fn parse(data: &[u8], source: &str) -> Result<Trace, LoadError> {
     };
     trace.strings.intern("");
     trace.meta.format = Some(SourceFormat::SmiXml);
+    trace.meta.stack.driver = driver.clone();
+    trace.meta.stack.driver_cuda = cuda.as_deref().and_then(|c| {
+        let (a, b) = c.trim().split_once('.')?;
+        Some(a.parse::<u32>().ok()? * 1000 + b.parse::<u32>().ok()? * 10)
+    });
+    trace.meta.stack.mig = gpus.iter().filter_map(|g| g.mig).reduce(|a, b| a || b);
     trace.meta.format_version = match &driver {
         Some(d) => format!("driver {d}"),
         None => "no driver version".into(),

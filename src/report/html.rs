@@ -352,6 +352,19 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
             })
             .collect();
         bars(&mut s, "Top kernels by GPU time in the window", &krows);
+        if !a.summary.stack.is_empty() {
+            s.push_str("<table><caption>Software stack</caption>\n");
+            for f in &a.summary.stack {
+                let _ = writeln!(
+                    s,
+                    "<tr><th>{}</th><td>{}</td><td>{}</td></tr>",
+                    esc(f.item),
+                    esc(&f.value),
+                    esc(f.warning.as_deref().unwrap_or(""))
+                );
+            }
+            s.push_str("</table>\n");
+        }
         for (caption, rows) in super::roofline_tables(&a.summary) {
             let _ = write!(s, "<table><caption>{}</caption><tr>", esc(&caption));
             for h in super::ROOFLINE_HEADER {

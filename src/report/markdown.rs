@@ -127,6 +127,21 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
                 100.0 * k.share_of_kernel_time
             );
         }
+        if !a.summary.stack.is_empty() {
+            let _ = writeln!(s, "\nStack:\n");
+            for f in &a.summary.stack {
+                let _ = writeln!(
+                    s,
+                    "- {}: {}{}",
+                    f.item,
+                    f.value,
+                    f.warning
+                        .as_deref()
+                        .map(|w| format!(" **({w})**"))
+                        .unwrap_or_default()
+                );
+            }
+        }
         for (caption, rows) in super::roofline_tables(&a.summary) {
             let _ = writeln!(s, "\n{caption}:\n");
             let _ = writeln!(s, "| {} |", super::ROOFLINE_HEADER.join(" | "));

@@ -94,8 +94,13 @@ fn roofline_tables(sm: &tracehound_heuristics::TraceSummary) -> Vec<(String, Vec
     use tracehound_heuristics::finding::fmt_ns;
     sm.roofline
         .iter()
-        .map(|d| {
+        .filter_map(|d| {
             let matrix: i64 = d.rows.iter().map(|r| r.time_ns).sum();
+            // A table of a few stray GEMMs (a classifier head under a convolution net) says
+            // nothing about where the time goes.
+            if (matrix as f64) < ROOFLINE_MIN_SHARE * d.kernel_ns as f64 {
+                return None;
+            }
             let caption = format!(
                 "GPU {} roofline ({}: {:.1} TB/s; matrix operators with shapes {:.0}% of kernel time)",
                 d.device,
@@ -120,10 +125,13 @@ fn roofline_tables(sm: &tracehound_heuristics::TraceSummary) -> Vec<(String, Vec
                     ]
                 })
                 .collect();
-            (caption, rows)
+            Some((caption, rows))
         })
         .collect()
 }
+
+/// Share of kernel time matrix operators with shapes need for the roofline table to show.
+const ROOFLINE_MIN_SHARE: f64 = 0.05;
 
 /// Column names of [`roofline_tables`].
 const ROOFLINE_HEADER: [&str; 8] = [

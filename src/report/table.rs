@@ -141,6 +141,18 @@ fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
             );
         }
     }
+    if !sm.stack.is_empty() {
+        let _ = writeln!(s, "    stack:");
+        for f in &sm.stack {
+            let _ = writeln!(
+                s,
+                "      {:<15}{}{}",
+                f.item,
+                f.value,
+                if f.warning.is_some() { "  (!)" } else { "" }
+            );
+        }
+    }
     let _ = writeln!(s, "    verdict: {}", sm.verdict);
 }
 

@@ -8,8 +8,8 @@
 //! shorter ones, which no single gap makes visible but which add up when kernels are a few
 //! microseconds long. Kernels replayed from a CUDA graph (`cudaGraphLaunch`) are not counted:
 //! a replay queues all of them at once. Reported from 3% of the window, with the launch
-//! latency distribution (runtime call start to kernel start) and the operators whose kernels
-//! waited.
+//! latency distribution of the kernels that waited (runtime call start to kernel start, the
+//! launch path alone since nothing was queued) and the operators whose kernels waited.
 
 use super::{Ctx, Rule, new_finding, rows_by_time, span_name};
 use crate::finding::{Confidence, Finding, Instance, fmt_ns, metrics};
@@ -75,11 +75,9 @@ impl Rule for LaunchBound {
                 .map(|&(_, l)| t.host_spans[l as usize].start)
                 .collect();
             launches.sort_unstable();
-            let mut latency: Vec<i64> = ks
-                .iter()
-                .map(|&(i, l)| t.gpu_ops[i].start - t.host_spans[l as usize].start)
-                .collect();
-            latency.sort_unstable();
+            // Launch latency of the kernels that waited for their launch: with the GPU idle and
+            // nothing queued, runtime call to kernel start is the launch path alone.
+            let mut latency: Vec<i64> = Vec::new();
             // Busy end across all GPU work of the device (any stream), before each kernel.
             let mut ops: Vec<(i64, i64)> = t
                 .device_ops(d)
@@ -108,6 +106,7 @@ impl Rule for LaunchBound {
                 let gap = op.start.saturating_sub(busy_end);
                 let starved = busy_end != i64::MIN && gap > 0 && gap < threshold && depth == 0;
                 if starved {
+                    latency.push(op.start - t.host_spans[l as usize].start);
                     starved_ns += gap;
                     starved_n += 1;
                     durs.push(op.dur());
@@ -137,6 +136,7 @@ impl Rule for LaunchBound {
                 continue;
             }
             durs.sort_unstable();
+            latency.sort_unstable();
             stretches.sort_by(|a, b| b.0.cmp(&a.0).then(a.2.cmp(&b.2)));
             let (p50, p99) = (percentile(&latency, 0.5), percentile(&latency, 0.99));
             let outliers = latency
@@ -155,7 +155,7 @@ impl Rule for LaunchBound {
                 starved_ns,
                 Confidence::High,
                 format!(
-                    "{starved_n} of {} kernels started after a gap < {} with an empty queue; {} stretches of {STRETCH_KERNELS}+ such kernels; launch latency (runtime call to kernel start) median {}, p99 {}, {} above max(10× median, {}){}",
+                    "{starved_n} of {} kernels started after a gap < {} with an empty queue; {} stretches of {STRETCH_KERNELS}+ such kernels; their launch latency (runtime call to kernel start) median {}, p99 {}, {} above max(10× median, {}){}",
                     ks.len(),
                     fmt_ns(threshold),
                     stretches.len(),

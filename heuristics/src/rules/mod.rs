@@ -14,6 +14,7 @@ pub mod pageable_memcpy;
 pub mod pcie_link;
 pub mod power_headroom;
 pub mod roofline;
+pub mod software_stack;
 pub mod step_outliers;
 pub mod tensor_cores;
 pub mod throttling;
@@ -118,6 +119,7 @@ pub fn all() -> Vec<Box<dyn Rule>> {
         Box::new(optimizer_overhead::OptimizerOverhead),
         Box::new(memory_pressure::MemoryPressure),
         Box::new(step_outliers::StepOutliers),
+        Box::new(software_stack::SoftwareStack),
         Box::new(low_sm_utilization::LowSmUtilization),
         Box::new(memory_bandwidth_bound::MemoryBandwidthBound),
         Box::new(power_headroom::PowerHeadroom),
