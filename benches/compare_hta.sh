@@ -15,7 +15,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$VENV/bin/pip" install -q HolisticTraceAnalysis
 fi
 cargo build --release -q
-TH=target/release/tracehound
+TH="${CARGO_TARGET_DIR:-target}/release/tracehound"
 S=../shared/sample-traces/kineto
 if [ $# -eq 0 ]; then
   set -- "$S/h200_resnet_unpinned_sync.pt.trace.json.gz" "$S/h200_gpt_train_gpu_bound_clean.pt.trace.json.gz" "$S/h200_gpt_train_big.pt.trace.json.gz"

@@ -11,7 +11,7 @@ SRC=../shared/sample-traces/kineto/h200_gpt_train_big.pt.trace.json.gz
 D="${BENCH_DIR:-/tmp/tracehound-bench}"; mkdir -p "$D"
 RUNS="${RUNS:-3}"
 cargo build --release -q
-TH=target/release/tracehound
+TH="${CARGO_TARGET_DIR:-target}/release/tracehound"
 gen() { [ -e "$D/$1" ] || "$TH" dev-scale "$SRC" "$D/$1" "${@:2}" > /dev/null; }
 for gb in 0.1 0.5 1 2 4; do gen "t${gb}g.json" --size-mb "$(awk -v g=$gb 'BEGIN{print g*1000}')"; done
 gen t1g.json.gz --size-mb 1000 --gzip

@@ -226,6 +226,23 @@ pub fn matmul_unit(name: &str) -> Option<MathUnit> {
     None
 }
 
+/// What a kernel's name says about its math: the units, and the architecture it was built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct KernelClass {
+    /// The units of a matrix kernel; `None` for other kernels.
+    pub unit: Option<MathUnit>,
+    /// The architecture it was built for (`80`), when the name says.
+    pub built_for: Option<u32>,
+}
+
+/// Classifies a kernel by its name.
+pub fn classify(name: &str) -> KernelClass {
+    KernelClass {
+        unit: matmul_unit(name),
+        built_for: built_for_sm(name),
+    }
+}
+
 /// The architecture (as `major*10+minor`) a library kernel was built for, when its name
 /// says: `sm80_xmma_*`, `cutlass_75_*`, `ampere_sgemm_*`, `nvjet_sm90_*`.
 pub fn built_for_sm(name: &str) -> Option<u32> {

@@ -9,7 +9,7 @@
 //! call. Convolutions are left out: their output size depends on stride and padding, which
 //! the trace does not record as dims.
 
-use crate::hardware::{Math, MathUnit, Peaks, matmul_unit, peaks_for};
+use crate::hardware::{Math, MathUnit, Peaks, peaks_for};
 
 use crate::rules::Ctx;
 use serde::Serialize;
@@ -198,24 +198,44 @@ pub(crate) fn matrix_work(name: &str, dims: &[Vec<u64>]) -> Option<Work> {
     }
 }
 
+/// Names of the operators [`matrix_work`] has a formula for.
+const MATRIX_OPS: &[&str] = &[
+    "aten::mm",
+    "aten::bmm",
+    "aten::matmul",
+    "aten::_scaled_mm",
+    "aten::addmm",
+    "aten::baddbmm",
+    "aten::addbmm",
+    "aten::_scaled_dot_product_flash_attention",
+    "aten::_scaled_dot_product_flash_attention_backward",
+    "aten::_scaled_dot_product_efficient_attention",
+    "aten::_scaled_dot_product_efficient_attention_backward",
+    "aten::_scaled_dot_product_cudnn_attention",
+    "aten::_scaled_dot_product_cudnn_attention_backward",
+    "aten::_flash_attention_forward",
+    "aten::_flash_attention_backward",
+    "aten::_efficient_attention_forward",
+    "aten::_efficient_attention_backward",
+    "aten::_cudnn_attention_forward",
+    "aten::_cudnn_attention_backward",
+];
+
 /// The matrix operator a kernel belongs to: its innermost CPU operator or the nearest
-/// ancestor (within three levels) whose FLOPs can be computed.
-fn matrix_op(t: &Trace, inner: u32) -> Option<(u32, Work)> {
+/// ancestor (within three levels) that is one, by name id (no string is read per kernel).
+fn matrix_ancestor(t: &Trace, names: &rustc_hash::FxHashSet<u32>, inner: u32) -> u32 {
     let mut i = inner;
     for _ in 0..4 {
         if i == NONE {
-            return None;
+            return NONE;
         }
         let s = &t.host_spans[i as usize];
-        if s.kind == HostKind::CpuOp {
-            let dims = parse_dims(t.str(s.input_dims));
-            if let Some(w) = matrix_work(t.str(s.name), &dims) {
-                return Some((i, w));
-            }
+        if s.kind == HostKind::CpuOp && names.contains(&s.name) {
+            return i;
         }
         i = t.enclosing(i, HostKind::CpuOp);
     }
-    None
+    NONE
 }
 
 /// One matrix operator call with the kernels it launched on one device.
@@ -242,11 +262,26 @@ impl Call {
     }
 }
 
+/// The matrix operator calls of one device and its kernel time in the window.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DeviceCalls {
+    /// Calls, in span order.
+    pub calls: Vec<Call>,
+    /// GPU time of all kernels of the device in the window, ns.
+    pub kernel_ns: i64,
+}
+
 /// The matrix operator calls with recorded shapes and a known input format whose kernels
 /// started on `device` in the window, in span order, and the device's kernel time there.
-pub(crate) fn matrix_calls(t: &Trace, w: &crate::Window, device: i32) -> (Vec<Call>, i64) {
-    // Per innermost operator: its kernels' time and the units they ran on.
-    let mut inner: BTreeMap<u32, (i64, bool, bool)> = BTreeMap::new();
+pub(crate) fn matrix_calls(cx: &Ctx, device: i32) -> DeviceCalls {
+    let (t, w) = (cx.trace, &cx.window);
+    let names: rustc_hash::FxHashSet<u32> = MATRIX_OPS
+        .iter()
+        .filter_map(|n| t.strings.lookup(n))
+        .collect();
+    // Per matrix operator: its kernels' time and the units they ran on (kernels of one call
+    // may hang off an operator inside it, a split-K reduction off the same operator).
+    let mut per_op: rustc_hash::FxHashMap<u32, (i64, bool, bool)> = Default::default();
     let mut kernel_ns = 0;
     for &i in t.device_ops(device) {
         let op = &t.gpu_ops[i as usize];
@@ -255,27 +290,35 @@ pub(crate) fn matrix_calls(t: &Trace, w: &crate::Window, device: i32) -> (Vec<Ca
         }
         kernel_ns += op.dur();
         let cpu = t.index.op_cpu_op[i as usize];
-        if cpu == NONE {
+        if cpu == NONE || names.is_empty() {
             continue;
         }
-        let unit = matmul_unit(t.str(op.name));
-        let e = inner.entry(cpu).or_default();
+        let unit = cx.kernel_class(op.name).unit;
+        // Kernels of a matrix operator are launched by it, except the library's own matrix
+        // kernels a wrapper operator's child launched: only those need the walk up the tree.
+        let inner = &t.host_spans[cpu as usize];
+        let m = if names.contains(&inner.name) {
+            cpu
+        } else if unit.is_some() {
+            matrix_ancestor(t, &names, cpu)
+        } else {
+            NONE
+        };
+        if m == NONE {
+            continue;
+        }
+        let e = per_op.entry(m).or_default();
         e.0 += op.dur();
         e.1 |= unit == Some(MathUnit::TensorCore);
         e.2 |= unit == Some(MathUnit::CudaCoreFp32);
     }
-    // Kernels of one call may hang off an operator inside it: merge by matrix operator.
-    type PerOp = (i64, bool, bool, Work);
-    let mut by_op: BTreeMap<u32, PerOp> = BTreeMap::new();
-    for (cpu, (ns, tc, simt)) in inner {
-        let Some((op, work)) = matrix_op(t, cpu) else {
-            continue;
-        };
-        let g = by_op.entry(op).or_insert((0, false, false, work));
-        g.0 += ns;
-        g.1 |= tc;
-        g.2 |= simt;
-    }
+    let mut by_op: Vec<(u32, (i64, bool, bool))> = per_op.into_iter().collect();
+    by_op.sort_unstable_by_key(|e| e.0);
+    let by_op = by_op.into_iter().filter_map(|(op, (ns, tc, simt))| {
+        let s = &t.host_spans[op as usize];
+        let work = matrix_work(t.str(s.name), &parse_dims(t.str(s.input_dims)))?;
+        Some((op, (ns, tc, simt, work)))
+    });
     let calls = by_op
         .into_iter()
         .filter_map(|(op, (ns, tc, simt, work))| {
@@ -296,7 +339,7 @@ pub(crate) fn matrix_calls(t: &Trace, w: &crate::Window, device: i32) -> (Vec<Ca
             Some(Call { op, ns, math, work })
         })
         .collect();
-    (calls, kernel_ns)
+    DeviceCalls { calls, kernel_ns }
 }
 
 /// Achievable share of a roof: the best library kernels reach 70-80% of datasheet peaks, so
@@ -322,13 +365,16 @@ pub fn roofline(cx: &Ctx) -> Vec<DeviceRoofline> {
         let Some(peaks) = peaks_for(&gpu.name, gpu.memory_bytes) else {
             continue;
         };
-        let (calls, kernel_ns) = matrix_calls(t, &cx.window, d);
+        let DeviceCalls { calls, kernel_ns } = cx.matrix_calls(d);
+        let kernel_ns = *kernel_ns;
         type Key = (String, String, Math);
         let mut groups: BTreeMap<Key, (u64, i64, f64, f64, bool, bool)> = BTreeMap::new();
         for c in calls {
             let name = t.str(t.host_spans[c.op as usize].name).to_string();
             let misaligned = c.is_misaligned_half();
-            let g = groups.entry((name, c.work.shape, c.math)).or_default();
+            let g = groups
+                .entry((name, c.work.shape.clone(), c.math))
+                .or_default();
             g.0 += 1;
             g.1 += c.ns;
             g.2 += c.work.flops;

@@ -5,7 +5,7 @@
 //! `software_stack` rule turns the ones that need action into findings.
 
 use crate::finding::fmt_bytes;
-use crate::hardware::{MathUnit, built_for_sm, matmul_unit};
+use crate::hardware::MathUnit;
 use crate::rules::Ctx;
 use serde::Serialize;
 use tracehound_parsers::{GpuOpKind, cuda_version_text};
@@ -43,15 +43,15 @@ pub(crate) fn matrix_kernels(cx: &Ctx, device: i32, arch: u32) -> (i64, i64, i64
         if op.kind != GpuOpKind::Kernel || op.start < w.start || op.start >= w.end {
             continue;
         }
-        let name = t.str(op.name);
-        let Some(unit) = matmul_unit(name) else {
+        let class = cx.kernel_class(op.name);
+        let Some(unit) = class.unit else {
             continue;
         };
         all += op.dur();
         if unit == MathUnit::TensorCore {
             tc += op.dur();
         }
-        if let Some(sm) = built_for_sm(name)
+        if let Some(sm) = class.built_for
             && sm / 10 < arch / 10
         {
             old += op.dur();

@@ -50,8 +50,10 @@ impl Rule for LaunchBound {
         let mut out = Vec::new();
         for d in t.devices() {
             // Kernels in the window with their launch call, graph replays left out.
-            let mut ks: Vec<(usize, u32)> = Vec::new();
+            let mut ks: Vec<(u32, u32)> = Vec::new();
             let mut graph = 0u64;
+            // Whether a launch call's name is a graph launch, per name id.
+            let mut is_graph: rustc_hash::FxHashMap<u32, bool> = Default::default();
             for &i in t.device_ops(d) {
                 let op = &t.gpu_ops[i as usize];
                 if op.kind != GpuOpKind::Kernel || op.start < w.start || op.start >= w.end {
@@ -61,11 +63,15 @@ impl Rule for LaunchBound {
                 if l == NONE {
                     continue;
                 }
-                if t.str(t.host_spans[l as usize].name).contains("GraphLaunch") {
+                let name = t.host_spans[l as usize].name;
+                if *is_graph
+                    .entry(name)
+                    .or_insert_with(|| t.str(name).contains("GraphLaunch"))
+                {
                     graph += 1;
                     continue;
                 }
-                ks.push((i as usize, l));
+                ks.push((i, l));
             }
             if ks.len() < 2 {
                 continue;
@@ -78,30 +84,32 @@ impl Rule for LaunchBound {
             // Launch latency of the kernels that waited for their launch: with the GPU idle and
             // nothing queued, runtime call to kernel start is the launch path alone.
             let mut latency: Vec<i64> = Vec::new();
-            // Busy end across all GPU work of the device (any stream), before each kernel.
-            let mut ops: Vec<(i64, i64)> = t
-                .device_ops(d)
-                .iter()
-                .map(|&i| &t.gpu_ops[i as usize])
-                .filter(|o| o.is_work() && o.end > w.start && o.start < w.end)
-                .map(|o| (o.start, o.end))
-                .collect();
-            ops.sort_unstable();
+            // Busy end across all GPU work of the device (any stream) before each kernel: the
+            // device's ops are sorted by start, so one pointer walks them alongside.
+            let dev_ops = t.device_ops(d);
             let (mut starved_ns, mut starved_n) = (0i64, 0u64);
             let mut groups: BTreeMap<String, (u64, i64)> = BTreeMap::new();
             let (mut run, mut run_ns, mut run_start) = (0usize, 0i64, 0i64);
             let mut stretches: Vec<(i64, usize, i64, i64)> = Vec::new();
             let mut busy_end = i64::MIN;
             let mut oi = 0;
+            let mut launched = 0usize;
             let mut durs: Vec<i64> = Vec::new();
             for (started, &(i, l)) in ks.iter().enumerate() {
-                let op = &t.gpu_ops[i];
-                while oi < ops.len() && ops[oi].0 < op.start {
-                    busy_end = busy_end.max(ops[oi].1);
+                let op = &t.gpu_ops[i as usize];
+                while oi < dev_ops.len() && t.gpu_ops[dev_ops[oi] as usize].start < op.start {
+                    let o = &t.gpu_ops[dev_ops[oi] as usize];
+                    if o.is_work() {
+                        busy_end = busy_end.max(o.end);
+                    }
                     oi += 1;
                 }
                 // Launch calls begun by the kernel's start, less kernels started before it.
-                let launched = launches.partition_point(|&s| s <= op.start);
+                // Kernels come in start order, so the count of launch calls begun by the
+                // kernel's start only grows.
+                while launched < launches.len() && launches[launched] <= op.start {
+                    launched += 1;
+                }
                 let depth = launched.saturating_sub(started + 1);
                 let gap = op.start.saturating_sub(busy_end);
                 let starved = busy_end != i64::MIN && gap > 0 && gap < threshold && depth == 0;

@@ -43,11 +43,12 @@ impl Rule for MemoryPressure {
         devices.sort_unstable();
         devices.dedup();
         for d in devices {
-            let samples: Vec<_> = t
+            let mut samples: Vec<_> = t
                 .memory
                 .iter()
                 .filter(|m| m.device == d && m.ts >= w.start && m.ts < w.end)
                 .collect();
+            samples.sort_by_key(|m| m.ts);
             let capacity = t
                 .meta
                 .gpus
@@ -58,17 +59,18 @@ impl Rule for MemoryPressure {
             let peak_alloc = samples.iter().filter_map(|m| m.total_allocated).max();
             let peak_res = samples.iter().filter_map(|m| m.total_reserved).max();
             let ooms = samples.iter().filter(|m| m.oom).count();
-            // Allocated at the end of each step in the window.
+            // Allocated at the end of each step in the window: the last sample inside it.
             let ends: Vec<(i64, i64)> = t
                 .steps
                 .iter()
                 .filter(|s| s.start >= w.start && s.end <= w.end)
                 .filter_map(|s| {
-                    samples
+                    let k = samples.partition_point(|m| m.ts < s.end);
+                    samples[..k]
                         .iter()
-                        .filter(|m| m.ts >= s.start && m.ts < s.end)
-                        .filter_map(|m| m.total_allocated)
-                        .next_back()
+                        .rev()
+                        .take_while(|m| m.ts >= s.start)
+                        .find_map(|m| m.total_allocated)
                         .map(|a| (s.number, a))
                 })
                 .collect();
@@ -189,15 +191,24 @@ fn empty_cache(cx: &Ctx) -> Option<Finding> {
         .iter()
         .filter(|s| s.start >= w.start && s.end <= w.end)
         .collect();
+    // The frame's names, found in the string table (far smaller than the spans).
+    let names: Vec<u32> = (0..t.strings.len() as u32)
+        .filter(|&id| {
+            let n = t.str(id);
+            n.ends_with(": empty_cache") && n.contains("torch/cuda/memory.py")
+        })
+        .collect();
+    if names.is_empty() {
+        return None;
+    }
     let calls: Vec<_> = t
         .host_spans
         .iter()
         .filter(|h| {
-            h.kind == HostKind::Python
+            names.contains(&h.name)
+                && h.kind == HostKind::Python
                 && h.start >= w.start
                 && h.start < w.end
-                && t.str(h.name).ends_with(": empty_cache")
-                && t.str(h.name).contains("torch/cuda/memory.py")
         })
         .collect();
     let in_steps = calls

@@ -42,6 +42,14 @@ pub struct Ctx<'a> {
     /// Matrix operators on the roofline per device, computed on first use: the roofline
     /// rule and the summary's table read it.
     roofline: std::sync::OnceLock<Vec<crate::roofline::DeviceRoofline>>,
+    /// Matrix operator calls per device, computed on first use: the roofline and the
+    /// tensor_cores rule read them.
+    matrix: std::sync::OnceLock<Vec<(i32, crate::roofline::DeviceCalls)>>,
+    /// Each distinct kernel name classified once (units, architecture): several rules ask
+    /// for every kernel, and a trace has millions of kernels but a few thousand names.
+    kernel_classes: std::sync::OnceLock<
+        rustc_hash::FxHashMap<tracehound_parsers::StrId, crate::hardware::KernelClass>,
+    >,
 }
 
 impl<'a> Ctx<'a> {
@@ -54,7 +62,52 @@ impl<'a> Ctx<'a> {
             idle: std::sync::OnceLock::new(),
             exposure: std::sync::OnceLock::new(),
             roofline: std::sync::OnceLock::new(),
+            matrix: std::sync::OnceLock::new(),
+            kernel_classes: std::sync::OnceLock::new(),
         }
+    }
+
+    /// What the name of a kernel says about its math (see [`crate::hardware::classify`]).
+    pub fn kernel_class(&self, name: tracehound_parsers::StrId) -> crate::hardware::KernelClass {
+        self.kernel_classes
+            .get_or_init(|| {
+                let mut names: Vec<tracehound_parsers::StrId> = self
+                    .trace
+                    .gpu_ops
+                    .iter()
+                    .filter(|o| o.kind == tracehound_parsers::GpuOpKind::Kernel)
+                    .map(|o| o.name)
+                    .collect();
+                names.sort_unstable();
+                names.dedup();
+                names
+                    .into_iter()
+                    .map(|n| (n, crate::hardware::classify(self.trace.str(n))))
+                    .collect()
+            })
+            .get(&name)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Matrix operator calls (with recorded shapes) of `device` in the window.
+    pub(crate) fn matrix_calls(&self, device: i32) -> &crate::roofline::DeviceCalls {
+        static EMPTY: crate::roofline::DeviceCalls = crate::roofline::DeviceCalls {
+            calls: Vec::new(),
+            kernel_ns: 0,
+        };
+        self.matrix
+            .get_or_init(|| {
+                use rayon::prelude::*;
+                self.trace
+                    .devices()
+                    .into_par_iter()
+                    .map(|d| (d, crate::roofline::matrix_calls(self, d)))
+                    .collect()
+            })
+            .iter()
+            .find(|(d, _)| *d == device)
+            .map_or(&EMPTY, |(_, c)| c)
     }
 
     /// Matrix operators with recorded shapes on each device's roofline.

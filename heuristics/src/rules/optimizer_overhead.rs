@@ -15,7 +15,7 @@
 use super::{Ctx, Rule, new_finding, rows_by_time};
 use crate::finding::{Confidence, Finding, fmt_ns, metrics};
 use std::collections::BTreeMap;
-use tracehound_parsers::{GpuOpKind, HostKind, NONE};
+use tracehound_parsers::{GpuOpKind, HostKind};
 
 /// The rule.
 pub struct OptimizerOverhead;
@@ -47,60 +47,73 @@ impl Rule for OptimizerOverhead {
         let w = &cx.window;
         // Kernels (GPU op index) by launching span, for the spans inside optimizer ranges.
         let mut by_range: BTreeMap<(String, bool), Calls> = BTreeMap::new();
+        // The optimizer ranges' names, found in the string table (far smaller than the spans).
+        let names: Vec<u32> = (0..t.strings.len() as u32)
+            .filter(|&id| t.str(id).starts_with("Optimizer."))
+            .collect();
+        if names.is_empty() {
+            return Vec::new();
+        }
         let ranges: Vec<u32> = (0..t.host_spans.len() as u32)
             .filter(|&i| {
                 let s = &t.host_spans[i as usize];
-                matches!(s.kind, HostKind::CpuOp | HostKind::Annotation)
+                names.contains(&s.name)
+                    && matches!(s.kind, HostKind::CpuOp | HostKind::Annotation)
                     && s.start >= w.start
                     && s.start < w.end
-                    && t.str(s.name).starts_with("Optimizer.")
             })
             .collect();
         if ranges.is_empty() {
             return Vec::new();
         }
-        // GPU ops by their launch's start time for a range lookup per optimizer call.
-        let mut launched: Vec<(i64, i64, u32, usize)> = t
-            .gpu_ops
-            .iter()
-            .enumerate()
-            .filter(|(_, o)| o.kind == GpuOpKind::Kernel)
-            .filter_map(|(i, _)| {
-                let l = t.index.op_launch[i];
-                (l != NONE).then(|| {
-                    let s = &t.host_spans[l as usize];
-                    (s.start, s.tid, l, i)
-                })
-            })
-            .collect();
-        launched.sort_unstable();
-        for &r in &ranges {
+        // Per optimizer call: kernels, multi-tensor kernels, kernel time, first start, last
+        // end. The launch calls inside each call's range (on its thread) are collected first,
+        // then each kernel looks its launch call up: no host span is read per kernel.
+        let mut launch_call: rustc_hash::FxHashMap<u32, usize> = Default::default();
+        for (k, &r) in ranges.iter().enumerate() {
+            let s = &t.host_spans[r as usize];
+            let spans = t.thread_spans((s.pid, s.tid));
+            let first = spans.partition_point(|&i| t.host_spans[i as usize].start < s.start);
+            for &i in &spans[first..] {
+                let h = &t.host_spans[i as usize];
+                if h.start >= s.end {
+                    break;
+                }
+                if matches!(h.kind, HostKind::Runtime | HostKind::Driver) {
+                    launch_call.insert(i, k);
+                }
+            }
+        }
+        let mut per_call = vec![(0u64, 0u64, 0i64, i64::MAX, i64::MIN); ranges.len()];
+        for (i, op) in t.gpu_ops.iter().enumerate() {
+            if op.kind != GpuOpKind::Kernel {
+                continue;
+            }
+            let Some(&call) = launch_call.get(&t.index.op_launch[i]) else {
+                continue;
+            };
+            let c = &mut per_call[call];
+            c.0 += 1;
+            if t.str(op.name).contains("multi_tensor_apply") {
+                c.1 += 1;
+            }
+            c.2 += op.dur();
+            c.3 = c.3.min(op.start);
+            c.4 = c.4.max(op.end);
+        }
+        for (k, &r) in ranges.iter().enumerate() {
             let s = &t.host_spans[r as usize];
             let name = t.str(s.name);
             let zero = name.contains("zero_grad");
-            let k0 = launched.partition_point(|e| e.0 < s.start);
-            let k1 = launched.partition_point(|e| e.0 < s.end);
-            let ops: Vec<usize> = launched[k0..k1]
-                .iter()
-                .filter(|e| e.1 == s.tid)
-                .map(|e| e.3)
-                .collect();
             let label = name.split('#').nth(1).unwrap_or(name).to_string();
+            let (n, multi, ns, first, last) = per_call[k];
             let c = by_range.entry((label, zero)).or_default();
             c.calls += 1;
-            c.kernels += ops.len() as u64;
-            for &i in &ops {
-                let op = &t.gpu_ops[i];
-                c.kernel_ns += op.dur();
-                if t.str(op.name).contains("multi_tensor_apply") {
-                    c.multi_tensor += 1;
-                }
-            }
-            if let (Some(a), Some(b)) = (
-                ops.iter().map(|&i| t.gpu_ops[i].start).min(),
-                ops.iter().map(|&i| t.gpu_ops[i].end).max(),
-            ) {
-                c.span_ns += b - a;
+            c.kernels += n;
+            c.multi_tensor += multi;
+            c.kernel_ns += ns;
+            if n > 0 {
+                c.span_ns += last - first;
             }
         }
         // Python frames of the per-tensor implementations, when the trace has stacks.

@@ -12,8 +12,8 @@
 
 use super::{Ctx, Rule, new_finding, rows_by_time, short_name};
 use crate::finding::{Confidence, Finding, fmt_ns, metrics};
-use crate::hardware::{Math, MathUnit, built_for_sm, matmul_unit, peaks_for};
-use crate::roofline::{matrix_calls, time_at_roof_ns};
+use crate::hardware::{Math, MathUnit, peaks_for};
+use crate::roofline::time_at_roof_ns;
 use std::collections::BTreeMap;
 use tracehound_parsers::{GpuOpKind, NONE};
 
@@ -57,13 +57,13 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
         if op.kind != GpuOpKind::Kernel || op.start < w.start || op.start >= w.end {
             continue;
         }
-        let name = t.str(op.name);
-        match matmul_unit(name) {
+        let class = cx.kernel_class(op.name);
+        match class.unit {
             Some(MathUnit::TensorCore) => tc += op.dur(),
             Some(MathUnit::CudaCoreFp32) => {
                 simt += op.dur();
                 n += 1;
-                if let Some(sm) = built_for_sm(name) {
+                if let Some(sm) = class.built_for {
                     *built.entry(sm).or_default() += op.dur();
                 }
                 let cpu = t.index.op_cpu_op[i as usize];
@@ -73,7 +73,7 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
                     t.str(t.host_spans[cpu as usize].name)
                 };
                 let g = groups
-                    .entry(format!("{caller} → {}", short_name(name, 60)))
+                    .entry(format!("{caller} → {}", short_name(t.str(op.name), 60)))
                     .or_default();
                 g.0 += 1;
                 g.1 += op.dur();
@@ -168,11 +168,11 @@ fn misaligned_half(cx: &Ctx, d: i32) -> Option<Finding> {
     let t = cx.trace;
     let gpu = t.meta.gpus.iter().find(|g| g.id == d);
     let peaks = gpu.and_then(|g| peaks_for(&g.name, g.memory_bytes));
-    let (calls, _) = matrix_calls(t, &cx.window, d);
+    let calls = &cx.matrix_calls(d).calls;
     let mut time = 0i64;
     let mut impact = 0f64;
     let mut groups: BTreeMap<String, (u64, i64)> = BTreeMap::new();
-    for c in &calls {
+    for c in calls {
         let Some((m, n, k)) = c.work.mnk.filter(|_| c.is_misaligned_half()) else {
             continue;
         };

@@ -11,7 +11,6 @@
 
 use super::{Ctx, Rule, new_finding, short_name};
 use crate::finding::{Confidence, Finding, Row, fmt_ns, metrics};
-use crate::hardware::matmul_unit;
 use std::collections::BTreeMap;
 use tracehound_parsers::{GpuOpKind, NONE};
 
@@ -56,32 +55,31 @@ impl Rule for UnderfilledKernels {
             else {
                 continue;
             };
-            let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
+            // Grouped by name and caller ids first: no string is built per kernel.
+            let mut by_id: rustc_hash::FxHashMap<(u32, u32), Group> = Default::default();
             for &i in t.device_ops(d) {
                 let op = &t.gpu_ops[i as usize];
                 if op.kind != GpuOpKind::Kernel || op.start < w.start || op.start >= w.end {
                     continue;
                 }
                 let Some(k) = &op.kernel else { continue };
-                let name = t.str(op.name);
-                if crate::collectives::is_collective_kernel(name) {
-                    continue;
-                }
                 let blocks: u64 = k.grid.iter().map(|&g| u64::from(g.max(1))).product();
-                let low_occ = matmul_unit(name).is_none()
+                let low_occ = cx.kernel_class(op.name).unit.is_none()
                     && k.occupancy_pct
                         .is_some_and(|o| o > 0.0 && o < LOW_OCCUPANCY_PCT);
                 let underfilled = 2 * blocks <= u64::from(sms);
-                if !underfilled && !low_occ {
+                if !underfilled && !low_occ
+                    || crate::collectives::is_collective_kernel(t.str(op.name))
+                {
                     continue;
                 }
                 let cpu = t.index.op_cpu_op[i as usize];
                 let caller = if cpu == NONE {
-                    String::new()
+                    NONE
                 } else {
-                    t.str(t.host_spans[cpu as usize].name).to_string()
+                    t.host_spans[cpu as usize].name
                 };
-                let g = groups.entry((short_name(name, 70), caller)).or_default();
+                let g = by_id.entry((op.name, caller)).or_default();
                 g.count += 1;
                 g.time += op.dur();
                 g.blocks = if g.count == 1 {
@@ -89,10 +87,36 @@ impl Rule for UnderfilledKernels {
                 } else {
                     (g.blocks.0.min(blocks), g.blocks.1.max(blocks))
                 };
-                g.occupancy = k.occupancy_pct;
+                g.occupancy = match (g.occupancy, k.occupancy_pct) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
                 if underfilled {
                     g.lost += op.dur() as f64 * (1.0 - blocks as f64 / f64::from(sms));
                 }
+            }
+            let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
+            for ((name, caller), g) in by_id {
+                let caller = if caller == NONE {
+                    String::new()
+                } else {
+                    t.str(caller).to_string()
+                };
+                let e = groups
+                    .entry((short_name(t.str(name), 70), caller))
+                    .or_default();
+                e.blocks = if e.count == 0 {
+                    g.blocks
+                } else {
+                    (e.blocks.0.min(g.blocks.0), e.blocks.1.max(g.blocks.1))
+                };
+                e.count += g.count;
+                e.time += g.time;
+                e.lost += g.lost;
+                e.occupancy = match (e.occupancy, g.occupancy) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
             }
             groups.retain(|_, g| g.time / g.count.max(1) as i64 >= MIN_MEAN_NS);
             let lost: f64 = groups.values().map(|g| g.lost).sum();
