@@ -169,10 +169,7 @@ pub fn match_collectives(ranks: &mut [RankSummary]) -> CollectiveMatch {
     m
 }
 
-fn median(mut v: Vec<i64>) -> i64 {
-    v.sort_unstable();
-    if v.is_empty() { 0 } else { v[v.len() / 2] }
-}
+use crate::stats::median;
 
 /// Findings about the job as a whole, ranked by impact. Matches the ranks' collectives first
 /// (setting each rank's `collective_wait_ns`).

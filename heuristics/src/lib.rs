@@ -15,6 +15,7 @@ pub mod job;
 pub mod roofline;
 pub mod rules;
 pub mod stack;
+pub mod stats;
 pub mod summary;
 pub mod tables;
 pub mod window;

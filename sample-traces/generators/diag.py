@@ -359,13 +359,18 @@ def matmul_clean():
 ALL = [cpu_preprocess, python_list_input, sleep_log, item_then_python, cpu_sync_numpy, cudnn_benchmark_shapes,
        lazy_loading, empty_cache_per_step, dataloader_slow, cuda_graph_clean, matmul_clean]
 
-if __name__ == "__main__":
-    for fn in ALL:
+def main(scenarios):
+    """Runs the selected scenarios, each on its own; one that fails does not cost the others."""
+    for fn in scenarios:
         if ONLY and fn.__name__ not in ONLY:
             continue
         try:
             fn()
-        except Exception as e:  # one broken scenario must not cost the others
+        except Exception as e:
             print(f"{fn.__name__}: FAILED {type(e).__name__}: {e}", flush=True)
         gc.collect()
         torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main(ALL)

@@ -224,12 +224,4 @@ ALL = [fp32_no_tf32, fp32_tf32_clean, bf16_odd_dims, softmax_few_rows, small_mlp
        adam_single_tensor, adam_fused_clean, leak_losses, near_oom, checkpoint_step]
 
 if __name__ == "__main__":
-    for fn in ALL:
-        if ONLY and fn.__name__ not in ONLY:
-            continue
-        try:
-            fn()
-        except Exception as e:  # one broken scenario must not cost the others
-            print(f"{fn.__name__}: FAILED {type(e).__name__}: {e}", flush=True)
-        gc.collect()
-        torch.cuda.empty_cache()
+    diag.main(ALL)

@@ -13,6 +13,7 @@
 
 use super::{Ctx, Rule, new_finding, rows_by_time, span_name};
 use crate::finding::{Confidence, Finding, Instance, fmt_ns, metrics};
+use crate::stats::percentile;
 use std::collections::BTreeMap;
 use tracehound_parsers::{GpuOpKind, NONE};
 
@@ -25,14 +26,6 @@ const MIN_SHARE: f64 = 0.03;
 
 /// A stretch is this many starved kernels in a row, or more.
 const STRETCH_KERNELS: usize = 3;
-
-fn percentile(sorted: &[i64], p: f64) -> i64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let k = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[k.min(sorted.len() - 1)]
-}
 
 impl Rule for LaunchBound {
     fn id(&self) -> &'static str {

@@ -51,8 +51,8 @@ impl Rule for StepOutliers {
         }
         let mut durs: Vec<i64> = steps.iter().map(|s| s.end - s.start).collect();
         durs.sort_unstable();
-        let median = durs[durs.len() / 2];
-        let p90 = durs[((durs.len() - 1) as f64 * 0.9).round() as usize];
+        let median = crate::stats::median(durs.clone());
+        let p90 = crate::stats::percentile(&durs, 0.9);
         // The first step of a capture carries the profiler's start-up (and often first-call
         // costs): it counts in the median but is not reported.
         let outliers: Vec<_> = steps
