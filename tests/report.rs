@@ -59,6 +59,7 @@ fn every_format_from_the_extension_with_stable_ids() {
         ids,
         [
             "idle_gaps/gpu0",
+            "roofline/gpu0",
             "launch_bound/gpu0",
             "pageable_memcpy/gpu0/htod",
             "underfilled_kernels/gpu0"

@@ -45,8 +45,11 @@ pub struct RoofRow {
     pub roof_tflops: f64,
     /// Achieved share of the roof (0..1).
     pub roof_share: f64,
-    /// Whether the FLOPs assume a full attention score matrix (a causal mask halves them).
+    /// An attention call whose mask was not recorded: its FLOPs assume a full score matrix
+    /// (a causal mask would halve them).
     pub attention: bool,
+    /// `gemm`, `conv` or `attention`.
+    pub kind: &'static str,
     /// A half-precision GEMM with M, N or K not a multiple of 8 (the tensor_cores rule's
     /// subject).
     pub misaligned: bool,
@@ -130,15 +133,17 @@ pub(crate) struct Work {
     pub elems: f64,
     /// Shape text.
     pub shape: String,
-    /// An attention call (FLOPs assume no causal mask).
+    /// An attention call whose mask was not recorded (FLOPs assume a full score matrix).
     pub attention: bool,
+    /// `gemm`, `conv` or `attention`.
+    pub kind: &'static str,
     /// GEMM dimensions M, N, K.
     pub mnk: Option<(u64, u64, u64)>,
 }
 
 /// FLOPs, minimum elements moved and the shape text of a matrix operator call, from its
 /// name and input dims; `None` for other operators.
-pub(crate) fn matrix_work(name: &str, dims: &[Vec<u64>]) -> Option<Work> {
+pub(crate) fn matrix_work(name: &str, dims: &[Vec<u64>], concrete: Option<&str>) -> Option<Work> {
     let mat = |a: &Vec<u64>, b: &Vec<u64>| -> Option<Work> {
         // [.., M, K] x [.., K, N], with the batch of the first.
         let (&k, &m) = (a.last()?, a.get(a.len().checked_sub(2)?)?);
@@ -156,32 +161,129 @@ pub(crate) fn matrix_work(name: &str, dims: &[Vec<u64>]) -> Option<Work> {
             elems,
             shape: format!("{a:?} x {b:?}"),
             attention: false,
+            kind: "gemm",
             mnk,
         })
     };
-    let attn = |q: &Vec<u64>, k: &Vec<u64>, heads_second: bool, factor: f64| {
-        if q.len() != 4 || k.len() != 4 {
+    let attn =
+        |q: &Vec<u64>, k: &Vec<u64>, heads_second: bool, factor: f64, causal: Option<bool>| {
+            if q.len() != 4 || k.len() != 4 {
+                return None;
+            }
+            let (l, s) = if heads_second {
+                (q[2], k[2])
+            } else {
+                (q[1], k[1])
+            };
+            let qn: f64 = q.iter().map(|&x| x as f64).product();
+            let kn: f64 = k.iter().map(|&x| x as f64).product();
+            // Q·Kᵀ and P·V: 2 GEMMs of 2·L·S·D per (batch, head); the backward pass does 2.5×.
+            // A causal mask keeps the lower triangle: (L+1)/2L of a square score matrix.
+            let kept = match causal {
+                Some(true) if l == s && l > 0 => (l as f64 + 1.0) / (2.0 * l as f64),
+                Some(true) => 0.5,
+                _ => 1.0,
+            };
+            let flops = factor * 4.0 * qn * s as f64 * kept;
+            // q, k, v read, output written.
+            let elems = 2.0 * qn + 2.0 * kn;
+            let mask = match causal {
+                Some(true) => ", causal",
+                Some(false) => "",
+                None => ", mask not recorded",
+            };
+            Some(Work {
+                flops,
+                elems,
+                shape: format!("q {q:?} k {k:?}{mask}"),
+                attention: causal.is_none(),
+                kind: "attention",
+                mnk: None,
+            })
+        };
+    let d = |i: usize| dims.get(i);
+    // A 2-D (or N-D) convolution from input [N, C, H, W...], weight [O, C/g, kh, kw...] and
+    // the output [N, O, Ho, Wo...]: 2·N·O·(C/g)·∏k·∏(output spatial) FLOPs per pass, and
+    // the three tensors moved once per pass.
+    let conv_from_output = |input: &Vec<u64>, w: &Vec<u64>, out: &Vec<u64>, passes: f64| {
+        if input.len() < 3 || w.len() != input.len() || out.len() != input.len() {
             return None;
         }
-        let s = if heads_second { k[2] } else { k[1] } as f64;
-        let qn: f64 = q.iter().map(|&x| x as f64).product();
-        let kn: f64 = k.iter().map(|&x| x as f64).product();
-        // Q·Kᵀ and P·V: 2 GEMMs of 2·L·S·D per (batch, head); the backward pass does 2.5×.
-        let flops = factor * 4.0 * qn * s;
-        // q, k, v read, output written.
-        let elems = 2.0 * qn + 2.0 * kn;
-        Some(Work {
-            flops,
-            elems,
-            shape: format!("q {q:?} k {k:?}"),
-            attention: true,
+        let f = |v: &[u64]| v.iter().map(|&x| x as f64).product::<f64>();
+        let per_pass = 2.0 * f(out) * f(&w[1..]);
+        let elems = f(input) + f(w) + f(out);
+        (passes > 0.0).then(|| Work {
+            flops: passes * per_pass,
+            elems: elems * passes,
+            shape: format!("conv {input:?} w {w:?} → {out:?}"),
+            attention: false,
+            kind: "conv",
             mnk: None,
         })
     };
-    let d = |i: usize| dims.get(i);
+    let conv = |input: &Vec<u64>,
+                w: &Vec<u64>,
+                pad: &Vec<u64>,
+                stride: &Vec<u64>,
+                dil: &Vec<u64>,
+                passes: f64| {
+        let sp = input.len().checked_sub(2)?;
+        if sp == 0 || w.len() != input.len() {
+            return None;
+        }
+        let at =
+            |v: &Vec<u64>, k: usize, dflt: u64| v.get(k).or(v.first()).copied().unwrap_or(dflt);
+        let mut out = vec![input[0], w[0]];
+        for k in 0..sp {
+            let (h, kk) = (input[2 + k] as i64, w[2 + k] as i64);
+            let (p, s, dl) = (
+                at(pad, k, 0) as i64,
+                at(stride, k, 1).max(1) as i64,
+                at(dil, k, 1) as i64,
+            );
+            let o = (h + 2 * p - dl * (kk - 1) - 1) / s + 1;
+            if o <= 0 {
+                return None;
+            }
+            out.push(o as u64);
+        }
+        conv_from_output(input, w, &out, passes)
+    };
     match name {
         "aten::mm" | "aten::bmm" | "aten::matmul" | "aten::_scaled_mm" => mat(d(0)?, d(1)?),
         "aten::addmm" | "aten::baddbmm" | "aten::addbmm" => mat(d(1)?, d(2)?),
+        "aten::cudnn_convolution" | "aten::convolution" | "aten::_convolution" => {
+            // cudnn_convolution(input, weight, padding, stride, dilation, groups, ...);
+            // convolution(input, weight, bias, stride, padding, dilation, transposed, ...,
+            // groups).
+            let c = parse_types(concrete?);
+            // (The weight's second dim is already C/groups.)
+            let (p, st, dil) = if name == "aten::cudnn_convolution" {
+                (2, 3, 4)
+            } else {
+                if c.get(6).is_some_and(|t| *t == "True") {
+                    return None; // transposed: another formula
+                }
+                (4, 3, 5)
+            };
+            let list = |k: usize| parse_dims(&format!("[{}]", c.get(k).unwrap_or(&"")));
+            let one = |k: usize| list(k).first().cloned().unwrap_or_default();
+            conv(d(0)?, d(1)?, &one(p), &one(st), &one(dil), 1.0)
+        }
+        "aten::convolution_backward" => {
+            // (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+            // output_padding, groups, output_mask): grad input and grad weight each cost a
+            // forward pass; the output dims are the gradient's.
+            let c = concrete.map(parse_types).unwrap_or_default();
+            let mask = c.get(10).copied().unwrap_or("[True, True, False]");
+            let passes = mask
+                .split(',')
+                .take(2)
+                .filter(|m| m.contains("True"))
+                .count();
+            let (go, input, w) = (d(0)?, d(1)?, d(2)?);
+            conv_from_output(input, w, go, passes as f64)
+        }
         n if n.contains("attention") && n.starts_with("aten::_") => {
             let backward = n.contains("backward");
             let heads_second = !(n.contains("_flash_attention_")
@@ -192,7 +294,13 @@ pub(crate) fn matrix_work(name: &str, dims: &[Vec<u64>]) -> Option<Work> {
             } else {
                 (d(0)?, d(1)?)
             };
-            attn(q, k, heads_second, if backward { 2.5 } else { 1.0 })
+            attn(
+                q,
+                k,
+                heads_second,
+                if backward { 2.5 } else { 1.0 },
+                attention_causal(n, concrete),
+            )
         }
         _ => None,
     }
@@ -207,6 +315,10 @@ const MATRIX_OPS: &[&str] = &[
     "aten::addmm",
     "aten::baddbmm",
     "aten::addbmm",
+    "aten::cudnn_convolution",
+    "aten::convolution",
+    "aten::_convolution",
+    "aten::convolution_backward",
     "aten::_scaled_dot_product_flash_attention",
     "aten::_scaled_dot_product_flash_attention_backward",
     "aten::_scaled_dot_product_efficient_attention",
@@ -220,6 +332,34 @@ const MATRIX_OPS: &[&str] = &[
     "aten::_cudnn_attention_forward",
     "aten::_cudnn_attention_backward",
 ];
+
+/// Whether an attention call was causal, from its recorded scalars: the position of
+/// `is_causal` (or of the memory-efficient kernels' `custom_mask_type`, non-zero for causal)
+/// in each operator's ATen signature. `None` when not recorded.
+fn attention_causal(name: &str, concrete: Option<&str>) -> Option<bool> {
+    let at = match name {
+        "aten::_scaled_dot_product_flash_attention" => 4,
+        "aten::_scaled_dot_product_efficient_attention"
+        | "aten::_scaled_dot_product_cudnn_attention" => 6,
+        "aten::_flash_attention_forward" => 8,
+        "aten::_efficient_attention_forward" => 9,
+        "aten::_cudnn_attention_forward" => 10,
+        "aten::_scaled_dot_product_flash_attention_backward"
+        | "aten::_flash_attention_backward"
+        | "aten::_scaled_dot_product_efficient_attention_backward" => 11,
+        "aten::_cudnn_attention_backward"
+        | "aten::_scaled_dot_product_cudnn_attention_backward"
+        | "aten::_efficient_attention_backward" => 14,
+        _ => return None,
+    };
+    let items = parse_types(concrete?);
+    match items.get(at)?.trim() {
+        "True" => Some(true),
+        "False" | "0" => Some(false),
+        v if v.parse::<u64>().is_ok() => Some(true),
+        _ => None,
+    }
+}
 
 /// The matrix operator a kernel belongs to: its innermost CPU operator or the nearest
 /// ancestor (within three levels) that is one, by name id (no string is read per kernel).
@@ -316,7 +456,11 @@ pub(crate) fn matrix_calls(cx: &Ctx, device: i32) -> DeviceCalls {
     by_op.sort_unstable_by_key(|e| e.0);
     let by_op = by_op.into_iter().filter_map(|(op, (ns, tc, simt))| {
         let s = &t.host_spans[op as usize];
-        let work = matrix_work(t.str(s.name), &parse_dims(t.str(s.input_dims)))?;
+        let work = matrix_work(
+            t.str(s.name),
+            &parse_dims(t.str(s.input_dims)),
+            t.concrete_inputs_of(op),
+        )?;
         Some((op, (ns, tc, simt, work)))
     });
     let calls = by_op
@@ -342,15 +486,36 @@ pub(crate) fn matrix_calls(cx: &Ctx, device: i32) -> DeviceCalls {
     DeviceCalls { calls, kernel_ns }
 }
 
-/// Achievable share of a roof: the best library kernels reach 70-80% of datasheet peaks, so
-/// time beyond what 70% of the roof needs is counted as recoverable.
+/// Achievable share of a roof for GEMMs and convolutions: the best library kernels reach
+/// 70-90% of datasheet peaks on large shapes (85-91% for the aligned bf16 GEMMs of our H200
+/// captures), so time beyond what 70% of the roof needs is counted as recoverable.
 pub const ACHIEVABLE: f64 = 0.7;
 
-/// Time `call`-like work of `flops` and `bytes` needs at the achievable share of the roof.
-pub(crate) fn time_at_roof_ns(peaks: &Peaks, math: Math, flops: f64, bytes: f64) -> f64 {
+/// Achievable share of the roof for attention: fused attention kernels reach 35-60% of dense
+/// peak on Hopper (FlashAttention-3 reports 40-75% forward at head dim 64-256, less backward;
+/// cuDNN's reach 25-33% at head dim 64 on our H200 capture).
+pub const ACHIEVABLE_ATTENTION: f64 = 0.45;
+
+/// The achievable share of the roof for a kind of work.
+pub fn achievable(attention: bool) -> f64 {
+    if attention {
+        ACHIEVABLE_ATTENTION
+    } else {
+        ACHIEVABLE
+    }
+}
+
+/// Time work of `flops` and `bytes` needs at the achievable share of the roof.
+pub(crate) fn time_at_roof_ns(
+    peaks: &Peaks,
+    math: Math,
+    flops: f64,
+    bytes: f64,
+    attention: bool,
+) -> f64 {
     let intensity = flops / bytes.max(1.0);
     let roof = peaks.tflops(math).min(intensity * peaks.mem_tbps);
-    flops / (roof * 1e12 * ACHIEVABLE) * 1e9
+    flops / (roof * 1e12 * achievable(attention)) * 1e9
 }
 
 /// The roofline of every device that has known peaks and ran matrix operators with
@@ -368,7 +533,9 @@ pub fn roofline(cx: &Ctx) -> Vec<DeviceRoofline> {
         let DeviceCalls { calls, kernel_ns } = cx.matrix_calls(d);
         let kernel_ns = *kernel_ns;
         type Key = (String, String, Math);
-        let mut groups: BTreeMap<Key, (u64, i64, f64, f64, bool, bool)> = BTreeMap::new();
+        // calls, time, FLOPs, bytes, mask unknown, misaligned, kind
+        type Sums = (u64, i64, f64, f64, bool, bool, &'static str);
+        let mut groups: BTreeMap<Key, Sums> = BTreeMap::new();
         for c in calls {
             let name = t.str(t.host_spans[c.op as usize].name).to_string();
             let misaligned = c.is_misaligned_half();
@@ -381,12 +548,13 @@ pub fn roofline(cx: &Ctx) -> Vec<DeviceRoofline> {
             g.3 += c.work.elems * c.math.elem_bytes();
             g.4 = c.work.attention;
             g.5 = misaligned;
+            g.6 = c.work.kind;
         }
         let mut rows: Vec<RoofRow> = groups
             .into_iter()
             .filter(|(_, g)| g.1 > 0)
             .map(
-                |((op, shape, math), (count, ns, flops, bytes, attention, misaligned))| {
+                |((op, shape, math), (count, ns, flops, bytes, attention, misaligned, kind))| {
                     let secs = ns as f64 / 1e9;
                     let tflops = flops / secs / 1e12;
                     let intensity = flops / bytes.max(1.0);
@@ -412,6 +580,7 @@ pub fn roofline(cx: &Ctx) -> Vec<DeviceRoofline> {
                         roof_tflops: roof,
                         roof_share: tflops / roof,
                         attention,
+                        kind,
                         misaligned,
                     }
                 },
@@ -453,7 +622,7 @@ mod tests {
                 vec![]
             ]
         );
-        let w = matrix_work("aten::addmm", &d).unwrap();
+        let w = matrix_work("aten::addmm", &d, None).unwrap();
         assert_eq!(w.flops, 2.0 * 16384.0 * 1024.0 * 1024.0);
         assert_eq!(w.elems, 16384.0 * 1024.0 * 2.0 + 1024.0 * 1024.0);
         assert_eq!(w.mnk, Some((16384, 1024, 1024)));
@@ -461,11 +630,45 @@ mod tests {
         let w = matrix_work(
             "aten::_cudnn_attention_forward",
             &[q.clone(), q.clone(), q.clone()],
+            None,
         )
         .unwrap();
-        assert!(w.attention);
+        assert!(w.attention, "no scalars recorded: mask unknown");
+        // The GPT capture's call: is_causal (11th scalar) True keeps (L+1)/2L of the scores.
+        let causal = matrix_work(
+            "aten::_cudnn_attention_forward",
+            &[q.clone(), q.clone(), q.clone()],
+            Some(r#"["","","","","","","1024","1024","True","0.","True","False",""]"#),
+        )
+        .unwrap();
+        assert!(!causal.attention);
+        assert_eq!(causal.flops, w.flops * 1025.0 / 2048.0);
         assert_eq!(w.flops, 4.0 * 16.0 * 16.0 * 1024.0 * 1024.0 * 64.0);
-        assert!(matrix_work("aten::mm", &[vec![4, 8], vec![9, 2]]).is_none());
+        assert!(matrix_work("aten::mm", &[vec![4, 8], vec![9, 2]], None).is_none());
+        // ResNet's stem: 7×7 stride 2 padding 3 on 224×224 gives 112×112.
+        let stem = [vec![64, 3, 224, 224], vec![64, 3, 7, 7]];
+        let w = matrix_work(
+            "aten::cudnn_convolution",
+            &stem,
+            Some(r#"["","","[3, 3]","[2, 2]","[1, 1]","1","False","False","True"]"#),
+        )
+        .unwrap();
+        assert_eq!(w.flops, 2.0 * 64.0 * 64.0 * 112.0 * 112.0 * 3.0 * 49.0);
+        let same = matrix_work(
+            "aten::convolution",
+            &stem,
+            Some(r#"["","","","[2, 2]","[3, 3]","[1, 1]","False","[0, 0]","1"]"#),
+        )
+        .unwrap();
+        assert_eq!(same.flops, w.flops);
+        // Backward with both gradients: two forward passes, from the gradient's dims.
+        let b = matrix_work(
+            "aten::convolution_backward",
+            &[vec![64, 512, 7, 7], vec![64, 512, 7, 7], vec![512, 512, 3, 3]],
+            Some(r#"["","","","[0]","[1, 1]","[1, 1]","[1, 1]","False","[0, 0]","1","[True, True, False]"]"#),
+        )
+        .unwrap();
+        assert_eq!(b.flops, 2.0 * 2.0 * 64.0 * 512.0 * 49.0 * 512.0 * 9.0);
         assert_eq!(
             parse_types(r#"["c10::BFloat16","float",""]"#),
             vec!["c10::BFloat16", "float", ""]

@@ -305,6 +305,14 @@ pub fn parse_reader<R: std::io::Read>(
             },
         );
         gather(&mut b.trace.memory, &batch, |c| &c.trace.memory, |_, s| s);
+        for (k, c) in batch.iter().enumerate() {
+            b.trace.concrete_inputs.extend(
+                c.trace
+                    .concrete_inputs
+                    .iter()
+                    .map(|&((pid, tid, start, name), v)| ((pid, tid, start, m(k, name)), m(k, v))),
+            );
+        }
         first += batch.len();
         for c in batch {
             b.absorb(c);
@@ -402,6 +410,13 @@ struct RawArgs<'a> {
     input_dims: Option<&'a str>,
     #[serde(borrow, default, rename = "Input type", deserialize_with = "raw_text")]
     input_type: Option<&'a str>,
+    #[serde(
+        borrow,
+        default,
+        rename = "Concrete Inputs",
+        deserialize_with = "raw_text"
+    )]
+    concrete: Option<&'a str>,
     #[serde(borrow, default, rename = "Call stack")]
     call_stack: LStr<'a>,
     #[serde(borrow, default)]
@@ -670,6 +685,20 @@ impl Builder {
             Some(s) if !s.is_empty() => self.trace.strings.intern(s),
             _ => 0,
         };
+        // Stride, padding and masks of the operators whose work depends on them; kept for
+        // those only (every operator records its scalars, most of them of no use here).
+        if let Some(c) = a.concrete
+            && kind == HostKind::CpuOp
+            && {
+                let n = ev.name.as_str();
+                n.contains("convolution") || n.contains("attention")
+            }
+        {
+            let c = self.trace.strings.intern(c);
+            self.trace
+                .concrete_inputs
+                .push(((pid, tid, start, name), c));
+        }
         self.trace.host_spans.push(HostSpan {
             kind,
             pid,
@@ -917,6 +946,10 @@ fn scan_args<'a>(s: &mut Scan<'a>, a: &mut RawArgs<'a>) -> Scanned<()> {
             "kind" => {
                 once(&mut seen, 1 << 19)?;
                 a.kind = s.lstr()?;
+            }
+            "Concrete Inputs" => {
+                once(&mut seen, 1 << 20)?;
+                a.concrete = s.raw()?;
             }
             _ => {
                 s.skip_value()?;

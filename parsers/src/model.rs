@@ -544,6 +544,10 @@ pub struct Trace {
     pub inventory: Vec<GpuInventory>,
     /// Warnings for the user (truncation, oddities), in the order found.
     pub warnings: Vec<String>,
+    /// `Concrete Inputs` (stride, padding, masks) of convolution and attention operators
+    /// (Kineto), keyed by the span's (pid, tid, start, name): nested operators can start at
+    /// the same instant. Sorted; see [`Trace::concrete_inputs_of`].
+    pub concrete_inputs: Vec<((i64, i64, i64, StrId), StrId)>,
     /// CPU samples (Nsight Systems `-s cpu`), sorted by (pid, tid, time).
     pub cpu_samples: Vec<CpuSample>,
     /// Indexes; valid after [`Trace::finish`].
@@ -651,6 +655,18 @@ impl Trace {
         ));
     }
 
+    /// The recorded `Concrete Inputs` of span `i` (convolution and attention operators of
+    /// Kineto traces recorded with shapes), e.g. `["","","[3, 3]","[2, 2]","[1, 1]","1"]`.
+    pub fn concrete_inputs_of(&self, i: u32) -> Option<&str> {
+        let s = self.host_spans.get(i as usize)?;
+        let key = (s.pid, s.tid, s.start, s.name);
+        let k = self
+            .concrete_inputs
+            .binary_search_by_key(&key, |e| e.0)
+            .ok()?;
+        Some(self.str(self.concrete_inputs[k].1))
+    }
+
     /// Name of a string id.
     pub fn str(&self, id: StrId) -> &str {
         self.strings.get(id)
@@ -696,6 +712,7 @@ impl Trace {
                 ))
         });
         self.memory.sort_by_key(|m| m.ts);
+        self.concrete_inputs.sort_unstable();
         self.detect_steps();
         self.build_nesting();
         self.build_launch_links();

@@ -121,7 +121,7 @@ fn roofline_tables(sm: &tracehound_heuristics::TraceSummary) -> Vec<(String, Vec
                         format!("{:.0}", r.tflops),
                         format!("{:.2}", r.tbps),
                         format!("{:.0}% of {:.0}", 100.0 * r.roof_share, r.roof_tflops),
-                        format!("{}{}", r.bound, if r.attention { ", full mask" } else { "" }),
+                        r.bound.to_string(),
                     ]
                 })
                 .collect();

@@ -179,7 +179,8 @@ fn misaligned_half(cx: &Ctx, d: i32) -> Option<Finding> {
         time += c.ns;
         if let Some(p) = peaks {
             let bytes = c.work.elems * c.math.elem_bytes();
-            impact += (c.ns as f64 - time_at_roof_ns(&p, c.math, c.work.flops, bytes)).max(0.0);
+            impact +=
+                (c.ns as f64 - time_at_roof_ns(&p, c.math, c.work.flops, bytes, false)).max(0.0);
         }
         let name = t.str(t.host_spans[c.op as usize].name);
         let g = groups
