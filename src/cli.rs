@@ -12,6 +12,27 @@ use tracehound_heuristics::{Config, Finding, Severity};
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Refuse, before reading it, a file estimated to need more memory than SIZE (e.g. 64G,
+    /// 512M; 0 turns the check off). Default: the memory this machine has available.
+    #[arg(long, global = true, value_name = "SIZE", value_parser = parse_memory_limit)]
+    max_memory: Option<tracehound_parsers::budget::MemoryLimit>,
+}
+
+fn parse_memory_limit(s: &str) -> Result<tracehound_parsers::budget::MemoryLimit, String> {
+    tracehound_parsers::budget::parse_size(s)
+        .ok_or_else(|| format!("`{s}` is not a size: write it like 64G, 512M or 0"))
+}
+
+/// The memory limit of this run (`--max-memory`, else what the machine has available).
+static MEMORY_LIMIT: std::sync::OnceLock<tracehound_parsers::budget::MemoryLimit> =
+    std::sync::OnceLock::new();
+
+/// Load options every command starts from: the run's memory limit.
+pub(crate) fn load_options() -> tracehound_parsers::LoadOptions {
+    tracehound_parsers::LoadOptions {
+        memory_limit: MEMORY_LIMIT.get().copied().unwrap_or_default(),
+        ..Default::default()
+    }
 }
 
 #[derive(Subcommand)]
@@ -239,6 +260,9 @@ pub fn main() -> i32 {
             return code;
         }
     };
+    if let Some(limit) = cli.max_memory {
+        let _ = MEMORY_LIMIT.set(limit);
+    }
     let result = match cli.command {
         Command::Analyze(args) => analyze(args),
         Command::Info { files } => info(files),
@@ -313,7 +337,7 @@ pub fn main() -> i32 {
 }
 
 fn load_all(files: &[PathBuf]) -> Result<Vec<tracehound_parsers::Trace>, i32> {
-    load_all_with(files, tracehound_parsers::LoadOptions::default())
+    load_all_with(files, load_options())
 }
 
 fn load_all_with(
@@ -514,7 +538,7 @@ pub(crate) fn job_ranks(
     }
     let options = tracehound_parsers::LoadOptions {
         utc_offset_s,
-        ..Default::default()
+        ..load_options()
     };
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -632,7 +656,7 @@ fn load_session(
         files,
         tracehound_parsers::LoadOptions {
             utc_offset_s,
-            ..Default::default()
+            ..load_options()
         },
     )?;
     Ok(session(loaded))
@@ -847,7 +871,8 @@ fn checked_options(
 }
 
 fn tui_bench(file: &std::path::Path) -> Result<i32> {
-    let t = tracehound_parsers::load(file).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let t =
+        tracehound_parsers::load_with(file, load_options()).map_err(|e| anyhow::anyhow!("{e}"))?;
     let config = Config::default();
     let start = std::time::Instant::now();
     let a = tracehound_heuristics::analyze(&t, &config);

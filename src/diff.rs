@@ -388,7 +388,7 @@ fn html(d: &Diff) -> String {
 }
 
 fn load(path: &Path, config: &Config) -> Result<Result<(Trace, Analysis), i32>> {
-    match tracehound_parsers::load(path) {
+    match tracehound_parsers::load_with(path, crate::cli::load_options()) {
         Ok(t) => {
             let a = tracehound_heuristics::analyze(&t, config);
             Ok(Ok((t, a)))

@@ -267,3 +267,53 @@ fn a_fifo_is_refused_at_once_not_read_forever() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not a regular file"), "{err}");
 }
+
+#[test]
+fn a_file_too_large_for_the_memory_limit_is_refused_before_it_is_read() {
+    // A sparse 100 GiB "trace": the estimate (0.3 of the JSON) is about 30 GiB, over a
+    // 16 GiB limit, so it is refused at once, before a byte of it is parsed.
+    let dir = std::env::temp_dir().join(format!("tracehound-huge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let huge = dir.join("huge.json");
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&huge).unwrap();
+        f.write_all(b"{\"traceEvents\":[").unwrap();
+        f.set_len(100 << 30).unwrap();
+    }
+    let start = std::time::Instant::now();
+    let out = run(&["analyze", "--max-memory", "16G", huge.to_str().unwrap()]);
+    let took = start.elapsed();
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("huge.json: too large for the memory available"),
+        "{err}"
+    );
+    assert!(
+        err.contains("100.0 GiB of JSON") && err.contains("16.0 GiB"),
+        "{err}"
+    );
+    assert!(err.contains("--max-memory"), "{err}");
+    assert!(took.as_secs() < 10, "refused without reading: {took:?}");
+
+    // The same limit lets a real trace through; a tiny limit refuses it; 0 turns it off.
+    let t = own("h200_resnet_unpinned_sync.pt.trace.json.gz");
+    let t = t.to_str().unwrap();
+    assert_eq!(
+        run(&["analyze", "--max-memory", "16G", t]).status.code(),
+        Some(0)
+    );
+    let tiny = run(&["analyze", "--max-memory", "1M", t]);
+    assert_eq!(tiny.status.code(), Some(2));
+    // The gzip trailer says 15.6 MB of JSON inside the 0.9 MB file.
+    let err = String::from_utf8_lossy(&tiny.stderr);
+    assert!(err.contains("of JSON"), "{err}");
+    assert_eq!(
+        run(&["analyze", "--max-memory", "0", t]).status.code(),
+        Some(0)
+    );
+    let bad = run(&["analyze", "--max-memory", "lots", t]);
+    assert_eq!(bad.status.code(), Some(2));
+}

@@ -28,6 +28,14 @@ pub enum LoadError {
         /// What the decoder said.
         msg: String,
     },
+    /// The file would need more memory than allowed; refused before reading it.
+    #[error("{path}: too large for the memory available: {why}")]
+    TooLarge {
+        /// The file.
+        path: String,
+        /// What it needs, what there is, and what to do.
+        why: String,
+    },
     /// The content is not a format tracehound reads.
     #[error("{path}: not a trace tracehound can read: {why}")]
     NotATrace {

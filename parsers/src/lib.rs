@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod activity;
+pub mod budget;
 pub mod clock;
 pub mod dmon;
 pub mod error;
@@ -48,6 +49,9 @@ pub struct LoadOptions {
     pub utc_offset_s: Option<i64>,
     /// Bytes of the file read so far, updated while loading (for a progress bar).
     pub progress: Option<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    /// How much memory loading may take; a file estimated to need more is refused before
+    /// it is read ([`budget`]).
+    pub memory_limit: budget::MemoryLimit,
 }
 
 /// A reader that counts the bytes it hands out.
@@ -124,6 +128,38 @@ pub fn sniff(data: &[u8]) -> Option<Format> {
     None
 }
 
+/// Refuses a file whose estimated memory exceeds the limit, before reading it.
+fn check_memory(
+    path: &Path,
+    name: &str,
+    len: u64,
+    head: &[u8],
+    limit: budget::MemoryLimit,
+) -> Result<(), LoadError> {
+    let (limit, what) = match limit {
+        budget::MemoryLimit::Unlimited => return Ok(()),
+        budget::MemoryLimit::Bytes(b) => (b, "the --max-memory limit is"),
+        budget::MemoryLimit::Available => match budget::available() {
+            Some(b) => (b, "this machine has"),
+            None => return Ok(()),
+        },
+    };
+    let e = budget::estimate(path, len, head);
+    if e.need_bytes <= limit {
+        return Ok(());
+    }
+    Err(LoadError::TooLarge {
+        path: name.to_string(),
+        why: format!(
+            "loading it needs about {} ({} of {}) but {what} {}: capture fewer steps per file (torch.profiler.schedule(active=N), nsys --capture-range) or one rank per file, analyse it on a machine with more memory, or set the limit yourself with --max-memory (0 turns the check off)",
+            budget::gib(e.need_bytes),
+            budget::gib(e.input_bytes),
+            if e.sqlite { "SQLite" } else { "JSON" },
+            budget::gib(limit)
+        ),
+    })
+}
+
 /// Loads one trace file of any supported format with default options.
 pub fn load(path: &Path) -> Result<Trace, LoadError> {
     load_with(path, LoadOptions::default())
@@ -162,6 +198,7 @@ pub fn load_with(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> 
             k => got += k,
         }
     }
+    check_memory(path, &name, meta.len(), &magic[..got], options.memory_limit)?;
     // SQLite is opened in place (read-only, immutable), never read into memory.
     if nsys::is_applicable(&magic[..got]) == Some(true) {
         return nsys::parse(path);

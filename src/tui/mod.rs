@@ -170,7 +170,7 @@ impl Drop for TerminalGuard {
 
 /// Loads a rank trace of the job and makes it the one on screen.
 fn open_rank(app: &mut App, path: &str, gap_threshold_ns: i64) {
-    match tracehound_parsers::load(std::path::Path::new(path)) {
+    match tracehound_parsers::load_with(std::path::Path::new(path), crate::cli::load_options()) {
         Ok(t) => {
             let config = tracehound_heuristics::Config {
                 gap_threshold_ns,
