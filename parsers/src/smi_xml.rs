@@ -213,6 +213,15 @@ pub fn parse(data: &[u8], source: &str) -> Result<Trace, LoadError> {
             .warnings
             .push("no <gpu> element: the file lists no GPU".into());
     }
+    // Elements still open at the end: the file was cut short (a snapshot copied while being
+    // written); what it has is read, and it says so.
+    if !stack.is_empty() {
+        trace.stats.truncated = true;
+        trace.warnings.push(format!(
+            "the XML ends inside <{}>: the file is cut short; the values after that point are missing",
+            stack.join("><")
+        ));
+    }
     trace.inventory = gpus;
     trace.finish();
     Ok(trace)
