@@ -317,3 +317,106 @@ fn a_file_too_large_for_the_memory_limit_is_refused_before_it_is_read() {
     let bad = run(&["analyze", "--max-memory", "lots", t]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// A Kineto trace of `events` (kernel objects as JSON text) on an H100.
+fn kineto_with(events: &[String]) -> String {
+    format!(
+        r#"{{"schemaVersion":1,"deviceProperties":[{{"id":0,"name":"NVIDIA H100","computeMajor":9,"computeMinor":0,"numSms":132,"totalGlobalMem":85899345920}}],"traceEvents":[{}]}}"#,
+        events.join(",")
+    )
+}
+
+fn kernel(name: &str, ts: u64, dur: &str, stream: u64, corr: u64) -> String {
+    format!(
+        r#"{{"ph":"X","cat":"kernel","name":"{name}","pid":0,"tid":{stream},"ts":{ts},"dur":{dur},"args":{{"device":0,"stream":{stream},"correlation":{corr},"grid":[1,1,1],"block":[32,1,1]}}}}"#
+    )
+}
+
+#[test]
+fn absurd_values_are_repaired_with_a_warning_or_refused_never_a_crash_or_an_absurd_window() {
+    let dir = std::env::temp_dir().join(format!("tracehound-values-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ordinary: Vec<String> = (0..100)
+        .map(|i| kernel("k", 1000 + i * 100, "50", 7, i + 1))
+        .collect();
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let analyze = |p: &std::path::Path| {
+        let out = run(&["analyze", p.to_str().unwrap()]);
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    // A duration of 11.6 days beside 10 ms of work: before, the window read 1000000 s.
+    let mut ev = ordinary.clone();
+    ev.push(kernel("huge", 2000, "1e12", 7, 999));
+    let (code, out, err) = analyze(&write("longdur.json", &kineto_with(&ev)));
+    assert_eq!(code, Some(0));
+    assert!(err.contains("1 events last longer than the trace"), "{err}");
+    assert!(out.contains("window 9.9 ms"), "{out}");
+    // A duration that is no number: zero length, said.
+    let mut ev = ordinary.clone();
+    ev.push(kernel("inf", 5000, "1e400", 7, 998));
+    let (code, _, err) = analyze(&write("inf.json", &kineto_with(&ev)));
+    assert_eq!(code, Some(0));
+    assert!(
+        err.contains("1 events have a duration that is no readable number"),
+        "{err}"
+    );
+    // NaN is not JSON: refused with line and column.
+    let mut ev = ordinary.clone();
+    ev.push(kernel("nan", 5000, "NaN", 7, 997));
+    let (code, _, err) = analyze(&write("nan.json", &kineto_with(&ev)));
+    assert_eq!(code, Some(2));
+    assert!(err.contains("nan.json: invalid JSON at line 1"), "{err}");
+    // A 10-million-character kernel name: analysed, the name shortened in the table.
+    let mut ev = ordinary.clone();
+    ev.push(kernel(&"n".repeat(10_000_000), 3000, "10", 7, 996));
+    let (code, out, _) = analyze(&write("longname.json", &kineto_with(&ev)));
+    assert_eq!(code, Some(0));
+    assert!(
+        out.lines().all(|l| l.chars().count() < 1000),
+        "table lines stay short"
+    );
+    // 200,000 levels of nested arrays in an event: no stack overflow.
+    let deep = format!(
+        r#"{{"traceEvents":[{},{{"ph":"X","cat":"kernel","name":"d","pid":0,"tid":7,"ts":1,"dur":1,"deep":{}{}}}]}}"#,
+        kernel("k", 10, "5", 7, 1),
+        "[".repeat(200_000),
+        "]".repeat(200_000)
+    );
+    let (code, _, err) = analyze(&write("nested.json", &deep));
+    assert!(code == Some(0) || code == Some(2), "{code:?} {err}");
+    // 100,000 streams: a kernel on each.
+    let ev: Vec<String> = (0..100_000)
+        .map(|i| kernel("s", 1000 + i, "1", i, i + 1))
+        .collect();
+    let (code, out, _) = analyze(&write("streams.json", &kineto_with(&ev)));
+    assert_eq!(code, Some(0));
+    assert!(out.contains("100000 kernels"), "{out}");
+    // Events out of order give the same analysis as in order.
+    let mut shuffled = ordinary.clone();
+    shuffled.reverse();
+    shuffled.swap(3, 70);
+    let a = run(&[
+        "analyze",
+        "--format",
+        "json",
+        write("a.json", &kineto_with(&ordinary)).to_str().unwrap(),
+    ]);
+    let b = run(&[
+        "analyze",
+        "--format",
+        "json",
+        write("b.json", &kineto_with(&shuffled)).to_str().unwrap(),
+    ]);
+    let strip =
+        |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).replace("b.json", "a.json");
+    assert_eq!(strip(&a), strip(&b));
+    std::fs::remove_dir_all(&dir).ok();
+}

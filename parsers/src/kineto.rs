@@ -507,6 +507,8 @@ struct Builder {
     base_time_ns: Option<i64>,
     schema_version: Option<i64>,
     cupti_version: Option<i64>,
+    /// Events whose `dur` is no readable number, kept at zero length.
+    bad_dur: u64,
     legacy_categories: bool,
 }
 
@@ -527,6 +529,7 @@ impl Builder {
             base_time_ns: None,
             schema_version: None,
             cupti_version: None,
+            bad_dur: 0,
             legacy_categories: false,
         }
     }
@@ -564,6 +567,7 @@ impl Builder {
     /// separately).
     fn absorb(&mut self, c: Builder) {
         self.events += c.events;
+        self.bad_dur += c.bad_dur;
         self.with_ph += c.with_ph;
         self.legacy_categories |= c.legacy_categories;
         for (k, v) in c.skipped {
@@ -614,8 +618,15 @@ impl Builder {
             return None;
         };
         // A negative duration is kept as written: `Trace::finish` reads it as zero length and
-        // says how many there were.
-        let dur = ev.dur.and_then(us_text_to_ns).unwrap_or(0);
+        // says how many there were. One that is no number (`1e400`, a string) is zero length,
+        // counted here.
+        let dur = match ev.dur {
+            None => 0,
+            Some(d) => us_text_to_ns(d).unwrap_or_else(|| {
+                self.bad_dur += 1;
+                0
+            }),
+        };
         Some((ts, ts.saturating_add(dur)))
     }
 
@@ -742,6 +753,12 @@ impl Builder {
         let mut skipped: Vec<(String, u64)> = self.skipped.into_iter().collect();
         skipped.sort();
         self.trace.stats.events_total = self.events;
+        if self.bad_dur > 0 {
+            self.trace.warnings.push(format!(
+                "{} events have a duration that is no readable number: read as zero length",
+                self.bad_dur
+            ));
+        }
         self.trace.stats.skipped = skipped;
         self.trace.meta.epoch_offset_ns = Some(self.base_time_ns.unwrap_or(0));
         let mut v = Vec::new();

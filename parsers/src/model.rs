@@ -655,6 +655,45 @@ impl Trace {
         ));
     }
 
+    /// Events that last longer than a day and end more than a day after the last event of the
+    /// trace starts (a duration written in the wrong unit, an overflow, a stray clock) are
+    /// read as zero length with a warning, so that one bad number cannot stretch the window.
+    fn clamp_absurd_durations(&mut self) {
+        let hi = self
+            .gpu_ops
+            .iter()
+            .map(|o| o.start)
+            .chain(self.host_spans.iter().map(|h| h.start))
+            .max();
+        let Some(hi) = hi else {
+            return;
+        };
+        let limit = hi.saturating_add(PLAUSIBLE_SPAN_NS);
+        let absurd =
+            |start: i64, end: i64| end > limit && end.saturating_sub(start) > PLAUSIBLE_SPAN_NS;
+        let (mut n, mut longest) = (0u64, 0i64);
+        for o in &mut self.gpu_ops {
+            if absurd(o.start, o.end) {
+                longest = longest.max(o.end.saturating_sub(o.start));
+                o.end = o.start;
+                n += 1;
+            }
+        }
+        for h in &mut self.host_spans {
+            if absurd(h.start, h.end) {
+                longest = longest.max(h.end.saturating_sub(h.start));
+                h.end = h.start;
+                n += 1;
+            }
+        }
+        if n > 0 {
+            self.warnings.push(format!(
+                "{n} events last longer than the trace (up to {:.1} days, ending over a day after the last event starts): read as zero length",
+                longest as f64 / 86_400e9
+            ));
+        }
+    }
+
     /// The recorded `Concrete Inputs` of span `i` (convolution and attention operators of
     /// Kineto traces recorded with shapes), e.g. `["","","[3, 3]","[2, 2]","[1, 1]","1"]`.
     pub fn concrete_inputs_of(&self, i: u32) -> Option<&str> {
@@ -677,6 +716,7 @@ impl Trace {
     pub fn finish(&mut self) {
         use rayon::slice::ParallelSliceMut;
         self.sanitize_times();
+        self.clamp_absurd_durations();
         self.gpu_ops.par_sort_by(|a, b| {
             (a.start, a.device, a.stream, a.end, a.correlation).cmp(&(
                 b.start,
