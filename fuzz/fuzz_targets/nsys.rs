@@ -4,7 +4,10 @@
 use std::io::Write;
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let dir = std::env::temp_dir();
-    let path = dir.join(format!("tracehound-fuzz-nsys-{}.sqlite", std::process::id()));
+    let path = dir.join(format!(
+        "tracehound-fuzz-nsys-{}.sqlite",
+        std::process::id()
+    ));
     if let Ok(mut f) = std::fs::File::create(&path) {
         if f.write_all(data).is_ok() {
             drop(f);
