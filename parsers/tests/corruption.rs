@@ -7,6 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::Lcg;
+
 fn root() -> PathBuf {
     PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
 }
@@ -31,17 +34,6 @@ fn samples(dir: &Path, max: u64, out: &mut Vec<PathBuf>) {
         {
             out.push(p);
         }
-    }
-}
-
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 33
     }
 }
 

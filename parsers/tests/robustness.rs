@@ -3,6 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
+mod common;
+use common::Lcg;
+
 fn own(p: &str) -> PathBuf {
     std::path::PathBuf::from(
         std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
@@ -18,18 +21,6 @@ fn shared(p: &str) -> Option<PathBuf> {
     .join("../../shared/sample-traces")
     .join(p);
     p.exists().then_some(p)
-}
-
-/// A small deterministic generator (no dependency needed for this).
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
 }
 
 fn try_all(name: &str, data: &[u8], dir: &Path, rng: &mut Lcg) {
