@@ -13,6 +13,7 @@
 //! their severity says how close the failure is.
 
 use super::{Ctx, Rule, new_finding};
+use crate::summary::{memory_devices, memory_in_window};
 use crate::finding::{Confidence, Finding, Severity, fmt_bytes, metrics};
 use tracehound_parsers::HostKind;
 
@@ -39,16 +40,9 @@ impl Rule for MemoryPressure {
         let t = cx.trace;
         let w = &cx.window;
         let mut out = Vec::new();
-        let mut devices: Vec<i32> = t.memory.iter().map(|m| m.device).collect();
-        devices.sort_unstable();
-        devices.dedup();
-        for d in devices {
-            let mut samples: Vec<_> = t
-                .memory
-                .iter()
-                .filter(|m| m.device == d && m.ts >= w.start && m.ts < w.end)
-                .collect();
-            samples.sort_by_key(|m| m.ts);
+        for d in memory_devices(t) {
+            // In time order: the model sorts the allocator events.
+            let samples: Vec<_> = memory_in_window(t, w, d).collect();
             let capacity = t
                 .meta
                 .gpus
