@@ -14,7 +14,7 @@ use crate::hardware::{Math, MathUnit, Peaks, peaks_for};
 use crate::rules::Ctx;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use tracehound_parsers::{GpuOpKind, HostKind, NONE, Trace};
+use tracehound_parsers::{HostKind, NONE, Trace};
 
 /// One kind of matrix operator call on the roofline.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -423,13 +423,9 @@ pub(crate) fn matrix_calls(cx: &Ctx, device: i32) -> DeviceCalls {
     // may hang off an operator inside it, a split-K reduction off the same operator).
     let mut per_op: rustc_hash::FxHashMap<u32, (i64, bool, bool)> = Default::default();
     let mut kernel_ns = 0;
-    for &i in t.device_ops(device) {
-        let op = &t.gpu_ops[i as usize];
-        if op.kind != GpuOpKind::Kernel || op.start < w.start || op.start >= w.end {
-            continue;
-        }
+    for (i, op) in w.kernels(t, device) {
         kernel_ns += op.dur();
-        let cpu = t.index.op_cpu_op[i as usize];
+        let cpu = t.index.op_cpu_op[i];
         if cpu == NONE || names.is_empty() {
             continue;
         }

@@ -8,7 +8,7 @@ use crate::finding::fmt_bytes;
 use crate::hardware::MathUnit;
 use crate::rules::Ctx;
 use serde::Serialize;
-use tracehound_parsers::{GpuOpKind, cuda_version_text};
+use tracehound_parsers::cuda_version_text;
 
 /// One fact of the stack, with what is wrong with it, if anything.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -38,11 +38,7 @@ pub(crate) fn matrix_kernels(cx: &Ctx, device: i32, arch: u32) -> (i64, i64, i64
     let w = &cx.window;
     let (mut all, mut tc, mut old) = (0i64, 0i64, 0i64);
     let mut old_arch: Option<(u32, i64)> = None;
-    for &i in t.device_ops(device) {
-        let op = &t.gpu_ops[i as usize];
-        if op.kind != GpuOpKind::Kernel || op.start < w.start || op.start >= w.end {
-            continue;
-        }
+    for (_, op) in w.kernels(t, device) {
         let class = cx.kernel_class(op.name);
         let Some(unit) = class.unit else {
             continue;

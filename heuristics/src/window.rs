@@ -61,6 +61,23 @@ impl Window {
         ((t - self.start) as f64 / 1e4).round() / 100.0
     }
 
+    /// Kernels of `device` that start inside the window, in start order, with their index
+    /// in `trace.gpu_ops` (for the launch and operator indexes).
+    pub fn kernels<'t>(
+        &self,
+        trace: &'t Trace,
+        device: i32,
+    ) -> impl Iterator<Item = (usize, &'t tracehound_parsers::GpuOp)> + 't {
+        let (start, end) = (self.start, self.end);
+        trace.device_ops(device).iter().filter_map(move |&i| {
+            let op = &trace.gpu_ops[i as usize];
+            (op.kind == tracehound_parsers::GpuOpKind::Kernel
+                && op.start >= start
+                && op.start < end)
+                .then_some((i as usize, op))
+        })
+    }
+
     /// Human description (`steps 0-4 (5 steps)`).
     pub fn describe(&self) -> String {
         match &self.source {

@@ -15,7 +15,7 @@ use super::{Ctx, Rule, new_finding, rows_by_time, span_name};
 use crate::finding::{Confidence, Finding, Instance, fmt_ns, metrics};
 use crate::stats::percentile;
 use std::collections::BTreeMap;
-use tracehound_parsers::{GpuOpKind, NONE};
+use tracehound_parsers::NONE;
 
 /// The rule.
 pub struct LaunchBound;
@@ -47,12 +47,8 @@ impl Rule for LaunchBound {
             let mut graph = 0u64;
             // Whether a launch call's name is a graph launch, per name id.
             let mut is_graph: rustc_hash::FxHashMap<u32, bool> = Default::default();
-            for &i in t.device_ops(d) {
-                let op = &t.gpu_ops[i as usize];
-                if op.kind != GpuOpKind::Kernel || op.start < w.start || op.start >= w.end {
-                    continue;
-                }
-                let l = t.index.op_launch[i as usize];
+            for (i, _) in w.kernels(t, d) {
+                let l = t.index.op_launch[i];
                 if l == NONE {
                     continue;
                 }
@@ -64,7 +60,7 @@ impl Rule for LaunchBound {
                     graph += 1;
                     continue;
                 }
-                ks.push((i, l));
+                ks.push((i as u32, l));
             }
             if ks.len() < 2 {
                 continue;

@@ -13,8 +13,8 @@
 //! their severity says how close the failure is.
 
 use super::{Ctx, Rule, new_finding};
-use crate::summary::{memory_devices, memory_in_window};
 use crate::finding::{Confidence, Finding, Severity, fmt_bytes, metrics};
+use crate::summary::{memory_devices, memory_in_window};
 use tracehound_parsers::HostKind;
 
 /// The rule.

@@ -15,7 +15,7 @@ use crate::finding::{Confidence, Finding, fmt_ns, metrics};
 use crate::hardware::{Math, MathUnit, peaks_for};
 use crate::roofline::time_at_roof_ns;
 use std::collections::BTreeMap;
-use tracehound_parsers::{GpuOpKind, NONE};
+use tracehound_parsers::NONE;
 
 /// The rule.
 pub struct TensorCores;
@@ -52,11 +52,7 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
     let mut groups: BTreeMap<String, (u64, i64)> = BTreeMap::new();
     let mut built = BTreeMap::<u32, i64>::new();
     let mut n = 0u64;
-    for &i in t.device_ops(d) {
-        let op = &t.gpu_ops[i as usize];
-        if op.kind != GpuOpKind::Kernel || op.start < w.start || op.start >= w.end {
-            continue;
-        }
+    for (i, op) in w.kernels(t, d) {
         let class = cx.kernel_class(op.name);
         match class.unit {
             Some(MathUnit::TensorCore) => tc += op.dur(),
@@ -66,7 +62,7 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
                 if let Some(sm) = class.built_for {
                     *built.entry(sm).or_default() += op.dur();
                 }
-                let cpu = t.index.op_cpu_op[i as usize];
+                let cpu = t.index.op_cpu_op[i];
                 let caller = if cpu == NONE {
                     "(no operator)"
                 } else {

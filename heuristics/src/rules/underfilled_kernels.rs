@@ -12,7 +12,7 @@
 use super::{Ctx, Rule, new_finding, short_name};
 use crate::finding::{Confidence, Finding, Row, fmt_ns, metrics};
 use std::collections::BTreeMap;
-use tracehound_parsers::{GpuOpKind, NONE};
+use tracehound_parsers::NONE;
 
 /// The rule.
 pub struct UnderfilledKernels;
@@ -57,11 +57,7 @@ impl Rule for UnderfilledKernels {
             };
             // Grouped by name and caller ids first: no string is built per kernel.
             let mut by_id: rustc_hash::FxHashMap<(u32, u32), Group> = Default::default();
-            for &i in t.device_ops(d) {
-                let op = &t.gpu_ops[i as usize];
-                if op.kind != GpuOpKind::Kernel || op.start < w.start || op.start >= w.end {
-                    continue;
-                }
+            for (i, op) in w.kernels(t, d) {
                 let Some(k) = &op.kernel else { continue };
                 let blocks: u64 = k.grid.iter().map(|&g| u64::from(g.max(1))).product();
                 let low_occ = cx.kernel_class(op.name).unit.is_none()
@@ -73,7 +69,7 @@ impl Rule for UnderfilledKernels {
                 {
                     continue;
                 }
-                let cpu = t.index.op_cpu_op[i as usize];
+                let cpu = t.index.op_cpu_op[i];
                 let caller = if cpu == NONE {
                     NONE
                 } else {
