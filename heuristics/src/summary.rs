@@ -150,7 +150,7 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
         bound,
         verdict,
         roofline: cx.roofline().to_vec(),
-        stack: crate::stack::stack_facts(cx),
+        stack: cx.stack().to_vec(),
     }
 }
 

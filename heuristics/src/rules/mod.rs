@@ -42,6 +42,9 @@ pub struct Ctx<'a> {
     /// Matrix operators on the roofline per device, computed on first use: the roofline
     /// rule and the summary's table read it.
     roofline: std::sync::OnceLock<Vec<crate::roofline::DeviceRoofline>>,
+    /// The software stack's facts, computed on first use: the software_stack rule and the
+    /// summary's stack section read them.
+    stack: std::sync::OnceLock<Vec<crate::stack::StackFact>>,
     /// Matrix operator calls per device, computed on first use: the roofline and the
     /// tensor_cores rule read them.
     matrix: std::sync::OnceLock<Vec<(i32, crate::roofline::DeviceCalls)>>,
@@ -62,6 +65,7 @@ impl<'a> Ctx<'a> {
             idle: std::sync::OnceLock::new(),
             exposure: std::sync::OnceLock::new(),
             roofline: std::sync::OnceLock::new(),
+            stack: std::sync::OnceLock::new(),
             matrix: std::sync::OnceLock::new(),
             kernel_classes: std::sync::OnceLock::new(),
         }
@@ -108,6 +112,11 @@ impl<'a> Ctx<'a> {
             .iter()
             .find(|(d, _)| *d == device)
             .map_or(&EMPTY, |(_, c)| c)
+    }
+
+    /// The software stack, layer by layer ([`crate::stack::stack_facts`]).
+    pub fn stack(&self) -> &[crate::stack::StackFact] {
+        self.stack.get_or_init(|| crate::stack::stack_facts(self))
     }
 
     /// Matrix operators with recorded shapes on each device's roofline.

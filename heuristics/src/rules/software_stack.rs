@@ -20,10 +20,10 @@ impl Rule for SoftwareStack {
     }
 
     fn check(&self, cx: &Ctx) -> Vec<Finding> {
-        crate::stack::stack_facts(cx)
-            .into_iter()
+        cx.stack()
+            .iter()
             .filter_map(|f| {
-                let warning = f.warning?;
+                let warning = f.warning.clone()?;
                 let severity = match f.item {
                     "runtime" if warning.contains("major version") => Severity::High,
                     "retired pages" => Severity::High,
