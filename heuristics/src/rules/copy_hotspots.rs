@@ -32,9 +32,7 @@ pub fn is_copy_op(name: &str) -> bool {
 /// Which interned names are copy-family operators, by string id: millions of spans are
 /// tested, but a trace has only thousands of distinct names.
 fn copy_names(t: &Trace) -> Vec<bool> {
-    (0..t.strings.len() as u32)
-        .map(|id| is_copy_op(t.str(id)))
-        .collect()
+    t.strings.matching(is_copy_op)
 }
 
 /// The outermost copy-family operator around CPU operator `i`, or NONE.

@@ -186,20 +186,17 @@ fn empty_cache(cx: &Ctx) -> Option<Finding> {
         .filter(|s| s.start >= w.start && s.end <= w.end)
         .collect();
     // The frame's names, found in the string table (far smaller than the spans).
-    let names: Vec<u32> = (0..t.strings.len() as u32)
-        .filter(|&id| {
-            let n = t.str(id);
-            n.ends_with(": empty_cache") && n.contains("torch/cuda/memory.py")
-        })
-        .collect();
-    if names.is_empty() {
+    let names = t
+        .strings
+        .matching(|n| n.ends_with(": empty_cache") && n.contains("torch/cuda/memory.py"));
+    if !names.contains(&true) {
         return None;
     }
     let calls: Vec<_> = t
         .host_spans
         .iter()
         .filter(|h| {
-            names.contains(&h.name)
+            names.get(h.name as usize).copied().unwrap_or(false)
                 && h.kind == HostKind::Python
                 && h.start >= w.start
                 && h.start < w.end

@@ -48,16 +48,14 @@ impl Rule for OptimizerOverhead {
         // Kernels (GPU op index) by launching span, for the spans inside optimizer ranges.
         let mut by_range: BTreeMap<(String, bool), Calls> = BTreeMap::new();
         // The optimizer ranges' names, found in the string table (far smaller than the spans).
-        let names: Vec<u32> = (0..t.strings.len() as u32)
-            .filter(|&id| t.str(id).starts_with("Optimizer."))
-            .collect();
-        if names.is_empty() {
+        let names = t.strings.matching(|n| n.starts_with("Optimizer."));
+        if !names.contains(&true) {
             return Vec::new();
         }
         let ranges: Vec<u32> = (0..t.host_spans.len() as u32)
             .filter(|&i| {
                 let s = &t.host_spans[i as usize];
-                names.contains(&s.name)
+                names.get(s.name as usize).copied().unwrap_or(false)
                     && matches!(s.kind, HostKind::CpuOp | HostKind::Annotation)
                     && s.start >= w.start
                     && s.start < w.end
