@@ -3,6 +3,9 @@
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+/// Bytes with binary units (`36.8 MiB`), shared with the loader's messages.
+pub use tracehound_parsers::fmt_bytes;
+
 /// How much a finding matters, from its share of the analysed window and its kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -192,22 +195,6 @@ pub fn fmt_ns(ns: i64) -> String {
         format!("{:.0} µs", ns as f64 / 1e3)
     } else {
         format!("{ns} ns")
-    }
-}
-
-/// Formats bytes with binary units (`36.8 MiB`).
-pub fn fmt_bytes(b: u64) -> String {
-    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < U.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", U[u])
     }
 }
 

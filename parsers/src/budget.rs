@@ -132,15 +132,6 @@ pub fn parse_size(s: &str) -> Option<MemoryLimit> {
     })
 }
 
-/// Formats bytes in GiB with one decimal (`21.3 GiB`), MiB below 1 GiB.
-pub fn gib(b: u64) -> String {
-    if b >= 1 << 30 {
-        format!("{:.1} GiB", b as f64 / (1u64 << 30) as f64)
-    } else {
-        format!("{:.0} MiB", b as f64 / (1u64 << 20) as f64)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -128,6 +128,22 @@ pub fn sniff(data: &[u8]) -> Option<Format> {
     None
 }
 
+/// Formats bytes with binary units (`36.8 MiB`).
+pub fn fmt_bytes(b: u64) -> String {
+    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < U.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", U[u])
+    }
+}
+
 /// Refuses a file whose estimated memory exceeds the limit, before reading it.
 fn check_memory(
     path: &Path,
@@ -152,10 +168,10 @@ fn check_memory(
         path: name.to_string(),
         why: format!(
             "loading it needs about {} ({} of {}) but {what} {}: capture fewer steps per file (torch.profiler.schedule(active=N), nsys --capture-range) or one rank per file, analyse it on a machine with more memory, or set the limit yourself with --max-memory (0 turns the check off)",
-            budget::gib(e.need_bytes),
-            budget::gib(e.input_bytes),
+            fmt_bytes(e.need_bytes),
+            fmt_bytes(e.input_bytes),
             if e.sqlite { "SQLite" } else { "JSON" },
-            budget::gib(limit)
+            fmt_bytes(limit)
         ),
     })
 }
