@@ -14,6 +14,7 @@ pub mod hardware;
 pub mod job;
 pub mod roofline;
 pub mod rules;
+mod shapes;
 pub mod stack;
 pub mod stats;
 pub mod summary;

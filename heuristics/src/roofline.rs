@@ -12,6 +12,7 @@
 use crate::hardware::{Math, MathUnit, Peaks, peaks_for};
 
 use crate::rules::Ctx;
+use crate::shapes::{dims, items, numbers};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use tracehound_parsers::{HostKind, NONE, Trace};
@@ -66,50 +67,6 @@ pub struct DeviceRoofline {
     pub rows: Vec<RoofRow>,
     /// GPU time of all kernels in the window on this device, ns (for shares).
     pub kernel_ns: i64,
-}
-
-/// Dims of a recorded `Input Dims` list (`[[4096, 8192], [], [8]]`): one list per input.
-pub(crate) fn parse_dims(s: &str) -> Vec<Vec<u64>> {
-    let mut out = Vec::new();
-    let mut cur: Option<Vec<u64>> = None;
-    let mut num: Option<u64> = None;
-    let mut depth = 0;
-    for c in s.chars() {
-        match c {
-            '[' => {
-                depth += 1;
-                if depth == 2 {
-                    cur = Some(Vec::new());
-                }
-            }
-            ']' => {
-                if let (Some(v), Some(n)) = (cur.as_mut(), num.take()) {
-                    v.push(n);
-                }
-                if depth == 2
-                    && let Some(v) = cur.take()
-                {
-                    out.push(v);
-                }
-                depth -= 1;
-            }
-            ',' => {
-                if let (Some(v), Some(n)) = (cur.as_mut(), num.take()) {
-                    v.push(n);
-                }
-            }
-            d if d.is_ascii_digit() => {
-                num = Some(num.unwrap_or(0).saturating_mul(10) + u64::from(d as u8 - b'0'));
-            }
-            _ => {}
-        }
-    }
-    out
-}
-
-/// The recorded `Input type` list as strings (`["c10::BFloat16","float"]`).
-pub(crate) fn parse_types(s: &str) -> Vec<&str> {
-    s.split('"').skip(1).step_by(2).collect()
 }
 
 /// The element format of a recorded input type.
@@ -256,26 +213,25 @@ pub(crate) fn matrix_work(name: &str, dims: &[Vec<u64>], concrete: Option<&str>)
             // cudnn_convolution(input, weight, padding, stride, dilation, groups, ...);
             // convolution(input, weight, bias, stride, padding, dilation, transposed, ...,
             // groups).
-            let c = parse_types(concrete?);
+            let c = items(concrete?);
             // (The weight's second dim is already C/groups.)
             let (p, st, dil) = if name == "aten::cudnn_convolution" {
                 (2, 3, 4)
             } else {
-                if c.get(6).is_some_and(|t| *t == "True") {
+                if c.get(6).is_some_and(|t| t == "True") {
                     return None; // transposed: another formula
                 }
                 (4, 3, 5)
             };
-            let list = |k: usize| parse_dims(&format!("[{}]", c.get(k).unwrap_or(&"")));
-            let one = |k: usize| list(k).first().cloned().unwrap_or_default();
+            let one = |k: usize| c.get(k).map(|v| numbers(v)).unwrap_or_default();
             conv(d(0)?, d(1)?, &one(p), &one(st), &one(dil), 1.0)
         }
         "aten::convolution_backward" => {
             // (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
             // output_padding, groups, output_mask): grad input and grad weight each cost a
             // forward pass; the output dims are the gradient's.
-            let c = concrete.map(parse_types).unwrap_or_default();
-            let mask = c.get(10).copied().unwrap_or("[True, True, False]");
+            let c = concrete.map(items).unwrap_or_default();
+            let mask = c.get(10).map_or("[True, True, False]", String::as_str);
             let passes = mask
                 .split(',')
                 .take(2)
@@ -352,8 +308,7 @@ fn attention_causal(name: &str, concrete: Option<&str>) -> Option<bool> {
         | "aten::_efficient_attention_backward" => 14,
         _ => return None,
     };
-    let items = parse_types(concrete?);
-    match items.get(at)?.trim() {
+    match items(concrete?).get(at)?.trim() {
         "True" => Some(true),
         "False" | "0" => Some(false),
         v if v.parse::<u64>().is_ok() => Some(true),
@@ -454,7 +409,7 @@ pub(crate) fn matrix_calls(cx: &Ctx, device: i32) -> DeviceCalls {
         let s = &t.host_spans[op as usize];
         let work = matrix_work(
             t.str(s.name),
-            &parse_dims(t.str(s.input_dims)),
+            &dims(t.str(s.input_dims)),
             t.concrete_inputs_of(op),
         )?;
         Some((op, (ns, tc, simt, work)))
@@ -464,7 +419,7 @@ pub(crate) fn matrix_calls(cx: &Ctx, device: i32) -> DeviceCalls {
         .filter_map(|(op, (ns, tc, simt, work))| {
             let s = &t.host_spans[op as usize];
             let name = t.str(s.name);
-            let types = parse_types(t.str(s.input_types));
+            let types = items(t.str(s.input_types));
             // The first matrix input: after the bias of addmm, after the gradient of a backward.
             let first = if name.starts_with("aten::add") || name.starts_with("aten::badd") {
                 types.get(1)
@@ -607,7 +562,7 @@ mod tests {
 
     #[test]
     fn dims_and_work() {
-        let d = parse_dims("[[1024], [16384, 1024], [1024, 1024], [], []]");
+        let d = dims("[[1024], [16384, 1024], [1024, 1024], [], []]");
         assert_eq!(
             d,
             vec![
@@ -665,9 +620,5 @@ mod tests {
         )
         .unwrap();
         assert_eq!(b.flops, 2.0 * 2.0 * 64.0 * 512.0 * 49.0 * 512.0 * 9.0);
-        assert_eq!(
-            parse_types(r#"["c10::BFloat16","float",""]"#),
-            vec!["c10::BFloat16", "float", ""]
-        );
     }
 }

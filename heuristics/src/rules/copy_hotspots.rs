@@ -10,6 +10,7 @@
 
 use super::{Ctx, Rule, most_common};
 use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns, metrics};
+use crate::shapes::items;
 use rustc_hash::FxHashMap;
 use tracehound_parsers::{GpuOpKind, HostKind, NONE, Trace};
 
@@ -62,65 +63,16 @@ fn caller_of(t: &Trace, root: u32) -> Option<&str> {
 /// `[16, 1024, 1024] float -> c10::BFloat16` from an `aten::copy_` (dst, src, ...) record.
 fn shape_dtype(t: &Trace, copy: u32) -> (String, Option<(String, String)>) {
     let s = &t.host_spans[copy as usize];
-    let dims: Vec<serde_json_lite::Item> = serde_json_lite::parse_list(t.str(s.input_dims));
-    let types: Vec<serde_json_lite::Item> = serde_json_lite::parse_list(t.str(s.input_types));
-    let shape = dims
-        .first()
-        .map(|d| d.text.clone())
-        .unwrap_or_else(|| "?".into());
+    let dims = items(t.str(s.input_dims));
+    let types = items(t.str(s.input_types));
+    let shape = dims.first().cloned().unwrap_or_else(|| "?".into());
     let conv = match (types.first(), types.get(1)) {
         (Some(dst), Some(src)) if t.str(s.name) == "aten::copy_" => {
-            Some((src.text.clone(), dst.text.clone()))
+            Some((src.clone(), dst.clone()))
         }
         _ => None,
     };
     (shape, conv)
-}
-
-/// A very small reader for the `Input Dims` / `Input type` lists Kineto records
-/// (`[[16, 1024], []]`, `["float", "Scalar"]`): top-level items as text.
-mod serde_json_lite {
-    pub struct Item {
-        pub text: String,
-    }
-
-    pub fn parse_list(s: &str) -> Vec<Item> {
-        let s = s.trim();
-        let Some(inner) = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        let (mut depth, mut start, mut in_str) = (0i32, 0usize, false);
-        let bytes = inner.as_bytes();
-        for (k, &b) in bytes.iter().enumerate() {
-            match b {
-                b'"' => in_str = !in_str,
-                b'[' if !in_str => depth += 1,
-                b']' if !in_str => depth -= 1,
-                b',' if !in_str && depth == 0 => {
-                    out.push(item(&inner[start..k]));
-                    start = k + 1;
-                }
-                _ => {}
-            }
-        }
-        if !inner.trim().is_empty() {
-            out.push(item(&inner[start..]));
-        }
-        out
-    }
-
-    fn item(s: &str) -> Item {
-        let t: String = s
-            .trim()
-            .trim_matches('"')
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
-        Item {
-            text: t.replace(",", ", ").replace(",  ", ", "),
-        }
-    }
 }
 
 /// A copy record's identity: input dims, input types and name of the copy operator, and the
@@ -384,22 +336,6 @@ impl Rule for CopyHotspots {
                 ("round_trips", round_trips.len() as f64),
             ]),
         }]
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::serde_json_lite::parse_list;
-
-    #[test]
-    fn lists() {
-        let v = parse_list("[[16384, 32000], [16384,32000], []]");
-        assert_eq!(v.len(), 3);
-        assert_eq!(v[0].text, "[16384, 32000]");
-        assert_eq!(v[1].text, "[16384, 32000]");
-        let v = parse_list(r#"["c10::BFloat16", "float", "Scalar"]"#);
-        assert_eq!(v[1].text, "float");
-        assert!(parse_list("").is_empty());
     }
 }
 
