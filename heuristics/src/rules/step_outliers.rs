@@ -107,8 +107,10 @@ impl Rule for StepOutliers {
             .copied();
         let copies = |st: &tracehound_parsers::Step| -> (u64, u64, i64) {
             let mut c = (0u64, 0u64, 0i64);
-            for op in &t.gpu_ops {
-                if op.kind == GpuOpKind::Memcpy && in_step(op.start, st) {
+            // GPU ops are sorted by start: only the step's own are read.
+            let first = t.gpu_ops.partition_point(|o| o.start < st.start);
+            for op in t.gpu_ops[first..].iter().take_while(|o| o.start < st.end) {
+                if op.kind == GpuOpKind::Memcpy {
                     c.0 += 1;
                     c.1 += op.bytes;
                     c.2 += op.dur();
