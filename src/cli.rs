@@ -73,6 +73,10 @@ enum Command {
         #[arg(long, value_name = "DIR", conflicts_with = "parquet")]
         csv: Option<PathBuf>,
     },
+    /// Put a job together from rank summaries: the same report as `analyze DIR` (stragglers,
+    /// waits, exposed communication, spread across ranks), from summaries that any engine
+    /// (Slurm array, Spark, Ray) wrote with `analyze TRACE --rank-summary OUT`.
+    Merge(MergeArgs),
     /// Kernel and memory-operation tables (the columns of `nsys stats`).
     Summary {
         /// Trace files (Kineto JSON, plain or gzip; Nsight Systems SQLite).
@@ -191,6 +195,31 @@ struct AnalyzeArgs {
     /// dmon -o DT and --query-gpu timestamps are local wall time. Default: UTC.
     #[arg(long, value_name = "HOURS", allow_hyphen_values = true)]
     utc_offset: Option<f64>,
+    /// Also write this rank's summary to PATH, for `tracehound merge` (the map of a job
+    /// analysis: one trace per run).
+    #[arg(long, value_name = "PATH")]
+    rank_summary: Option<PathBuf>,
+    /// The rank to record in the summary when the trace does not record one (Kineto's
+    /// distributedInfo); without either, `merge` numbers ranks by file name.
+    #[arg(long, value_name = "N", requires = "rank_summary")]
+    rank: Option<i64>,
+}
+
+#[derive(clap::Args)]
+struct MergeArgs {
+    /// Rank summaries (`tracehound analyze TRACE --rank-summary OUT`), or directories of them.
+    #[arg(required = true)]
+    summaries: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    format: OutFormat,
+    /// The job's name in the report. Default: the directory holding the ranks' traces, as
+    /// `analyze DIR` names it.
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+    /// Exit with code 1 when a finding of this severity or higher is found.
+    #[arg(long, value_enum, value_name = "SEVERITY")]
+    fail_on: Option<FailOn>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -266,6 +295,7 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Analyze(args) => analyze(args),
         Command::Info { files } => info(files),
+        Command::Merge(args) => merge(args),
         Command::Report(args) => report_cmd(args),
         Command::Sql { args, csv, json } => sql_cmd(args, csv, json),
         Command::Export {
@@ -381,6 +411,12 @@ fn analyze(args: AnalyzeArgs) -> Result<i32> {
     }
 
     if args.files.iter().any(|f| f.is_dir()) {
+        if args.rank_summary.is_some() {
+            eprintln!(
+                "tracehound: error: --rank-summary summarises one rank: give one trace file, not a directory"
+            );
+            return Ok(2);
+        }
         return analyze_job(&args, utc_offset_s);
     }
     let traces = match load_session(&args.files, utc_offset_s) {
@@ -405,6 +441,18 @@ fn analyze(args: AnalyzeArgs) -> Result<i32> {
         OutFormat::Json => Format::Json,
         OutFormat::Md => Format::Markdown,
     };
+    if let Some(out) = &args.rank_summary {
+        let [r] = reports.as_slice() else {
+            eprintln!(
+                "tracehound: error: --rank-summary summarises one rank: give one trace file ({} traces given)",
+                reports.len()
+            );
+            return Ok(2);
+        };
+        if let Err(code) = write_rank_summary(r, out, args.rank) {
+            return Ok(code);
+        }
+    }
     let text = report::render(&reports, format, args.top);
     emit(
         &text,
@@ -517,7 +565,7 @@ pub(crate) fn job_ranks(
     utc_offset_s: Option<i64>,
 ) -> Result<Result<JobAnalysis, i32>> {
     use rayon::prelude::*;
-    use tracehound_heuristics::job::{RankSummary, job_findings};
+    use tracehound_heuristics::job::{RankSummary, assemble};
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -550,15 +598,14 @@ pub(crate) fn job_ranks(
     // A job directory often holds more than rank traces (a truth or config file, logs): what
     // is not a GPU trace is skipped with a note, what is a broken trace fails the run.
     enum Outcome {
-        Rank(Box<RankSummary>),
+        Rank(Box<(RankSummary, bool)>),
         Skipped(String),
         Failed(String),
     }
     let results: Vec<Outcome> = pool.install(|| {
         files
             .par_iter()
-            .enumerate()
-            .map(|(k, f)| {
+            .map(|f| {
                 let t = match tracehound_parsers::load_with(f, options.clone()) {
                     Ok(t) => t,
                     Err(e @ tracehound_parsers::LoadError::NotATrace { .. }) => {
@@ -577,10 +624,9 @@ pub(crate) fn job_ranks(
                     eprintln!("tracehound: warning: {}: {w}", f.display());
                 }
                 let a = tracehound_heuristics::analyze(&t, config);
-                Outcome::Rank(Box::new(RankSummary::new(
-                    &t,
-                    t.meta.rank.unwrap_or(k as i64),
-                    &a,
+                Outcome::Rank(Box::new((
+                    RankSummary::new(&t, t.meta.rank.unwrap_or(0), &a),
+                    t.meta.rank.is_some(),
                 )))
             })
             .collect()
@@ -607,10 +653,105 @@ pub(crate) fn job_ranks(
         );
         return Ok(Err(2));
     }
-    ranks.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.source.cmp(&b.source)));
-    ranks.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.source.cmp(&b.source)));
-    let findings = job_findings(&mut ranks);
-    Ok(Ok((ranks, findings)))
+    Ok(Ok(assemble(ranks)))
+}
+
+/// Writes one rank's summary for `merge`, with the rank the trace records, else `rank`.
+fn write_rank_summary(
+    r: &TraceReport,
+    out: &std::path::Path,
+    rank: Option<i64>,
+) -> Result<(), i32> {
+    use tracehound_parsers::SourceFormat as F;
+    if !matches!(r.trace.meta.format, Some(F::Kineto) | Some(F::Nsys)) {
+        eprintln!(
+            "tracehound: error: {}: --rank-summary needs a rank's trace (Kineto or Nsight Systems), not a counter log or GPU inventory",
+            r.trace.source
+        );
+        return Err(2);
+    }
+    let known = r.trace.meta.rank.or(rank);
+    let summary =
+        tracehound_heuristics::job::RankSummary::new(r.trace, known.unwrap_or(0), &r.analysis);
+    let text = summary.to_file_json(known.is_some(), env!("CARGO_PKG_VERSION"));
+    report::write_atomic(out, text.as_bytes()).map_err(|e| {
+        eprintln!("tracehound: error: writing {}: {e}", out.display());
+        2
+    })
+}
+
+/// `merge`: the job report from rank summaries, as `analyze DIR` gives it.
+fn merge(args: MergeArgs) -> Result<i32> {
+    use rayon::prelude::*;
+    use tracehound_heuristics::job::{RankSummary, assemble};
+    let mut files = Vec::new();
+    for p in &args.summaries {
+        if p.is_dir() {
+            let mut inner: Vec<PathBuf> = std::fs::read_dir(p)
+                .with_context(|| format!("reading {}", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_file())
+                .collect();
+            inner.sort();
+            files.extend(inner);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    let read: Vec<Result<(RankSummary, bool), String>> = files
+        .par_iter()
+        .map(|f| {
+            let bytes = std::fs::read(f).map_err(|e| format!("{}: {e}", f.display()))?;
+            RankSummary::from_file_json(&bytes).map_err(|e| format!("{}: {e}", f.display()))
+        })
+        .collect();
+    let mut ranks = Vec::with_capacity(read.len());
+    let mut failed = false;
+    for r in read {
+        match r {
+            Ok(x) => ranks.push(x),
+            Err(e) => {
+                eprintln!("tracehound: error: {e}");
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        return Ok(2);
+    }
+    if ranks.is_empty() {
+        eprintln!("tracehound: error: no rank summaries given");
+        return Ok(2);
+    }
+    let mut seen = std::collections::BTreeMap::new();
+    for (r, f) in ranks.iter().zip(&files) {
+        if let Some(first) = seen.insert(r.0.source.as_str(), f) {
+            eprintln!(
+                "tracehound: error: {} and {} summarise the same trace {}: give each rank once",
+                first.display(),
+                f.display(),
+                r.0.source
+            );
+            return Ok(2);
+        }
+    }
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| job_name(ranks.iter().map(|r| r.0.source.as_str())));
+    let (ranks, findings) = assemble(ranks);
+    print_job(&name, &ranks, &findings, args.format, args.fail_on)
+}
+
+/// A job's name from its ranks' trace paths: the directory holding them all (what
+/// `analyze DIR` is given), else how many ranks there are.
+fn job_name<'a>(sources: impl Iterator<Item = &'a str>) -> String {
+    let mut dirs = sources.map(|s| std::path::Path::new(s).parent());
+    let n = dirs.size_hint().0;
+    match dirs.next() {
+        Some(Some(first)) if dirs.all(|d| d == Some(first)) => first.display().to_string(),
+        _ => format!("{n} ranks"),
+    }
 }
 
 fn analyze_job(args: &AnalyzeArgs, utc_offset_s: Option<i64>) -> Result<i32> {
@@ -627,20 +768,36 @@ fn analyze_job(args: &AnalyzeArgs, utc_offset_s: Option<i64>) -> Result<i32> {
         Ok(x) => x,
         Err(code) => return Ok(code),
     };
-    let name = dir.display().to_string();
+    print_job(
+        &dir.display().to_string(),
+        &ranks,
+        &findings,
+        args.format,
+        args.fail_on,
+    )
+}
+
+/// Prints a job's report (`analyze DIR`, `merge`).
+fn print_job(
+    name: &str,
+    ranks: &[tracehound_heuristics::job::RankSummary],
+    findings: &[Finding],
+    format: OutFormat,
+    fail_on: Option<FailOn>,
+) -> Result<i32> {
     let job = report::job::JobReport {
-        dir: &name,
-        ranks: &ranks,
-        findings: &findings,
+        dir: name,
+        ranks,
+        findings,
     };
-    let text = match args.format {
+    let text = match format {
         OutFormat::Table => report::job::table(&job),
         OutFormat::Json => report::job::json(&job),
         OutFormat::Md => report::job::markdown(&job),
     };
     emit(
         &text,
-        args.fail_on,
+        fail_on,
         findings
             .iter()
             .chain(ranks.iter().flat_map(|r| r.findings.iter())),

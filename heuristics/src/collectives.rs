@@ -8,7 +8,7 @@
 //! only one scheme silently finds nothing on the other.
 
 use crate::window::Window;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tracehound_parsers::{GpuOpKind, Trace};
 
 /// Whether a kernel name is a collective-communication kernel.
@@ -47,10 +47,11 @@ pub fn collective_kind(name: &str) -> &'static str {
 }
 
 /// One collective kernel a rank ran.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CollectiveRecord {
     /// `AllReduce`, `SendRecv` ...
-    pub kind: &'static str,
+    #[serde(deserialize_with = "crate::intern::de_str")]
+    pub kind: crate::intern::Name,
     /// Its position among this rank's collectives of the same kind in the same step (or in
     /// the window, without steps), 0-based: in an SPMD job the n-th collective of a kind in a
     /// step is the same collective on every rank.
@@ -62,7 +63,7 @@ pub struct CollectiveRecord {
     /// Duration, ns: the rank's own transfer plus its wait for the last rank to arrive.
     pub dur_ns: i64,
     /// The step it ran in (profiler step number), when steps are marked.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<i64>,
     /// The parts of it that no other GPU work on the device overlapped, as (offset from its
     /// start, length) in ns: a wait inside them held the GPU up, a wait outside them was

@@ -1,13 +1,13 @@
 //! What a rule reports. Every output format (table, JSON, Markdown) prints these.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Bytes with binary units (`36.8 MiB`), shared with the loader's messages.
 pub use tracehound_parsers::fmt_bytes;
 
 /// How much a finding matters, from its share of the analysed window and its kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// Worth knowing; costs under 1% of the window.
@@ -57,7 +57,7 @@ impl Severity {
 }
 
 /// How sure the rule is that the impact estimate is right.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Confidence {
     /// Inferred from indirect evidence.
@@ -69,7 +69,7 @@ pub enum Confidence {
 }
 
 /// One row of a breakdown: a cause, a caller, a shape ... with what it costs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     /// What the row is about (`sync: aten::item (cudaStreamSynchronize)`).
     pub label: String,
@@ -85,15 +85,19 @@ pub struct Row {
     pub python_frame: Option<String>,
     /// The measured cause category (`python`, `host_sync`, `cpu_op` ...), for rows that
     /// attribute time to a cause.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cause: Option<&'static str>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::intern::de_opt_str"
+    )]
+    pub cause: Option<crate::intern::Name>,
     /// The row's share of the time the breakdown divides (0..1), when it divides one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub share: Option<f64>,
 }
 
 /// One concrete instance, for the reader to find in a timeline viewer.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Instance {
     /// Start on the trace's timeline, ns.
     pub start_ns: i64,
@@ -112,14 +116,15 @@ pub struct Instance {
 }
 
 /// A problem found in a trace.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
     /// Stable id: the same rule about the same subject gets the same id across runs and
     /// captures (`idle_gaps/gpu0`, `pageable_memcpy/gpu0/htod`), so tools can follow a
     /// finding over time. Set by [`crate::analyze`] (and the job analysis) via [`Finding::stable_id`].
     pub id: String,
     /// Rule id (`idle_gaps`).
-    pub rule: &'static str,
+    #[serde(deserialize_with = "crate::intern::de_str")]
+    pub rule: crate::intern::Name,
     /// One line saying what is wrong, with the key number.
     pub title: String,
     /// Severity.
@@ -142,6 +147,7 @@ pub struct Finding {
     /// What to change, concretely.
     pub advice: Vec<String>,
     /// The key numbers, machine-readable (`gaps`, `bytes`, `ooms` ...), for CI and scripts.
+    #[serde(deserialize_with = "crate::intern::de_metrics")]
     pub metrics: BTreeMap<&'static str, f64>,
 }
 

@@ -11,11 +11,13 @@
 use crate::Analysis;
 use crate::collectives::CollectiveRecord;
 use crate::finding::{Confidence, Finding, Row, Severity, fmt_ns, metrics};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tracehound_parsers::Trace;
 
-/// What the job view keeps of one rank after its trace is dropped.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// What the job view keeps of one rank after its trace is dropped: everything the job
+/// findings and the job report read, so a job can be put together from these alone (written
+/// by `analyze FILE --rank-summary`, read by `merge`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RankSummary {
     /// The trace file.
     pub source: String,
@@ -25,8 +27,11 @@ pub struct RankSummary {
     pub steps: usize,
     /// Analysed window, ns.
     pub window_ns: i64,
-    /// Mean step time, ns.
+    /// Median step time, ns (the window when there are no steps).
     pub step_ns: i64,
+    /// Each profiler step's time, ns, in step order.
+    #[serde(default)]
+    pub step_times_ns: Vec<i64>,
     /// GPU busy share of the busiest device.
     pub busy_share: f64,
     /// GPU idle in gaps over the threshold, ns.
@@ -67,6 +72,7 @@ impl RankSummary {
             steps,
             window_ns: w,
             step_ns: step_ns(trace, w),
+            step_times_ns: trace.steps.iter().map(|s| s.end - s.start).collect(),
             busy_share: busy,
             idle_gap_ns: idle.map_or(0, |f| f.impact_ns),
             bound: analysis.summary.bound.clone(),
@@ -80,6 +86,109 @@ impl RankSummary {
             collective_exposed_wait_ns: 0,
         }
     }
+}
+
+/// The version of the rank-summary file format; `merge` refuses other versions, since the
+/// job findings would silently read missing fields as zero.
+pub const SUMMARY_SCHEMA_VERSION: u32 = 1;
+
+/// What a rank-summary file says it is, so that `merge` rejects a report or a trace given by
+/// mistake with a clear message.
+const SUMMARY_KIND: &str = "tracehound rank summary";
+
+#[derive(Serialize, Deserialize)]
+struct SummaryFile<'a> {
+    kind: std::borrow::Cow<'a, str>,
+    schema_version: u32,
+    tool_version: std::borrow::Cow<'a, str>,
+    /// Whether the trace recorded its rank; when not, `merge` numbers the rank by its file's
+    /// place among the job's files, as `analyze DIR` does.
+    rank_known: bool,
+    summary: std::borrow::Cow<'a, RankSummary>,
+}
+
+/// Why a rank-summary file cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SummaryError {
+    /// Not JSON, or JSON without the fields of a summary.
+    #[error("not a tracehound rank summary ({0})")]
+    Malformed(#[from] serde_json::Error),
+    /// JSON of something else (a report, a trace).
+    #[error(
+        "not a tracehound rank summary (kind is {0:?}; write one with `tracehound analyze TRACE --rank-summary OUT`)"
+    )]
+    Kind(String),
+    /// Written by a tracehound with another summary format.
+    #[error(
+        "rank summary format {found}, this tracehound reads format {SUMMARY_SCHEMA_VERSION}: write it again with this version"
+    )]
+    Version {
+        /// The file's version.
+        found: u32,
+    },
+}
+
+impl RankSummary {
+    /// The rank-summary file: this summary with its format header. `rank_known` says whether
+    /// the trace recorded the rank (else `merge` numbers it by file order).
+    pub fn to_file_json(&self, rank_known: bool, tool_version: &str) -> String {
+        let file = SummaryFile {
+            kind: SUMMARY_KIND.into(),
+            schema_version: SUMMARY_SCHEMA_VERSION,
+            tool_version: tool_version.into(),
+            rank_known,
+            summary: std::borrow::Cow::Borrowed(self),
+        };
+        // Plain data of strings and numbers: serialising cannot fail; an empty object would
+        // be refused by `from_file_json` with a message, never taken for a rank.
+        serde_json::to_string(&file).unwrap_or_else(|_| "{}".to_string())
+    }
+
+    /// Reads a rank-summary file: the summary and whether its rank was recorded in the trace.
+    pub fn from_file_json(text: &[u8]) -> Result<(RankSummary, bool), SummaryError> {
+        #[derive(Deserialize)]
+        struct Header<'a> {
+            #[serde(borrow)]
+            kind: Option<std::borrow::Cow<'a, str>>,
+            schema_version: Option<u32>,
+        }
+        let h: Header = serde_json::from_slice(text)?;
+        let kind = h.kind.unwrap_or_default();
+        if kind != SUMMARY_KIND {
+            return Err(SummaryError::Kind(kind.into_owned()));
+        }
+        match h.schema_version {
+            Some(SUMMARY_SCHEMA_VERSION) => {}
+            found => {
+                return Err(SummaryError::Version {
+                    found: found.unwrap_or(0),
+                });
+            }
+        }
+        let f: SummaryFile = serde_json::from_slice(text)?;
+        Ok((f.summary.into_owned(), f.rank_known))
+    }
+}
+
+/// Puts a job together from its ranks' summaries (the reduce of a job analysis): ranks the
+/// trace did not record are numbered by their file's place among the job's files, ranks are
+/// sorted, and the job findings are computed. `analyze DIR` and `merge` both end here, so
+/// the two give the same job from the same traces.
+pub fn assemble(mut ranks: Vec<(RankSummary, bool)>) -> (Vec<RankSummary>, Vec<Finding>) {
+    ranks.sort_by(|a, b| a.0.source.cmp(&b.0.source));
+    let mut ranks: Vec<RankSummary> = ranks
+        .into_iter()
+        .enumerate()
+        .map(|(k, (mut r, known))| {
+            if !known {
+                r.rank = k as i64;
+            }
+            r
+        })
+        .collect();
+    ranks.sort_by(|a, b| a.rank.cmp(&b.rank).then(a.source.cmp(&b.source)));
+    let findings = job_findings(&mut ranks);
+    (ranks, findings)
 }
 
 /// Median step time from the step markers' own spans, else the window over the step count.

@@ -11,6 +11,7 @@ pub mod config;
 pub mod counters;
 pub mod finding;
 pub mod hardware;
+pub mod intern;
 pub mod job;
 pub mod roofline;
 pub mod rules;
