@@ -5,6 +5,7 @@
 
 use super::{TraceReport, gpu_names};
 use std::fmt::Write;
+use tracehound_heuristics::Finding;
 use tracehound_heuristics::finding::{fmt_bytes, fmt_ns};
 use tracehound_heuristics::rules::idle_gaps::CauseKind;
 use tracehound_heuristics::summary::short_kernel;
@@ -35,6 +36,61 @@ svg{width:100%;height:auto;background:#fff}figure{margin:1em 0}figcaption{font-s
 .legend span{display:inline-block;margin-right:12px;font-size:.85em}.sw{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
 code{font-size:.9em;word-break:break-all}li{margin:.2em 0}
 @media print{body{max-width:none}h2{page-break-after:avoid}figure,table{page-break-inside:avoid}}";
+
+/// [`STYLE`] confined to an element of class `tracehound`, for HTML placed inside another page
+/// (a Jupyter notebook), where the report's rules must not restyle the notebook: every
+/// selector gets the class in front, and `body` becomes the element itself.
+fn scoped_style() -> String {
+    let mut out = String::new();
+    for rule in STYLE.lines().flat_map(|l| l.split_inclusive('}')) {
+        if rule.starts_with("@media") {
+            continue;
+        }
+        let Some((selectors, body)) = rule.split_once('{') else {
+            continue;
+        };
+        let scoped: Vec<String> = selectors
+            .split(',')
+            .map(|sel| match sel.trim() {
+                "body" => ".tracehound".to_string(),
+                sel => format!(".tracehound {sel}"),
+            })
+            .collect();
+        let _ = write!(out, "{}{{{body}", scoped.join(","));
+    }
+    out
+}
+
+/// One analysed trace as an HTML fragment for a notebook: the report's sections (verdict,
+/// charts, tables, findings) in a `div` with its own scoped style.
+pub fn fragment(r: &TraceReport, top: Option<usize>) -> String {
+    let mut s = format!(
+        "<div class=\"tracehound\"><style>{}</style>\n",
+        scoped_style()
+    );
+    trace_section(&mut s, r);
+    let shown: Vec<&Finding> = r
+        .analysis
+        .findings
+        .iter()
+        .take(top.unwrap_or(usize::MAX))
+        .collect();
+    findings_section(&mut s, &shown);
+    s.push_str("</div>\n");
+    s
+}
+
+/// A list of findings as an HTML fragment for a notebook: the report's findings section.
+pub fn findings_fragment(findings: &[Finding]) -> String {
+    let mut s = format!(
+        "<div class=\"tracehound\"><style>{}</style>\n",
+        scoped_style()
+    );
+    let shown: Vec<&Finding> = findings.iter().collect();
+    findings_section(&mut s, &shown);
+    s.push_str("</div>\n");
+    s
+}
 
 /// Colour of a cause category in the charts.
 pub fn cause_color(k: CauseKind) -> &'static str {
@@ -291,175 +347,186 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
         esc(&title)
     );
     for r in reports {
-        let t = r.trace;
-        let a = &r.analysis;
-        let w = &a.summary.window;
-        let (fmt, _) = super::format_name(t);
-        let _ = writeln!(s, "<h1>{}</h1>", esc(&t.source));
-        let _ = writeln!(
-            s,
-            "<p>{} · {} ({}) · {} · window {} ({}) · tracehound {}</p>",
-            esc(&gpu_names(t)),
-            esc(fmt),
-            esc(&t.meta.format_version),
-            if t.stats.truncated {
-                "<b>file cut short: analysed as far as it is complete</b>"
-            } else {
-                "complete file"
-            },
-            fmt_ns(w.len()),
-            esc(&w.describe()),
-            env!("CARGO_PKG_VERSION")
-        );
-        let _ = writeln!(
-            s,
-            "<p class=\"verdict\"><b>Verdict:</b> {}</p>",
-            esc(&a.summary.verdict)
-        );
-        timeline(&mut s, r);
-        if let Some(idle) = a.findings.iter().find(|f| f.rule == "idle_gaps") {
-            let rows: Vec<(String, f64, String, &str)> = idle
-                .breakdown
-                .iter()
-                .map(|row| {
-                    (
-                        row.label.clone(),
-                        row.time_ns as f64,
-                        fmt_ns(row.time_ns),
-                        row.cause
-                            .and_then(CauseKind::from_id)
-                            .map_or("#9aa5b1", cause_color),
-                    )
-                })
-                .collect();
-            bars(
-                &mut s,
-                "Where the GPU's idle time went: measured causes",
-                &rows,
-            );
-        }
-        let kernels = tracehound_heuristics::tables::kernel_summary(t, Some(w));
-        let krows: Vec<(String, f64, String, &str)> = kernels
+        trace_section(&mut s, r);
+        let shown: Vec<&Finding> = r
+            .analysis
+            .findings
             .iter()
-            .take(10)
-            .map(|k| {
-                (
-                    format!("{} ×{}", short_kernel(&k.name), k.instances),
-                    k.total_ns as f64,
-                    fmt_ns(k.total_ns),
-                    "#2b9348",
-                )
-            })
+            .take(top.unwrap_or(usize::MAX))
             .collect();
-        bars(&mut s, "Top kernels by GPU time in the window", &krows);
-        if !a.summary.stack.is_empty() {
-            s.push_str("<table><caption>Software stack</caption>\n");
-            for f in &a.summary.stack {
-                let _ = writeln!(
-                    s,
-                    "<tr><th>{}</th><td>{}</td><td>{}</td></tr>",
-                    esc(f.item),
-                    esc(&f.value),
-                    esc(f.warning.as_deref().unwrap_or(""))
-                );
-            }
-            s.push_str("</table>\n");
-        }
-        for (caption, rows) in super::roofline_tables(&a.summary) {
-            let _ = write!(s, "<table><caption>{}</caption><tr>", esc(&caption));
-            for h in super::ROOFLINE_HEADER {
-                let _ = write!(s, "<th>{}</th>", esc(h));
-            }
-            s.push_str("</tr>\n");
-            for r in rows {
-                s.push_str("<tr>");
-                for c in &r {
-                    let _ = write!(s, "<td>{}</td>", esc(c));
-                }
-                s.push_str("</tr>\n");
-            }
-            s.push_str("</table>\n");
-        }
-        memory(&mut s, t, r);
-        counters(&mut s, t, r);
-        let shown: Vec<_> = a.findings.iter().take(top.unwrap_or(usize::MAX)).collect();
-        if shown.is_empty() {
-            s.push_str("<p>No findings.</p>\n");
-        } else {
-            s.push_str("<h2>Findings</h2><table><tr><th>#</th><th>Severity</th><th>Rule</th><th class=\"num\">Impact</th><th class=\"num\">% of window</th><th>Finding</th></tr>\n");
-            for (i, f) in shown.iter().enumerate() {
-                let _ = writeln!(
-                    s,
-                    "<tr><td>{}</td><td class=\"sev-{}\">{}</td><td><code>{}</code></td><td class=\"num\">{}</td><td class=\"num\">{:.1}%</td><td><a href=\"#f{}\">{}</a></td></tr>",
-                    i + 1,
-                    f.severity.label(),
-                    f.severity.label(),
-                    f.rule,
-                    fmt_ns(f.impact_ns),
-                    100.0 * f.impact_share,
-                    i + 1,
-                    esc(&f.title)
-                );
-            }
-            s.push_str("</table>\n");
-            for (i, f) in shown.iter().enumerate() {
-                let _ = writeln!(
-                    s,
-                    "<h2 id=\"f{}\">{}. {}</h2><p><span class=\"sev-{}\">{}</span> · <code>{}</code> · id <code>{}</code> · confidence {:?}</p><p>{}</p>",
-                    i + 1,
-                    i + 1,
-                    esc(&f.title),
-                    f.severity.label(),
-                    f.severity.label(),
-                    f.rule,
-                    esc(&f.id),
-                    f.confidence,
-                    esc(&f.evidence)
-                );
-                if !f.breakdown.is_empty() {
-                    s.push_str("<table><tr><th>Breakdown</th><th class=\"num\">Count</th><th class=\"num\">Time</th><th class=\"num\">Bytes</th><th>Python frame</th></tr>\n");
-                    for row in &f.breakdown {
-                        let _ = writeln!(
-                            s,
-                            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td><code>{}</code></td></tr>",
-                            esc(&row.label),
-                            row.count,
-                            fmt_ns(row.time_ns),
-                            row.bytes.map(fmt_bytes).unwrap_or_default(),
-                            esc(row.python_frame.as_deref().unwrap_or(""))
-                        );
-                    }
-                    s.push_str("</table>\n");
-                }
-                if !f.instances.is_empty() {
-                    s.push_str("<p>Worst instances:</p><ul>\n");
-                    for inst in &f.instances {
-                        let _ = writeln!(
-                            s,
-                            "<li>at +{:.2} ms, {}: {}{}{}</li>",
-                            inst.offset_ms,
-                            fmt_ns(inst.dur_ns),
-                            esc(&inst.what),
-                            inst.cpu_op
-                                .as_deref()
-                                .map(|o| format!(" — <code>{}</code>", esc(o)))
-                                .unwrap_or_default(),
-                            inst.python_frame
-                                .as_deref()
-                                .map(|p| format!(" @ <code>{}</code>", esc(p)))
-                                .unwrap_or_default()
-                        );
-                    }
-                    s.push_str("</ul>\n");
-                }
-                s.push_str("<p><b>Fix:</b></p><ul>\n");
-                for adv in &f.advice {
-                    let _ = writeln!(s, "<li>{}</li>", esc(adv));
-                }
-                s.push_str("</ul>\n");
-            }
-        }
+        findings_section(&mut s, &shown);
     }
     s.push_str("</body></html>\n");
     s
+}
+
+/// The trace's header, verdict, charts and tables: everything but the findings.
+fn trace_section(s: &mut String, r: &TraceReport) {
+    let t = r.trace;
+    let a = &r.analysis;
+    let w = &a.summary.window;
+    let (fmt, _) = super::format_name(t);
+    let _ = writeln!(s, "<h1>{}</h1>", esc(&t.source));
+    let _ = writeln!(
+        s,
+        "<p>{} · {} ({}) · {} · window {} ({}) · tracehound {}</p>",
+        esc(&gpu_names(t)),
+        esc(fmt),
+        esc(&t.meta.format_version),
+        if t.stats.truncated {
+            "<b>file cut short: analysed as far as it is complete</b>"
+        } else {
+            "complete file"
+        },
+        fmt_ns(w.len()),
+        esc(&w.describe()),
+        env!("CARGO_PKG_VERSION")
+    );
+    let _ = writeln!(
+        s,
+        "<p class=\"verdict\"><b>Verdict:</b> {}</p>",
+        esc(&a.summary.verdict)
+    );
+    timeline(s, r);
+    if let Some(idle) = a.findings.iter().find(|f| f.rule == "idle_gaps") {
+        let rows: Vec<(String, f64, String, &str)> = idle
+            .breakdown
+            .iter()
+            .map(|row| {
+                (
+                    row.label.clone(),
+                    row.time_ns as f64,
+                    fmt_ns(row.time_ns),
+                    row.cause
+                        .and_then(CauseKind::from_id)
+                        .map_or("#9aa5b1", cause_color),
+                )
+            })
+            .collect();
+        bars(s, "Where the GPU's idle time went: measured causes", &rows);
+    }
+    let kernels = tracehound_heuristics::tables::kernel_summary(t, Some(w));
+    let krows: Vec<(String, f64, String, &str)> = kernels
+        .iter()
+        .take(10)
+        .map(|k| {
+            (
+                format!("{} ×{}", short_kernel(&k.name), k.instances),
+                k.total_ns as f64,
+                fmt_ns(k.total_ns),
+                "#2b9348",
+            )
+        })
+        .collect();
+    bars(s, "Top kernels by GPU time in the window", &krows);
+    if !a.summary.stack.is_empty() {
+        s.push_str("<table><caption>Software stack</caption>\n");
+        for f in &a.summary.stack {
+            let _ = writeln!(
+                s,
+                "<tr><th>{}</th><td>{}</td><td>{}</td></tr>",
+                esc(f.item),
+                esc(&f.value),
+                esc(f.warning.as_deref().unwrap_or(""))
+            );
+        }
+        s.push_str("</table>\n");
+    }
+    for (caption, rows) in super::roofline_tables(&a.summary) {
+        let _ = write!(s, "<table><caption>{}</caption><tr>", esc(&caption));
+        for h in super::ROOFLINE_HEADER {
+            let _ = write!(s, "<th>{}</th>", esc(h));
+        }
+        s.push_str("</tr>\n");
+        for r in rows {
+            s.push_str("<tr>");
+            for c in &r {
+                let _ = write!(s, "<td>{}</td>", esc(c));
+            }
+            s.push_str("</tr>\n");
+        }
+        s.push_str("</table>\n");
+    }
+    memory(s, t, r);
+    counters(s, t, r);
+}
+
+/// The findings table, then each finding with its breakdown, instances and fixes.
+fn findings_section(s: &mut String, shown: &[&Finding]) {
+    if shown.is_empty() {
+        s.push_str("<p>No findings.</p>\n");
+    } else {
+        s.push_str("<h2>Findings</h2><table><tr><th>#</th><th>Severity</th><th>Rule</th><th class=\"num\">Impact</th><th class=\"num\">% of window</th><th>Finding</th></tr>\n");
+        for (i, f) in shown.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "<tr><td>{}</td><td class=\"sev-{}\">{}</td><td><code>{}</code></td><td class=\"num\">{}</td><td class=\"num\">{:.1}%</td><td><a href=\"#f{}\">{}</a></td></tr>",
+                i + 1,
+                f.severity.label(),
+                f.severity.label(),
+                f.rule,
+                fmt_ns(f.impact_ns),
+                100.0 * f.impact_share,
+                i + 1,
+                esc(&f.title)
+            );
+        }
+        s.push_str("</table>\n");
+        for (i, f) in shown.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                "<h2 id=\"f{}\">{}. {}</h2><p><span class=\"sev-{}\">{}</span> · <code>{}</code> · id <code>{}</code> · confidence {:?}</p><p>{}</p>",
+                i + 1,
+                i + 1,
+                esc(&f.title),
+                f.severity.label(),
+                f.severity.label(),
+                f.rule,
+                esc(&f.id),
+                f.confidence,
+                esc(&f.evidence)
+            );
+            if !f.breakdown.is_empty() {
+                s.push_str("<table><tr><th>Breakdown</th><th class=\"num\">Count</th><th class=\"num\">Time</th><th class=\"num\">Bytes</th><th>Python frame</th></tr>\n");
+                for row in &f.breakdown {
+                    let _ = writeln!(
+                        s,
+                        "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td><code>{}</code></td></tr>",
+                        esc(&row.label),
+                        row.count,
+                        fmt_ns(row.time_ns),
+                        row.bytes.map(fmt_bytes).unwrap_or_default(),
+                        esc(row.python_frame.as_deref().unwrap_or(""))
+                    );
+                }
+                s.push_str("</table>\n");
+            }
+            if !f.instances.is_empty() {
+                s.push_str("<p>Worst instances:</p><ul>\n");
+                for inst in &f.instances {
+                    let _ = writeln!(
+                        s,
+                        "<li>at +{:.2} ms, {}: {}{}{}</li>",
+                        inst.offset_ms,
+                        fmt_ns(inst.dur_ns),
+                        esc(&inst.what),
+                        inst.cpu_op
+                            .as_deref()
+                            .map(|o| format!(" — <code>{}</code>", esc(o)))
+                            .unwrap_or_default(),
+                        inst.python_frame
+                            .as_deref()
+                            .map(|p| format!(" @ <code>{}</code>", esc(p)))
+                            .unwrap_or_default()
+                    );
+                }
+                s.push_str("</ul>\n");
+            }
+            s.push_str("<p><b>Fix:</b></p><ul>\n");
+            for adv in &f.advice {
+                let _ = writeln!(s, "<li>{}</li>", esc(adv));
+            }
+            s.push_str("</ul>\n");
+        }
+    }
 }

@@ -50,6 +50,7 @@ pub fn render(reports: &[TraceReport], format: Format, top: Option<usize>) -> St
 
 /// The GPUs a trace used, by name (`NVIDIA H200`), or the device indices when unnamed.
 pub use html::esc as esc_html;
+pub use html::{findings_fragment as html_findings_fragment, fragment as html_fragment};
 pub use json::SCHEMA_VERSION as JSON_SCHEMA_VERSION;
 
 /// Writes `bytes` to `path` atomically: into a temporary file beside it, flushed to disk, then

@@ -1,0 +1,12 @@
+//! tracehound as a library: the command line, the reports and the model's tables, shared by
+//! the `tracehound` binary and the Python package (`python/`), so both print the same
+//! documents from the same code.
+
+pub mod cli;
+pub mod diff;
+pub mod report;
+pub mod scale;
+#[cfg(feature = "sql")]
+pub mod sql;
+pub mod tables;
+pub mod tui;
