@@ -550,22 +550,36 @@ fn progress(
     (options, Some(bar))
 }
 
-/// `analyze DIR`: every trace in the directory is one rank of a job. Ranks are analysed in
-/// parallel, a few at a time, and each trace is dropped once summarised, so memory holds at
-/// most one trace per worker however many ranks there are.
-/// A job's ranks (sorted by rank) and its job-level findings.
-pub(crate) type JobAnalysis = (Vec<tracehound_heuristics::job::RankSummary>, Vec<Finding>);
+/// A job's ranks (sorted by rank) and its job-level findings. `analyze DIR` treats every trace
+/// in the directory as one rank: ranks are analysed in parallel, a few at a time, and each
+/// trace is dropped once summarised, so memory holds at most one trace per worker however
+/// many ranks there are.
+pub type JobAnalysis = (Vec<tracehound_heuristics::job::RankSummary>, Vec<Finding>);
+
+/// What reading a job directory said besides its ranks.
+#[derive(Debug, Default)]
+pub struct JobMessages {
+    /// Files that are not rank traces, skipped (a truth file, a counter log), with why.
+    pub notes: Vec<String>,
+    /// Warnings of the rank traces read, each naming its file.
+    pub warnings: Vec<String>,
+    /// Why the job could not be analysed (a broken trace, no trace at all), each naming its
+    /// file or the directory. Empty when the analysis came back.
+    pub errors: Vec<String>,
+}
 
 /// The ranks of the job in `dir`, analysed a few at a time with bounded memory, sorted by
-/// rank, and the job findings (collectives matched across ranks). `Ok(Err(2))` when the
-/// directory holds no readable rank trace (the message is printed).
-pub(crate) fn job_ranks(
+/// rank, and the job findings (collectives matched across ranks); None, with the errors in
+/// the messages, when the directory holds no readable rank trace or a broken one. Prints
+/// nothing: the CLI and the Python package each say the messages their own way.
+pub fn read_job(
     dir: &std::path::Path,
     config: &Config,
-    utc_offset_s: Option<i64>,
-) -> Result<Result<JobAnalysis, i32>> {
+    options: tracehound_parsers::LoadOptions,
+) -> Result<(Option<JobAnalysis>, JobMessages)> {
     use rayon::prelude::*;
     use tracehound_heuristics::job::{RankSummary, assemble};
+    let mut msgs = JobMessages::default();
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -578,16 +592,12 @@ pub(crate) fn job_ranks(
         .collect();
     files.sort();
     if files.is_empty() {
-        eprintln!(
-            "tracehound: error: {}: no trace files in the directory",
+        msgs.errors.push(format!(
+            "{}: no trace files in the directory",
             dir.display()
-        );
-        return Ok(Err(2));
+        ));
+        return Ok((None, msgs));
     }
-    let options = tracehound_parsers::LoadOptions {
-        utc_offset_s,
-        ..load_options()
-    };
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(files.len());
@@ -598,7 +608,7 @@ pub(crate) fn job_ranks(
     // A job directory often holds more than rank traces (a truth or config file, logs): what
     // is not a GPU trace is skipped with a note, what is a broken trace fails the run.
     enum Outcome {
-        Rank(Box<(RankSummary, bool)>),
+        Rank(Box<(RankSummary, bool)>, Vec<String>),
         Skipped(String),
         Failed(String),
     }
@@ -620,40 +630,67 @@ pub(crate) fn job_ranks(
                         f.display()
                     ));
                 }
-                for w in &t.warnings {
-                    eprintln!("tracehound: warning: {}: {w}", f.display());
-                }
+                let warnings = t
+                    .warnings
+                    .iter()
+                    .map(|w| format!("{}: {w}", f.display()))
+                    .collect();
                 let a = tracehound_heuristics::analyze(&t, config);
-                Outcome::Rank(Box::new((
-                    RankSummary::new(&t, t.meta.rank.unwrap_or(0), &a),
-                    t.meta.rank.is_some(),
-                )))
+                Outcome::Rank(
+                    Box::new((
+                        RankSummary::new(&t, t.meta.rank.unwrap_or(0), &a),
+                        t.meta.rank.is_some(),
+                    )),
+                    warnings,
+                )
             })
             .collect()
     });
     let mut ranks = Vec::new();
-    let mut failed = false;
     for r in results {
         match r {
-            Outcome::Rank(s) => ranks.push(*s),
-            Outcome::Skipped(why) => eprintln!("tracehound: note: skipped {why}"),
-            Outcome::Failed(e) => {
-                eprintln!("tracehound: error: {e}");
-                failed = true;
+            Outcome::Rank(s, w) => {
+                ranks.push(*s);
+                msgs.warnings.extend(w);
             }
+            Outcome::Skipped(why) => msgs.notes.push(format!("skipped {why}")),
+            Outcome::Failed(e) => msgs.errors.push(e),
         }
     }
-    if failed {
-        return Ok(Err(2));
-    }
-    if ranks.is_empty() {
-        eprintln!(
-            "tracehound: error: {}: no Kineto or Nsight Systems traces in the directory",
+    if ranks.is_empty() && msgs.errors.is_empty() {
+        msgs.errors.push(format!(
+            "{}: no Kineto or Nsight Systems traces in the directory",
             dir.display()
-        );
-        return Ok(Err(2));
+        ));
     }
-    Ok(Ok(assemble(ranks)))
+    if !msgs.errors.is_empty() {
+        return Ok((None, msgs));
+    }
+    Ok((Some(assemble(ranks)), msgs))
+}
+
+/// [`read_job`] for the CLI: prints its messages; `Ok(Err(2))` when the job could not be
+/// analysed.
+pub(crate) fn job_ranks(
+    dir: &std::path::Path,
+    config: &Config,
+    utc_offset_s: Option<i64>,
+) -> Result<Result<JobAnalysis, i32>> {
+    let options = tracehound_parsers::LoadOptions {
+        utc_offset_s,
+        ..load_options()
+    };
+    let (job, msgs) = read_job(dir, config, options)?;
+    for w in &msgs.warnings {
+        eprintln!("tracehound: warning: {w}");
+    }
+    for n in &msgs.notes {
+        eprintln!("tracehound: note: {n}");
+    }
+    for e in &msgs.errors {
+        eprintln!("tracehound: error: {e}");
+    }
+    Ok(job.ok_or(2))
 }
 
 /// Writes one rank's summary for `merge`, with the rank the trace records, else `rank`.
@@ -745,7 +782,7 @@ fn merge(args: MergeArgs) -> Result<i32> {
 
 /// A job's name from its ranks' trace paths: the directory holding them all (what
 /// `analyze DIR` is given), else how many ranks there are.
-fn job_name<'a>(sources: impl Iterator<Item = &'a str>) -> String {
+pub fn job_name<'a>(sources: impl Iterator<Item = &'a str>) -> String {
     let mut dirs = sources.map(|s| std::path::Path::new(s).parent());
     let n = dirs.size_hint().0;
     match dirs.next() {
@@ -822,7 +859,22 @@ fn load_session(
 /// Groups the loaded files: every nvidia-smi log is attached to each GPU trace of the same
 /// command (aligned by wall clock); logs given without a trace are analysed on their own.
 fn session(loaded: Vec<tracehound_parsers::Trace>) -> Vec<tracehound_parsers::Trace> {
+    let (traces, warnings) = group_sessions(loaded);
+    for w in warnings {
+        eprintln!("tracehound: warning: {w}");
+    }
+    traces
+}
+
+/// Groups loaded files into sessions: each GPU trace with the counter logs and GPU
+/// inventories recorded beside it (or, without a GPU trace, the counter logs with the
+/// inventories). Returns the sessions and why a log could not be attached (also kept in the
+/// trace's warnings).
+pub fn group_sessions(
+    loaded: Vec<tracehound_parsers::Trace>,
+) -> (Vec<tracehound_parsers::Trace>, Vec<String>) {
     use tracehound_parsers::SourceFormat as F;
+    let mut warnings = Vec::new();
     let (mut primaries, mut aux): (Vec<_>, Vec<_>) = loaded
         .into_iter()
         .partition(|t| matches!(t.meta.format, Some(F::Kineto) | Some(F::Nsys)));
@@ -830,7 +882,7 @@ fn session(loaded: Vec<tracehound_parsers::Trace>) -> Vec<tracehound_parsers::Tr
         // No GPU trace: the counter logs are the subjects, the XML snapshots describe them.
         let (logs, xml): (Vec<_>, Vec<_>) = aux.into_iter().partition(|t| !t.counters.is_empty());
         if logs.is_empty() {
-            return xml;
+            return (xml, warnings);
         }
         primaries = logs;
         aux = xml;
@@ -840,13 +892,13 @@ fn session(loaded: Vec<tracehound_parsers::Trace>) -> Vec<tracehound_parsers::Tr
             match tracehound_parsers::session::attach(p, a) {
                 Ok(note) => p.stats.notes.push(note),
                 Err(why) => {
-                    eprintln!("tracehound: warning: {why}");
+                    warnings.push(why.clone());
                     p.warnings.push(why);
                 }
             }
         }
     }
-    primaries
+    (primaries, warnings)
 }
 
 /// Loads files for the table commands, analysing them only when a table needs it.

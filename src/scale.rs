@@ -212,8 +212,9 @@ fn outer_for_rank(outer: &[u8], r: u32, n: u32) -> (Vec<u8>, Vec<u8>) {
             "\"distributedInfo\": {{\"backend\": \"nccl\", \"rank\": {r}, \"world_size\": {n}}}, "
         );
         if let Some(p) = head.find("\"distributedInfo\"") {
-            // Replace the existing object: up to its closing brace.
-            if let Some(end) = head[p..].find('}') {
+            // Replace the existing object, up to its own closing brace: torch nests the
+            // process groups' configuration inside it.
+            if let Some(end) = closing_brace(&head[p..]) {
                 head.replace_range(p..p + end + 1, info.trim_end_matches([',', ' ']));
             }
         } else if let Some(p) = head.find('{') {
@@ -225,6 +226,30 @@ fn outer_for_rank(outer: &[u8], r: u32, n: u32) -> (Vec<u8>, Vec<u8>) {
         format!("{head}[\n  ").into_bytes(),
         format!("\n  ]{tail}").into_bytes(),
     )
+}
+
+/// The byte offset of the brace closing the first object in `text`, skipping strings.
+fn closing_brace(text: &str) -> Option<usize> {
+    let (mut depth, mut in_str, mut escaped) = (0usize, false, false);
+    for (i, c) in text.char_indices() {
+        if in_str {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_str = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_str = true,
+            '{' => depth += 1,
+            '}' if depth == 1 => return Some(i),
+            '}' => depth = depth.checked_sub(1)?,
+            _ => {}
+        }
+    }
+    None
 }
 
 /// Generates the output file(s); returns their paths.

@@ -440,7 +440,17 @@ fn straggler(ranks: &[RankSummary], m: &CollectiveMatch, step_ns: i64) -> Option
         .as_deref()
         .map(|c| format!("; rank {} idles its GPU most in: {c}", slow.rank))
         .unwrap_or_default();
-    let per_rank: Vec<String> = ranks
+    // A large job lists only the ranks that wait most, so the line stays readable at 1,000
+    // ranks; the breakdown keeps every rank.
+    const LISTED: usize = 8;
+    let mut listed: Vec<&RankSummary> = ranks.iter().collect();
+    if listed.len() > LISTED {
+        listed.sort_by_key(|r| (std::cmp::Reverse(r.collective_exposed_wait_ns), r.rank));
+        listed.truncate(LISTED);
+        listed.sort_by_key(|r| r.rank);
+    }
+    let more = ranks.len() - listed.len();
+    let mut per_rank: Vec<String> = listed
         .iter()
         .map(|r| {
             format!(
@@ -451,6 +461,9 @@ fn straggler(ranks: &[RankSummary], m: &CollectiveMatch, step_ns: i64) -> Option
             )
         })
         .collect();
+    if more > 0 {
+        per_rank.push(format!("{more} more ranks wait less"));
+    }
     Some(Finding {
         rule: "straggler_rank",
         id: String::new(),

@@ -1,0 +1,496 @@
+//! The native half of the `tracehound` Python package: loading, analysis, reports and the
+//! model's tables, from the same crates and printers as the CLI. The Python half
+//! (`tracehound/__init__.py`) wraps these in the documented API; everything here that takes
+//! time (reading, parsing, analysing, building tables) runs with the GIL released.
+
+use arrow_array::{ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tracehound::report::{self, Format, TraceReport};
+use tracehound::tables::{self, Data};
+use tracehound_heuristics::job::RankSummary;
+use tracehound_heuristics::{Analysis, Config, Finding};
+use tracehound_parsers::{LoadOptions, Trace};
+
+// Defined as `tracehound.TracehoundError`, where the package exports it, so that pickling (a
+// Ray task's error crossing to the driver) finds the class by that name.
+pyo3::create_exception!(
+    tracehound,
+    TracehoundError,
+    PyException,
+    "A trace or summary tracehound cannot read; the message is the CLI's."
+);
+
+fn err(msg: impl std::fmt::Display) -> PyErr {
+    TracehoundError::new_err(msg.to_string())
+}
+
+/// The options every entry point takes, as the CLI's flags.
+struct Options {
+    gap_threshold_us: f64,
+    window_ms: Option<(f64, f64)>,
+    utc_offset_h: Option<f64>,
+    max_memory: Option<String>,
+}
+
+impl Options {
+    fn load_options(&self) -> PyResult<LoadOptions> {
+        let memory_limit = match &self.max_memory {
+            None => Default::default(),
+            Some(s) => tracehound_parsers::budget::parse_size(s).ok_or_else(|| {
+                err(format!(
+                    "max_memory: `{s}` is not a size: write it like 64G, 512M or 0"
+                ))
+            })?,
+        };
+        let utc_offset_s = match self.utc_offset_h {
+            Some(h) if h.is_finite() && h.abs() <= 14.0 => Some((h * 3600.0).round() as i64),
+            Some(_) => {
+                return Err(err(
+                    "utc_offset takes hours east of UTC, between -14 and 14",
+                ));
+            }
+            None => None,
+        };
+        Ok(LoadOptions {
+            utc_offset_s,
+            memory_limit,
+            ..Default::default()
+        })
+    }
+
+    fn config(&self, trace: Option<&Trace>) -> PyResult<Config> {
+        if !(self.gap_threshold_us.is_finite() && self.gap_threshold_us > 0.0) {
+            return Err(err(
+                "gap_threshold_us must be a positive number of microseconds",
+            ));
+        }
+        let mut config = Config {
+            gap_threshold_ns: (self.gap_threshold_us * 1000.0).round() as i64,
+            ..Config::default()
+        };
+        if let Some((a, b)) = self.window_ms {
+            if !(a.is_finite() && b.is_finite() && a < b) {
+                return Err(err("window_ms (START_MS, END_MS) needs START_MS < END_MS"));
+            }
+            let origin = trace.and_then(|t| t.span()).map_or(0, |s| s.0);
+            config.window = Some((origin + (a * 1e6) as i64, origin + (b * 1e6) as i64));
+        }
+        Ok(config)
+    }
+}
+
+/// Analysed traces, and the warnings of loading them.
+type Loaded = (Vec<(Trace, Analysis)>, Vec<String>);
+
+/// Loads the files as the CLI does (a trace with the nvidia-smi logs beside it), then
+/// analyses each session. Returns the analysed traces and the warnings, each naming its file.
+fn load_analyzed(
+    paths: &[PathBuf],
+    opts: &Options,
+) -> PyResult<Loaded> {
+    let load = opts.load_options()?;
+    let mut loaded = Vec::with_capacity(paths.len());
+    let mut warnings = Vec::new();
+    for p in paths {
+        let t = tracehound_parsers::load_with(p, load.clone()).map_err(err)?;
+        warnings.extend(t.warnings.iter().map(|w| format!("{}: {w}", p.display())));
+        loaded.push(t);
+    }
+    let (traces, attach) = tracehound::cli::group_sessions(loaded);
+    warnings.extend(attach);
+    let mut out = Vec::with_capacity(traces.len());
+    for t in traces {
+        let config = opts.config(Some(&t))?;
+        let a = tracehound_heuristics::analyze(&t, &config);
+        out.push((t, a));
+    }
+    Ok((out, warnings))
+}
+
+/// One analysed trace, kept in memory for its findings, summary, reports and tables.
+#[pyclass(frozen, name = "NativeTrace", module = "tracehound._tracehound")]
+struct NativeTrace {
+    trace: Trace,
+    analysis: Analysis,
+    warnings: Vec<String>,
+}
+
+#[pymethods]
+impl NativeTrace {
+    /// The file it was read from.
+    #[getter]
+    fn source(&self) -> &str {
+        &self.trace.source
+    }
+
+    /// The rank the trace records, if any.
+    #[getter]
+    fn rank(&self) -> Option<i64> {
+        self.trace.meta.rank
+    }
+
+    /// What the loader warned about (each naming the file).
+    #[getter]
+    fn warnings(&self) -> Vec<String> {
+        self.warnings.clone()
+    }
+
+    /// The ranked findings, as the JSON report writes them.
+    fn findings_json(&self) -> String {
+        serde_json::to_string(&self.analysis.findings).unwrap_or_else(|_| "[]".into())
+    }
+
+    /// The summary (window, devices, verdict, roofline ...), as the JSON report writes it.
+    fn summary_json(&self) -> String {
+        serde_json::to_string(&self.analysis.summary).unwrap_or_else(|_| "{}".into())
+    }
+
+    /// The report in a CLI format: `table`, `json`, `md`, `html` or `junit`.
+    #[pyo3(signature = (format = "table", top = None))]
+    fn report(&self, py: Python<'_>, format: &str, top: Option<usize>) -> PyResult<String> {
+        let format = match format {
+            "table" => Format::Table,
+            "json" => Format::Json,
+            "md" | "markdown" => Format::Markdown,
+            "html" => Format::Html,
+            "junit" => Format::Junit(tracehound_heuristics::Severity::Low),
+            other => {
+                return Err(err(format!(
+                    "format `{other}`: use table, json, md, html or junit"
+                )));
+            }
+        };
+        Ok(py.detach(|| report::render(&[self.report_of()], format, top)))
+    }
+
+    /// The report's sections as an HTML fragment for a notebook.
+    #[pyo3(signature = (top = None))]
+    fn html(&self, top: Option<usize>) -> String {
+        report::html_fragment(&self.report_of(), top)
+    }
+
+    /// This rank's summary file for `merge` (JSON text).
+    #[pyo3(signature = (rank = None))]
+    fn rank_summary(&self, rank: Option<i64>) -> String {
+        summary_json(&self.trace, &self.analysis, rank)
+    }
+
+    /// The model's tables (docs/tables.md) as Arrow record batches handed to pyarrow through
+    /// the Arrow C stream interface: `names` None gives every table.
+    #[pyo3(signature = (names = None))]
+    fn tables<'py>(
+        &self,
+        py: Python<'py>,
+        names: Option<Vec<String>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let names: Vec<String> =
+            names.unwrap_or_else(|| tables::NAMES.iter().map(|n| n.to_string()).collect());
+        for n in &names {
+            if !tables::NAMES.contains(&n.as_str()) {
+                return Err(err(format!(
+                    "no table `{n}`: the tables are {}",
+                    tables::NAMES.join(", ")
+                )));
+            }
+        }
+        let batches = py.detach(|| -> Result<Vec<(String, RecordBatch)>, String> {
+            let source = tables::Source {
+                trace: &self.trace,
+                window: self.analysis.summary.window.clone(),
+                analysis: Some(&self.analysis),
+                rank: self.trace.meta.rank.unwrap_or(0),
+            };
+            names
+                .iter()
+                .filter_map(|n| tables::build(n, std::slice::from_ref(&source)))
+                .map(|t| Ok((t.name.to_string(), to_arrow(t)?)))
+                .collect()
+        });
+        let dict = PyDict::new(py);
+        for (name, batch) in batches.map_err(err)? {
+            let schema = batch.schema();
+            let table = pyo3_arrow::PyTable::try_new(vec![batch], schema)?;
+            dict.set_item(name, table.into_pyarrow(py)?)?;
+        }
+        Ok(dict)
+    }
+}
+
+impl NativeTrace {
+    fn report_of(&self) -> TraceReport<'_> {
+        TraceReport {
+            trace: &self.trace,
+            analysis: self.analysis.clone(),
+        }
+    }
+}
+
+/// A table of the model as one Arrow record batch. Strings are copied into Arrow's buffers
+/// once here; from there pyarrow, polars and pandas share the memory.
+fn to_arrow(t: tables::Table<'_>) -> Result<RecordBatch, String> {
+    let mut fields = Vec::with_capacity(t.columns.len());
+    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(t.columns.len());
+    for (name, data) in t.columns {
+        let (ty, array): (DataType, ArrayRef) = match data {
+            Data::I64(v) => (DataType::Int64, Arc::new(Int64Array::from(v))),
+            Data::F64(v) => (DataType::Float64, Arc::new(Float64Array::from(v))),
+            Data::Str(v) => (DataType::Utf8, Arc::new(StringArray::from(v))),
+            Data::Owned(v) => (DataType::Utf8, Arc::new(StringArray::from(v))),
+            Data::Bool(v) => (DataType::Boolean, Arc::new(BooleanArray::from(v))),
+        };
+        fields.push(Field::new(name, ty, true));
+        arrays.push(array);
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
+        .map_err(|e| format!("table {}: {e}", t.name))
+}
+
+fn summary_json(trace: &Trace, analysis: &Analysis, rank: Option<i64>) -> String {
+    let known = trace.meta.rank.or(rank);
+    RankSummary::new(trace, known.unwrap_or(0), analysis)
+        .to_file_json(known.is_some(), env!("CARGO_PKG_VERSION"))
+}
+
+/// Loads and analyses one trace (with the nvidia-smi logs beside it, when given).
+#[pyfunction]
+#[pyo3(signature = (paths, gap_threshold_us = 100.0, window_ms = None, utc_offset = None, max_memory = None))]
+fn load(
+    py: Python<'_>,
+    paths: Vec<PathBuf>,
+    gap_threshold_us: f64,
+    window_ms: Option<(f64, f64)>,
+    utc_offset: Option<f64>,
+    max_memory: Option<String>,
+) -> PyResult<NativeTrace> {
+    let opts = Options {
+        gap_threshold_us,
+        window_ms,
+        utc_offset_h: utc_offset,
+        max_memory,
+    };
+    let (mut traces, warnings) = py.detach(|| load_analyzed(&paths, &opts))?;
+    if traces.len() != 1 {
+        return Err(err(format!(
+            "load takes one trace (with the nvidia-smi logs recorded beside it); {} traces given: use analyze for several",
+            traces.len()
+        )));
+    }
+    let (trace, analysis) = traces.remove(0);
+    Ok(NativeTrace {
+        trace,
+        analysis,
+        warnings,
+    })
+}
+
+/// `tracehound analyze --format json`: the report of the files, or of a job directory. Returns
+/// the document and the warnings.
+#[pyfunction]
+#[pyo3(signature = (paths, gap_threshold_us = 100.0, window_ms = None, utc_offset = None, max_memory = None, top = None))]
+fn analyze_json(
+    py: Python<'_>,
+    paths: Vec<PathBuf>,
+    gap_threshold_us: f64,
+    window_ms: Option<(f64, f64)>,
+    utc_offset: Option<f64>,
+    max_memory: Option<String>,
+    top: Option<usize>,
+) -> PyResult<(String, Vec<String>)> {
+    let opts = Options {
+        gap_threshold_us,
+        window_ms,
+        utc_offset_h: utc_offset,
+        max_memory,
+    };
+    py.detach(|| {
+        if let [dir] = paths.as_slice()
+            && dir.is_dir()
+        {
+            let config = opts.config(None)?;
+            let (job, msgs) =
+                tracehound::cli::read_job(dir, &config, opts.load_options()?).map_err(err)?;
+            let Some((ranks, findings)) = job else {
+                return Err(err(msgs.errors.join("\n")));
+            };
+            let doc = report::job::json(&report::job::JobReport {
+                dir: &dir.display().to_string(),
+                ranks: &ranks,
+                findings: &findings,
+            });
+            let mut notes = msgs.warnings;
+            notes.extend(msgs.notes);
+            return Ok((doc, notes));
+        }
+        if paths.iter().any(|p| p.is_dir()) {
+            return Err(err(
+                "give one directory (the job's rank traces) and nothing else",
+            ));
+        }
+        let (traces, warnings) = load_analyzed(&paths, &opts)?;
+        let reports: Vec<TraceReport> = traces
+            .iter()
+            .map(|(t, a)| TraceReport {
+                trace: t,
+                analysis: a.clone(),
+            })
+            .collect();
+        Ok((report::render(&reports, Format::Json, top), warnings))
+    })
+}
+
+/// `tracehound analyze TRACE --rank-summary`: the rank summary of one trace (JSON text), the
+/// map of a job analysis.
+#[pyfunction]
+#[pyo3(signature = (path, rank = None, gap_threshold_us = 100.0, max_memory = None))]
+fn rank_summary(
+    py: Python<'_>,
+    path: PathBuf,
+    rank: Option<i64>,
+    gap_threshold_us: f64,
+    max_memory: Option<String>,
+) -> PyResult<String> {
+    let opts = Options {
+        gap_threshold_us,
+        window_ms: None,
+        utc_offset_h: None,
+        max_memory,
+    };
+    py.detach(|| {
+        let t = tracehound_parsers::load_with(&path, opts.load_options()?).map_err(err)?;
+        use tracehound_parsers::SourceFormat as F;
+        if !matches!(t.meta.format, Some(F::Kineto) | Some(F::Nsys)) {
+            return Err(err(format!(
+                "{}: a rank summary needs a rank's trace (Kineto or Nsight Systems), not a counter log or GPU inventory",
+                path.display()
+            )));
+        }
+        let a = tracehound_heuristics::analyze(&t, &opts.config(Some(&t))?);
+        Ok(summary_json(&t, &a, rank))
+    })
+}
+
+/// One rank of a job directory, as `analyze DIR` reads it: `(summary, None)` for a rank trace,
+/// `(None, note)` for a file that is not one (a truth file, a counter log), which the job
+/// skips; a broken trace raises. `rank` is the rank to record when the trace has none.
+#[pyfunction]
+#[pyo3(signature = (path, gap_threshold_us = 100.0, max_memory = None))]
+fn map_rank(
+    py: Python<'_>,
+    path: PathBuf,
+    gap_threshold_us: f64,
+    max_memory: Option<String>,
+) -> PyResult<(Option<String>, Option<String>)> {
+    let opts = Options {
+        gap_threshold_us,
+        window_ms: None,
+        utc_offset_h: None,
+        max_memory,
+    };
+    py.detach(|| {
+        let t = match tracehound_parsers::load_with(&path, opts.load_options()?) {
+            Ok(t) => t,
+            Err(e @ tracehound_parsers::LoadError::NotATrace { .. }) => {
+                return Ok((None, Some(format!("skipped {e}"))));
+            }
+            Err(e) => return Err(err(e)),
+        };
+        use tracehound_parsers::SourceFormat as F;
+        if !matches!(t.meta.format, Some(F::Kineto) | Some(F::Nsys)) {
+            return Ok((
+                None,
+                Some(format!(
+                    "skipped {}: not a rank trace (a counter log or GPU inventory)",
+                    path.display()
+                )),
+            ));
+        }
+        let a = tracehound_heuristics::analyze(&t, &opts.config(Some(&t))?);
+        Ok((Some(summary_json(&t, &a, None)), None))
+    })
+}
+
+/// The memory loading and analysing `path` is expected to take, bytes (what `--max-memory`
+/// checks), for a scheduler to reserve per task.
+#[pyfunction]
+fn memory_estimate(path: PathBuf) -> PyResult<u64> {
+    use std::io::Read;
+    let f = std::fs::File::open(&path).map_err(|e| err(format!("{}: {e}", path.display())))?;
+    let len = f
+        .metadata()
+        .map_err(|e| err(format!("{}: {e}", path.display())))?
+        .len();
+    let mut head = Vec::with_capacity(16);
+    f.take(16)
+        .read_to_end(&mut head)
+        .map_err(|e| err(format!("{}: {e}", path.display())))?;
+    Ok(tracehound_parsers::budget::estimate(&path, len, &head).need_bytes)
+}
+
+/// `tracehound merge`: the job report from rank summaries (their JSON texts, with names for
+/// messages), in `json`, `table` or `md`.
+#[pyfunction]
+#[pyo3(signature = (summaries, name = None, format = "json"))]
+fn merge(
+    py: Python<'_>,
+    summaries: Vec<(String, String)>,
+    name: Option<String>,
+    format: &str,
+) -> PyResult<String> {
+    let render = match format {
+        "json" => report::job::json,
+        "table" => report::job::table,
+        "md" | "markdown" => report::job::markdown,
+        other => return Err(err(format!("format `{other}`: use json, table or md"))),
+    };
+    py.detach(|| {
+        use rayon::prelude::*;
+        let ranks = summaries
+            .par_iter()
+            .map(|(origin, text)| {
+                RankSummary::from_file_json(text.as_bytes()).map_err(|e| format!("{origin}: {e}"))
+            })
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(err)?;
+        if ranks.is_empty() {
+            return Err(err("no rank summaries given"));
+        }
+        let name = name.unwrap_or_else(|| {
+            tracehound::cli::job_name(ranks.iter().map(|r| r.0.source.as_str()))
+        });
+        let (ranks, findings) = tracehound_heuristics::job::assemble(ranks);
+        Ok(render(&report::job::JobReport {
+            dir: &name,
+            ranks: &ranks,
+            findings: &findings,
+        }))
+    })
+}
+
+/// A list of findings (the JSON report's objects) as an HTML fragment for a notebook.
+#[pyfunction]
+fn findings_html(findings_json: &str) -> PyResult<String> {
+    let findings: Vec<Finding> = serde_json::from_str(findings_json)
+        .map_err(|e| err(format!("not a list of tracehound findings: {e}")))?;
+    Ok(report::html_findings_fragment(&findings))
+}
+
+#[pymodule]
+fn _tracehound(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("TracehoundError", m.py().get_type::<TracehoundError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("TABLES", tables::NAMES.to_vec())?;
+    m.add_class::<NativeTrace>()?;
+    m.add_function(wrap_pyfunction!(load, m)?)?;
+    m.add_function(wrap_pyfunction!(analyze_json, m)?)?;
+    m.add_function(wrap_pyfunction!(rank_summary, m)?)?;
+    m.add_function(wrap_pyfunction!(merge, m)?)?;
+    m.add_function(wrap_pyfunction!(map_rank, m)?)?;
+    m.add_function(wrap_pyfunction!(memory_estimate, m)?)?;
+    m.add_function(wrap_pyfunction!(findings_html, m)?)?;
+    Ok(())
+}
