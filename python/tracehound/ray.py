@@ -43,8 +43,10 @@ def job_files(paths_or_glob: Union[str, "os.PathLike[str]", Sequence[str]]) -> T
     return sorted(os.fspath(f) for f in paths_or_glob), None
 
 
-def _map_rank(path: str, gap_threshold_us: float) -> Tuple[Optional[str], Optional[str]]:
-    return _native.map_rank(path, gap_threshold_us=gap_threshold_us)
+def _map_rank(
+    path: str, gap_threshold_us: float, max_memory: Optional[str]
+) -> Tuple[Optional[str], Optional[str]]:
+    return _native.map_rank(path, gap_threshold_us=gap_threshold_us, max_memory=max_memory)
 
 
 def analyze_job(
@@ -52,6 +54,7 @@ def analyze_job(
     address: Optional[str] = None,
     *,
     gap_threshold_us: float = 100.0,
+    max_memory: Optional[str] = None,
     format: str = "json",
     name: Optional[str] = None,
 ) -> Union[Dict[str, Any], str]:
@@ -62,6 +65,8 @@ def analyze_job(
     Each task asks Ray for the memory its trace is expected to need (from the file's size, as
     ``--max-memory`` estimates it), so Ray runs as many at once as the nodes hold. ``address``
     is passed to ``ray.init`` when Ray is not initialised yet (None: a local cluster).
+    ``max_memory`` is the CLI's ``--max-memory``: a rank whose trace needs more is refused
+    on its worker, and the job fails with that rank's message.
     """
     try:
         import ray
@@ -85,7 +90,7 @@ def analyze_job(
             raise TracehoundError(
                 f"{f}: needs about {need / 2**30:.1f} GiB to analyse, more than the largest Ray node offers ({node_memory / 2**30:.1f} GiB)"
             )
-        refs.append(remote.options(memory=need, num_cpus=1).remote(f, gap_threshold_us))
+        refs.append(remote.options(memory=need, num_cpus=1).remote(f, gap_threshold_us, max_memory))
     summaries = []
     for f, (summary, note) in zip(files, ray.get(refs)):
         if summary is None:
