@@ -38,6 +38,20 @@ struct Options {
 }
 
 impl Options {
+    fn new(
+        gap_threshold_us: f64,
+        window_ms: Option<(f64, f64)>,
+        utc_offset_h: Option<f64>,
+        max_memory: Option<String>,
+    ) -> Self {
+        Options {
+            gap_threshold_us,
+            window_ms,
+            utc_offset_h,
+            max_memory,
+        }
+    }
+
     fn load_options(&self) -> PyResult<LoadOptions> {
         let memory_limit = match &self.max_memory {
             None => Default::default(),
@@ -89,10 +103,7 @@ type Loaded = (Vec<(Trace, Analysis)>, Vec<String>);
 
 /// Loads the files as the CLI does (a trace with the nvidia-smi logs beside it), then
 /// analyses each session. Returns the analysed traces and the warnings, each naming its file.
-fn load_analyzed(
-    paths: &[PathBuf],
-    opts: &Options,
-) -> PyResult<Loaded> {
+fn load_analyzed(paths: &[PathBuf], opts: &Options) -> PyResult<Loaded> {
     let load = opts.load_options()?;
     let mut loaded = Vec::with_capacity(paths.len());
     let mut warnings = Vec::new();
@@ -267,12 +278,7 @@ fn load(
     utc_offset: Option<f64>,
     max_memory: Option<String>,
 ) -> PyResult<NativeTrace> {
-    let opts = Options {
-        gap_threshold_us,
-        window_ms,
-        utc_offset_h: utc_offset,
-        max_memory,
-    };
+    let opts = Options::new(gap_threshold_us, window_ms, utc_offset, max_memory);
     let (mut traces, warnings) = py.detach(|| load_analyzed(&paths, &opts))?;
     if traces.len() != 1 {
         return Err(err(format!(
@@ -301,12 +307,7 @@ fn analyze_json(
     max_memory: Option<String>,
     top: Option<usize>,
 ) -> PyResult<(String, Vec<String>)> {
-    let opts = Options {
-        gap_threshold_us,
-        window_ms,
-        utc_offset_h: utc_offset,
-        max_memory,
-    };
+    let opts = Options::new(gap_threshold_us, window_ms, utc_offset, max_memory);
     py.detach(|| {
         if let [dir] = paths.as_slice()
             && dir.is_dir()
@@ -354,29 +355,13 @@ fn rank_summary(
     gap_threshold_us: f64,
     max_memory: Option<String>,
 ) -> PyResult<String> {
-    let opts = Options {
-        gap_threshold_us,
-        window_ms: None,
-        utc_offset_h: None,
-        max_memory,
-    };
-    py.detach(|| {
-        let t = tracehound_parsers::load_with(&path, opts.load_options()?).map_err(err)?;
-        use tracehound_parsers::SourceFormat as F;
-        if !matches!(t.meta.format, Some(F::Kineto) | Some(F::Nsys)) {
-            return Err(err(format!(
-                "{}: a rank summary needs a rank's trace (Kineto or Nsight Systems), not a counter log or GPU inventory",
-                path.display()
-            )));
-        }
-        let a = tracehound_heuristics::analyze(&t, &opts.config(Some(&t))?);
-        Ok(summary_json(&t, &a, rank))
-    })
+    let opts = Options::new(gap_threshold_us, None, None, max_memory);
+    py.detach(|| summarise(&path, &opts, rank))?.map_err(err)
 }
 
 /// One rank of a job directory, as `analyze DIR` reads it: `(summary, None)` for a rank trace,
 /// `(None, note)` for a file that is not one (a truth file, a counter log), which the job
-/// skips; a broken trace raises. `rank` is the rank to record when the trace has none.
+/// skips; a broken trace raises.
 #[pyfunction]
 #[pyo3(signature = (path, gap_threshold_us = 100.0, max_memory = None))]
 fn map_rank(
@@ -385,33 +370,34 @@ fn map_rank(
     gap_threshold_us: f64,
     max_memory: Option<String>,
 ) -> PyResult<(Option<String>, Option<String>)> {
-    let opts = Options {
-        gap_threshold_us,
-        window_ms: None,
-        utc_offset_h: None,
-        max_memory,
+    let opts = Options::new(gap_threshold_us, None, None, max_memory);
+    match py.detach(|| summarise(&path, &opts, None))? {
+        Ok(summary) => Ok((Some(summary), None)),
+        Err(note) => Ok((None, Some(format!("skipped {note}")))),
+    }
+}
+
+/// One rank's summary file (JSON text), or why the file is not a rank trace (a file that is
+/// not a trace, a counter log), as `analyze DIR` skips it; an error for a broken trace.
+fn summarise(
+    path: &std::path::Path,
+    opts: &Options,
+    rank: Option<i64>,
+) -> PyResult<Result<String, String>> {
+    let t = match tracehound_parsers::load_with(path, opts.load_options()?) {
+        Ok(t) => t,
+        Err(e @ tracehound_parsers::LoadError::NotATrace { .. }) => return Ok(Err(e.to_string())),
+        Err(e) => return Err(err(e)),
     };
-    py.detach(|| {
-        let t = match tracehound_parsers::load_with(&path, opts.load_options()?) {
-            Ok(t) => t,
-            Err(e @ tracehound_parsers::LoadError::NotATrace { .. }) => {
-                return Ok((None, Some(format!("skipped {e}"))));
-            }
-            Err(e) => return Err(err(e)),
-        };
-        use tracehound_parsers::SourceFormat as F;
-        if !matches!(t.meta.format, Some(F::Kineto) | Some(F::Nsys)) {
-            return Ok((
-                None,
-                Some(format!(
-                    "skipped {}: not a rank trace (a counter log or GPU inventory)",
-                    path.display()
-                )),
-            ));
-        }
-        let a = tracehound_heuristics::analyze(&t, &opts.config(Some(&t))?);
-        Ok((Some(summary_json(&t, &a, None)), None))
-    })
+    use tracehound_parsers::SourceFormat as F;
+    if !matches!(t.meta.format, Some(F::Kineto) | Some(F::Nsys)) {
+        return Ok(Err(format!(
+            "{}: not a rank trace (a counter log or GPU inventory)",
+            path.display()
+        )));
+    }
+    let a = tracehound_heuristics::analyze(&t, &opts.config(Some(&t))?);
+    Ok(Ok(summary_json(&t, &a, rank)))
 }
 
 /// The memory loading and analysing `path` is expected to take, bytes (what `--max-memory`

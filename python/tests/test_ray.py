@@ -52,10 +52,11 @@ def test_a_failed_rank_fails_the_job_with_its_message(cluster, cli):
     d = OWN / "kineto-jobs" / "h200_ddp_straggler"
     code, _, err = cli("--max-memory", "1K", "analyze", d)
     assert code == 2
-    message = err.strip().splitlines()[0].removeprefix("tracehound: error: ")
+    messages = [line.removeprefix("tracehound: error: ") for line in err.strip().splitlines()]
+    assert len(messages) == 2
     with pytest.raises(tracehound.TracehoundError) as e:
         tracehound.ray.analyze_job(str(d), max_memory="1K")
-    assert message in str(e.value)
+    assert str(e.value).splitlines() == messages
 
 
 def test_files_that_are_not_traces_are_skipped_with_a_warning(cluster, tmp_path):

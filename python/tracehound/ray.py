@@ -91,12 +91,23 @@ def analyze_job(
                 f"{f}: needs about {need / 2**30:.1f} GiB to analyse, more than the largest Ray node offers ({node_memory / 2**30:.1f} GiB)"
             )
         refs.append(remote.options(memory=need, num_cpus=1).remote(f, gap_threshold_us, max_memory))
-    summaries = []
-    for f, (summary, note) in zip(files, ray.get(refs)):
+    # Every rank's outcome, in file order: a job fails with each failed rank's own message
+    # (as the CLI prints them), not with whichever failure Ray happened to see first.
+    summaries, errors = [], []
+    for f, ref in zip(files, refs):
+        try:
+            summary, note = ray.get(ref)
+        except ray.exceptions.RayTaskError as e:
+            if isinstance(e.cause, TracehoundError):
+                errors.append(str(e.cause))
+                continue
+            raise
         if summary is None:
             warnings.warn(note, stacklevel=2)
         else:
             summaries.append((f, summary))
+    if errors:
+        raise TracehoundError("\n".join(errors))
     if not summaries:
         where = dir_name or "the files given"
         raise TracehoundError(f"{where}: no Kineto or Nsight Systems traces in the directory" if dir_name else f"{where}: no Kineto or Nsight Systems traces")

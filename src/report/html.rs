@@ -61,35 +61,35 @@ fn scoped_style() -> String {
     out
 }
 
-/// One analysed trace as an HTML fragment for a notebook: the report's sections (verdict,
-/// charts, tables, findings) in a `div` with its own scoped style.
-pub fn fragment(r: &TraceReport, top: Option<usize>) -> String {
+/// HTML for a notebook: what `body` writes, in a `div` with the report's style scoped to it.
+fn scoped(body: impl FnOnce(&mut String)) -> String {
     let mut s = format!(
         "<div class=\"tracehound\"><style>{}</style>\n",
         scoped_style()
     );
-    trace_section(&mut s, r);
-    let shown: Vec<&Finding> = r
-        .analysis
-        .findings
-        .iter()
-        .take(top.unwrap_or(usize::MAX))
-        .collect();
-    findings_section(&mut s, &shown);
+    body(&mut s);
     s.push_str("</div>\n");
     s
 }
 
+/// One analysed trace as an HTML fragment for a notebook: the report's sections (verdict,
+/// charts, tables, findings).
+pub fn fragment(r: &TraceReport, top: Option<usize>) -> String {
+    scoped(|s| {
+        trace_section(s, r);
+        let shown: Vec<&Finding> = r
+            .analysis
+            .findings
+            .iter()
+            .take(top.unwrap_or(usize::MAX))
+            .collect();
+        findings_section(s, &shown);
+    })
+}
+
 /// A list of findings as an HTML fragment for a notebook: the report's findings section.
 pub fn findings_fragment(findings: &[Finding]) -> String {
-    let mut s = format!(
-        "<div class=\"tracehound\"><style>{}</style>\n",
-        scoped_style()
-    );
-    let shown: Vec<&Finding> = findings.iter().collect();
-    findings_section(&mut s, &shown);
-    s.push_str("</div>\n");
-    s
+    scoped(|s| findings_section(s, &findings.iter().collect::<Vec<_>>()))
 }
 
 /// Colour of a cause category in the charts.
