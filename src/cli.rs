@@ -109,7 +109,9 @@ enum Command {
         /// Write a job of this many ranks (rank0.pt.trace.json ...) into the output directory.
         #[arg(long, default_value_t = 1)]
         ranks: u32,
-        /// Make this rank slower (its timeline stretched by --slow-factor).
+        /// Make this rank slower (its timeline stretched by --slow-factor). Every event is
+        /// stretched, collectives included, so this models a slow rank of a job without
+        /// collectives (the slowest_rank finding), not ranks waiting for it at collectives.
         #[arg(long)]
         slow_rank: Option<u32>,
         /// Stretch of the slow rank's timeline.

@@ -80,13 +80,14 @@ def analyze_job(
     if not ray.is_initialized():
         ray.init(address=address)
     # A task asking for more memory than any node has would wait forever: say so instead.
-    largest = max(ray.nodes(), key=lambda n: n.get("Resources", {}).get("memory", 0), default={})
-    node_memory = largest.get("Resources", {}).get("memory")
+    node_memory: Optional[float] = max(
+        (n.get("Resources", {}).get("memory", 0) for n in ray.nodes()), default=None
+    )
     remote = ray.remote(_map_rank)
     refs = []
     for f in files:
         need = _native.memory_estimate(f)
-        if node_memory is not None and need > node_memory:
+        if node_memory and need > node_memory:
             raise TracehoundError(
                 f"{f}: needs about {need / 2**30:.1f} GiB to analyse, more than the largest Ray node offers ({node_memory / 2**30:.1f} GiB)"
             )
@@ -103,7 +104,7 @@ def analyze_job(
                 continue
             raise
         if summary is None:
-            warnings.warn(note, stacklevel=2)
+            warnings.warn(note or f"skipped {f}", stacklevel=2)
         else:
             summaries.append((f, summary))
     if errors:
