@@ -798,6 +798,14 @@ fn analyze_job(args: &AnalyzeArgs, utc_offset_s: Option<i64>) -> Result<i32> {
         eprintln!("tracehound: error: give one directory (the job's rank traces) and nothing else");
         return Ok(2);
     }
+    // Ranks start at different moments: a window in ms from each trace's first event would
+    // cut each rank somewhere else, so a job is analysed over its ranks' own step windows.
+    if args.window.is_some() {
+        eprintln!(
+            "tracehound: error: --window applies to one trace, not a job directory: analyse the rank's trace with it"
+        );
+        return Ok(2);
+    }
     let dir = &args.files[0];
     let config = Config {
         gap_threshold_ns: (args.gap_threshold_us * 1000.0).round() as i64,

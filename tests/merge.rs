@@ -259,4 +259,14 @@ fn bad_summaries_are_refused_naming_the_file() {
     ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(!dir.join("two.json").exists());
+    // A window in ms from each trace's start means nothing across ranks.
+    let o = run(&[
+        "analyze",
+        job_dir("h200_ddp_straggler").to_str().unwrap(),
+        "--window",
+        "0",
+        "100",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--window applies to one trace"));
 }

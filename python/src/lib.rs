@@ -312,6 +312,11 @@ fn analyze_json(
         if let [dir] = paths.as_slice()
             && dir.is_dir()
         {
+            if opts.window_ms.is_some() {
+                return Err(err(
+                    "window_ms applies to one trace, not a job directory: analyse the rank's trace with it",
+                ));
+            }
             let config = opts.config(None)?;
             let (job, msgs) =
                 tracehound::cli::read_job(dir, &config, opts.load_options()?).map_err(err)?;

@@ -109,6 +109,8 @@ def test_warnings_carry_the_clis_message(cli, tmp_path):
         t = tracehound.load(cut)
     assert warning in [str(x.message) for x in w]
     assert t.warnings and warning.endswith(t.warnings[0].split(": ", 1)[1])
+    with pytest.raises(tracehound.TracehoundError, match="window_ms applies to one trace"):
+        tracehound.analyze(STRAGGLER, window_ms=(0, 100))
     with pytest.raises(tracehound.TracehoundError, match="not a size"):
         tracehound.load(TF32, max_memory="lots")
     with pytest.raises(tracehound.TracehoundError, match="exceeds|needs|more memory"):
