@@ -117,6 +117,13 @@ enum Command {
         /// Stretch of the slow rank's timeline.
         #[arg(long, default_value_t = 1.25)]
         slow_factor: f64,
+        /// Make this rank a straggler: it arrives --late-ms late at every collective (its
+        /// collective kernels start that much later and end on time), so the others wait.
+        #[arg(long, value_name = "RANK")]
+        late_rank: Option<u32>,
+        /// How late the straggler arrives at each collective, ms.
+        #[arg(long, default_value_t = 2.0, value_name = "MS")]
+        late_ms: f64,
     },
     /// Explore a trace (or a job directory) in the terminal: findings, timeline, memory,
     /// kernel and operator tables, counters, ranks.
@@ -331,12 +338,15 @@ pub fn main() -> i32 {
             ranks,
             slow_rank,
             slow_factor,
+            late_rank,
+            late_ms,
         } => {
             let opts = crate::scale::ScaleOptions {
                 target_bytes: (size_mb * 1e6) as u64,
                 gzip,
                 ranks: ranks.max(1),
                 slow_rank: slow_rank.map(|r| (r, slow_factor)),
+                late_rank: late_rank.map(|r| (r, (late_ms * 1e6).round() as i64)),
             };
             crate::scale::run(&input, &output, &opts).map(|paths| {
                 for p in paths {

@@ -20,6 +20,8 @@ pub struct ScaleOptions {
     pub ranks: u32,
     /// A rank made slower, with its time stretch factor.
     pub slow_rank: Option<(u32, f64)>,
+    /// A rank that arrives late at every collective, by this many ns: a straggler.
+    pub late_rank: Option<(u32, i64)>,
 }
 
 /// The events of the input, split once.
@@ -252,6 +254,51 @@ fn closing_brace(text: &str) -> Option<usize> {
     None
 }
 
+/// Whether an event is a collective kernel (NCCL), by its text.
+fn is_collective_event(ev: &[u8]) -> bool {
+    let kernel = memchr::memmem::find(ev, b"\"cat\": \"kernel\"").is_some()
+        || memchr::memmem::find(ev, b"\"cat\":\"kernel\"").is_some();
+    kernel
+        && number_after(ev, b"\"dur\":").is_some()
+        && [
+            "\"ncclKernel",
+            "\"ncclDevKernel",
+            "\"void ncclKernel",
+            "\"void ncclDevKernel",
+        ]
+        .iter()
+        .any(|n| memchr::memmem::find(ev, n.as_bytes()).is_some())
+}
+
+/// A collective kernel of a rank that arrives `late_ns` late: it starts that much later and
+/// ends when it did, since the transfer completes when the last rank arrives. Its duration
+/// keeps at least a tenth of itself (the transfer), so a lateness longer than the kernel
+/// shortens it to that. The other ranks' copies are left as they are: measured against this
+/// rank, each of their collectives now waits `late_ns` longer.
+fn arrive_late(ev: &[u8], late_ns: i64) -> Vec<u8> {
+    let time = |text: &[u8]| us_text_to_ns(std::str::from_utf8(text).unwrap_or(""));
+    let (Some((ta, tb)), Some((da, db))) =
+        (number_after(ev, b"\"ts\":"), number_after(ev, b"\"dur\":"))
+    else {
+        return ev.to_vec();
+    };
+    let (Some(ts), Some(dur)) = (time(&ev[ta..tb]), time(&ev[da..db])) else {
+        return ev.to_vec();
+    };
+    let shift = late_ns.min(dur - dur / 10).max(0);
+    let mut edits = [(ta, tb, fmt_us(ts + shift)), (da, db, fmt_us(dur - shift))];
+    edits.sort_by_key(|e| e.0);
+    let mut out = Vec::with_capacity(ev.len() + 8);
+    let mut at = 0;
+    for (a, b, text) in edits {
+        out.extend_from_slice(&ev[at..a]);
+        out.extend_from_slice(text.as_bytes());
+        at = b;
+    }
+    out.extend_from_slice(&ev[at..]);
+    out
+}
+
 /// Generates the output file(s); returns their paths.
 pub fn run(input: &Path, output: &Path, opts: &ScaleOptions) -> Result<Vec<std::path::PathBuf>> {
     let src = load_source(input).with_context(|| format!("reading {}", input.display()))?;
@@ -287,6 +334,10 @@ pub fn run(input: &Path, output: &Path, opts: &ScaleOptions) -> Result<Vec<std::
             Some((slow, f)) if slow == r => f,
             _ => 1.0,
         };
+        let late_ns = match opts.late_rank {
+            Some((late, ns)) if late == r => ns,
+            _ => 0,
+        };
         let (head, tail) = outer_for_rank(&src.outer, r, opts.ranks);
         w.write_all(&head)?;
         let mut first = true;
@@ -297,15 +348,11 @@ pub fn run(input: &Path, output: &Path, opts: &ScaleOptions) -> Result<Vec<std::
                     w.write_all(b",\n  ")?;
                 }
                 first = false;
-                w.write_all(&rewrite(
-                    ev,
-                    k,
-                    id_step,
-                    shift_ns,
-                    stretch,
-                    src.first_ns,
-                    src.steps,
-                ))?;
+                let mut out = rewrite(ev, k, id_step, shift_ns, stretch, src.first_ns, src.steps);
+                if late_ns > 0 && is_collective_event(&out) {
+                    out = arrive_late(&out, late_ns);
+                }
+                w.write_all(&out)?;
             }
         }
         w.write_all(&tail)?;
@@ -333,5 +380,24 @@ mod tests {
         );
         assert!(s.contains("\"Python id\": 4"), "{s}");
         assert_eq!(fmt_us(-1500), "-1.500");
+    }
+
+    #[test]
+    fn a_late_rank_starts_its_collectives_later_and_ends_them_on_time() {
+        let ev = br#"{"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)", "ts": 100.000, "dur": 50.000}"#;
+        assert!(is_collective_event(ev));
+        let s = String::from_utf8(arrive_late(ev, 20_000)).unwrap();
+        assert!(
+            s.contains("\"ts\": 120.000") && s.contains("\"dur\": 30.000"),
+            "{s}"
+        );
+        // Later than the kernel lasts: the transfer keeps a tenth.
+        let s = String::from_utf8(arrive_late(ev, 90_000)).unwrap();
+        assert!(
+            s.contains("\"ts\": 145.000") && s.contains("\"dur\": 5.000"),
+            "{s}"
+        );
+        let gemm = br#"{"ph": "X", "cat": "kernel", "name": "sm90_gemm", "ts": 1.0, "dur": 2.0}"#;
+        assert!(!is_collective_event(gemm));
     }
 }

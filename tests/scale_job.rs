@@ -128,3 +128,72 @@ fn job_directory_names_the_slow_rank() {
     assert!(s.contains("(4 ranks)") && s.contains("slowest_rank"), "{s}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn job_directory_names_the_late_rank_at_collectives() {
+    // A DDP rank copied to 8 ranks, rank 5 arriving 2 ms late at every all-reduce: its
+    // collectives start later and end on time, so every other rank waits for it.
+    let src = std::path::PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap())
+        .join("sample-traces/kineto-jobs/h200_ddp_exposed/rank0.pt.trace.json.gz");
+    let dir = tmpdir("late");
+    let job = dir.join("job");
+    let o = run(&[
+        "dev-scale",
+        src.to_str().unwrap(),
+        job.to_str().unwrap(),
+        "--size-mb",
+        "1",
+        "--ranks",
+        "8",
+        "--late-rank",
+        "5",
+        "--late-ms",
+        "2",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // What was planted, read back from the files: rank 5's collectives are shorter than
+    // rank 0's by the lateness (capped so that a tenth of each kernel remains).
+    let collectives = |r: u32| -> Vec<i64> {
+        let t = tracehound_parsers::load(&job.join(format!("rank{r}.pt.trace.json"))).unwrap();
+        t.gpu_ops
+            .iter()
+            .filter(|o| t.str(o.name).starts_with("ncclDevKernel"))
+            .map(|o| o.dur())
+            .collect()
+    };
+    let (base, late) = (collectives(0), collectives(5));
+    assert_eq!(base.len(), late.len());
+    let planted: i64 = base
+        .iter()
+        .zip(&late)
+        .map(|(b, l)| {
+            assert_eq!(b - l, 2_000_000.min(b - b / 10), "one collective");
+            b - l
+        })
+        .sum();
+    let doc: serde_json::Value = serde_json::from_slice(
+        &run(&["analyze", "--format", "json", job.to_str().unwrap()]).stdout,
+    )
+    .unwrap();
+    let f = &doc["job"]["findings"][0];
+    assert_eq!(f["rule"], "straggler_rank");
+    assert_eq!(f["metrics"]["straggler_rank"], 5.0);
+    assert_eq!(
+        f["metrics"]["last_arrivals"],
+        f["metrics"]["matched_collectives"]
+    );
+    for r in doc["job"]["ranks"].as_array().unwrap() {
+        let wait = r["collective_wait_ns"].as_i64().unwrap();
+        if r["rank"] == 5 {
+            assert_eq!(wait, 0, "the straggler waits for nobody");
+        } else {
+            assert_eq!(wait, planted, "rank {} waits what was planted", r["rank"]);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

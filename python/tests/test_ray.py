@@ -1,5 +1,6 @@
 """Whole jobs on a local Ray cluster (2 CPUs): the same document as `tracehound analyze DIR`,
-on the shipped 2-rank jobs, the shared 8-rank job and a 64-rank job from the scale generator."""
+on the shipped 2-rank jobs, the shared 8-rank job and a 64-rank job from the scale generator
+with a planted straggler."""
 
 import pytest
 
@@ -36,12 +37,16 @@ def test_sixty_four_rank_job(cluster, cli, tmp_path):
         "dev-scale",
         OWN / "kineto-jobs" / "h200_ddp_exposed" / "rank0.pt.trace.json.gz",
         job,
-        "--size-mb", "1", "--ranks", "64", "--gzip",
+        "--size-mb", "1", "--ranks", "64", "--gzip", "--late-rank", "37", "--late-ms", "2",
     )
     assert code == 0, err
     doc = tracehound.ray.analyze_job(str(job))
     assert doc == cli_json(cli, "analyze", job)
     assert [r["rank"] for r in doc["job"]["ranks"]] == list(range(64))
+    # The planted straggler (late at every all-reduce) is named among the 64 ranks.
+    first = doc["job"]["findings"][0]
+    assert first["rule"] == "straggler_rank"
+    assert first["metrics"]["straggler_rank"] == 37
     # A glob names the job by the directory holding its files, as analyze DIR does.
     assert tracehound.ray.analyze_job(str(job / "rank*.pt.trace.json.gz")) == doc
 
