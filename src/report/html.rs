@@ -75,16 +75,7 @@ fn scoped(body: impl FnOnce(&mut String)) -> String {
 /// One analysed trace as an HTML fragment for a notebook: the report's sections (verdict,
 /// charts, tables, findings).
 pub fn fragment(r: &TraceReport, top: Option<usize>) -> String {
-    scoped(|s| {
-        trace_section(s, r);
-        let shown: Vec<&Finding> = r
-            .analysis
-            .findings
-            .iter()
-            .take(top.unwrap_or(usize::MAX))
-            .collect();
-        findings_section(s, &shown);
-    })
+    scoped(|s| report_sections(s, r, top))
 }
 
 /// A list of findings as an HTML fragment for a notebook: the report's findings section.
@@ -347,17 +338,22 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
         esc(&title)
     );
     for r in reports {
-        trace_section(&mut s, r);
-        let shown: Vec<&Finding> = r
-            .analysis
-            .findings
-            .iter()
-            .take(top.unwrap_or(usize::MAX))
-            .collect();
-        findings_section(&mut s, &shown);
+        report_sections(&mut s, r, top);
     }
     s.push_str("</body></html>\n");
     s
+}
+
+/// One trace's part of the report: its sections, then its first `top` findings.
+fn report_sections(s: &mut String, r: &TraceReport, top: Option<usize>) {
+    trace_section(s, r);
+    let shown: Vec<&Finding> = r
+        .analysis
+        .findings
+        .iter()
+        .take(top.unwrap_or(usize::MAX))
+        .collect();
+    findings_section(s, &shown);
 }
 
 /// The trace's header, verdict, charts and tables: everything but the findings.
