@@ -446,7 +446,10 @@ fn analyze(args: AnalyzeArgs) -> Result<i32> {
             config.window = Some((origin + (w[0] * 1e6) as i64, origin + (w[1] * 1e6) as i64));
         }
         let analysis = tracehound_heuristics::analyze(t, &config);
-        reports.push(TraceReport { trace: t, analysis });
+        reports.push(TraceReport {
+            trace: t,
+            analysis: std::borrow::Cow::Owned(analysis),
+        });
     }
     let format = match args.format {
         OutFormat::Table => Format::Table,
@@ -1052,7 +1055,7 @@ fn report_cmd(args: ReportArgs) -> Result<i32> {
         .iter()
         .map(|t| TraceReport {
             trace: t,
-            analysis: tracehound_heuristics::analyze(t, &config),
+            analysis: std::borrow::Cow::Owned(tracehound_heuristics::analyze(t, &config)),
         })
         .collect();
     let fmt = match format {

@@ -236,7 +236,7 @@ impl NativeTrace {
     fn report_of(&self) -> TraceReport<'_> {
         TraceReport {
             trace: &self.trace,
-            analysis: self.analysis.clone(),
+            analysis: std::borrow::Cow::Borrowed(&self.analysis),
         }
     }
 }
@@ -342,7 +342,7 @@ fn analyze_json(
             .iter()
             .map(|(t, a)| TraceReport {
                 trace: t,
-                analysis: a.clone(),
+                analysis: std::borrow::Cow::Borrowed(a),
             })
             .collect();
         Ok((report::render(&reports, Format::Json, top), warnings))

@@ -18,8 +18,9 @@ use tracehound_parsers::{GpuOpKind, HostKind, Trace};
 pub struct TraceReport<'t> {
     /// The trace.
     pub trace: &'t Trace,
-    /// What the rules found.
-    pub analysis: Analysis,
+    /// What the rules found: owned by the CLI, borrowed from a trace the Python package keeps
+    /// (so that printing it again copies nothing).
+    pub analysis: std::borrow::Cow<'t, Analysis>,
 }
 
 /// Output formats.
