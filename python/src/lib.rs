@@ -366,17 +366,29 @@ fn rank_summary(
 
 /// One rank of a job directory, as `analyze DIR` reads it: `(summary, None)` for a rank trace,
 /// `(None, note)` for a file that is not one (a truth file, a counter log), which the job
-/// skips; a broken trace raises.
+/// skips; a broken trace raises. `threads` caps the threads it uses (the CPUs a scheduler
+/// gave the task; None: every core), so that tasks packed onto a node do not each start one
+/// thread per core.
 #[pyfunction]
-#[pyo3(signature = (path, gap_threshold_us = 100.0, max_memory = None))]
+#[pyo3(signature = (path, gap_threshold_us = 100.0, max_memory = None, threads = None))]
 fn map_rank(
     py: Python<'_>,
     path: PathBuf,
     gap_threshold_us: f64,
     max_memory: Option<String>,
+    threads: Option<usize>,
 ) -> PyResult<(Option<String>, Option<String>)> {
     let opts = Options::new(gap_threshold_us, None, None, max_memory);
-    match py.detach(|| summarise(&path, &opts, None))? {
+    let run = || summarise(&path, &opts, None);
+    let outcome = py.detach(|| match threads {
+        Some(n) => rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build()
+            .map_err(|e| err(format!("starting worker threads: {e}")))?
+            .install(run),
+        None => run(),
+    });
+    match outcome? {
         Ok(summary) => Ok((Some(summary), None)),
         Err(note) => Ok((None, Some(format!("skipped {note}")))),
     }

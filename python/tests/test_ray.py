@@ -21,7 +21,10 @@ def cluster():
 @pytest.mark.parametrize("job", ["h200_ddp_straggler", "h200_ddp_exposed"])
 def test_shipped_jobs(cluster, cli, job):
     d = OWN / "kineto-jobs" / job
-    assert tracehound.ray.analyze_job(str(d)) == cli_json(cli, "analyze", d)
+    expected = cli_json(cli, "analyze", d)
+    assert tracehound.ray.analyze_job(str(d)) == expected
+    # However many threads a task runs, the result is the same.
+    assert tracehound.ray.analyze_job(str(d), cpus_per_task=2) == expected
 
 
 def test_eight_rank_job(cluster, cli):

@@ -43,7 +43,10 @@ def rank_summary(
     max_memory: Optional[str] = None,
 ) -> str: ...
 def map_rank(
-    path: str, gap_threshold_us: float = 100.0, max_memory: Optional[str] = None
+    path: str,
+    gap_threshold_us: float = 100.0,
+    max_memory: Optional[str] = None,
+    threads: Optional[int] = None,
 ) -> Tuple[Optional[str], Optional[str]]: ...
 def memory_estimate(path: str) -> int: ...
 def merge(

@@ -44,9 +44,11 @@ def job_files(paths_or_glob: Union[str, "os.PathLike[str]", Sequence[str]]) -> T
 
 
 def _map_rank(
-    path: str, gap_threshold_us: float, max_memory: Optional[str]
+    path: str, gap_threshold_us: float, max_memory: Optional[str], threads: int
 ) -> Tuple[Optional[str], Optional[str]]:
-    return _native.map_rank(path, gap_threshold_us=gap_threshold_us, max_memory=max_memory)
+    return _native.map_rank(
+        path, gap_threshold_us=gap_threshold_us, max_memory=max_memory, threads=threads
+    )
 
 
 def analyze_job(
@@ -55,6 +57,7 @@ def analyze_job(
     *,
     gap_threshold_us: float = 100.0,
     max_memory: Optional[str] = None,
+    cpus_per_task: int = 1,
     format: str = "json",
     name: Optional[str] = None,
 ) -> Union[Dict[str, Any], str]:
@@ -66,7 +69,9 @@ def analyze_job(
     ``--max-memory`` estimates it), so Ray runs as many at once as the nodes hold. ``address``
     is passed to ``ray.init`` when Ray is not initialised yet (None: a local cluster).
     ``max_memory`` is the CLI's ``--max-memory``: a rank whose trace needs more is refused
-    on its worker, and the job fails with that rank's message.
+    on its worker, and the job fails with that rank's message. ``cpus_per_task`` is what each
+    task asks Ray for and the threads it then uses (parsing and the rules run in parallel
+    within a rank).
     """
     try:
         import ray
@@ -91,7 +96,11 @@ def analyze_job(
             raise TracehoundError(
                 f"{f}: needs about {need / 2**30:.1f} GiB to analyse, more than the largest Ray node offers ({node_memory / 2**30:.1f} GiB)"
             )
-        refs.append(remote.options(memory=need, num_cpus=1).remote(f, gap_threshold_us, max_memory))
+        refs.append(
+            remote.options(memory=need, num_cpus=cpus_per_task).remote(
+                f, gap_threshold_us, max_memory, cpus_per_task
+            )
+        )
     # Every rank's outcome, in file order: a job fails with each failed rank's own message
     # (as the CLI prints them), not with whichever failure Ray happened to see first.
     summaries, errors = [], []
