@@ -6,23 +6,6 @@ mod common;
 use common::*;
 use std::path::{Path, PathBuf};
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tracehound-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn ok(o: &std::process::Output) -> String {
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
-
 /// The rank traces of a job directory, sorted.
 fn traces(job: &Path) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(job)
@@ -39,7 +22,7 @@ fn map(job: &Path, name: &str) -> PathBuf {
     let out = tmpdir(name);
     for (k, t) in traces(job).iter().enumerate() {
         let s = out.join(format!("rank{k}.summary.json"));
-        ok(&run(&[
+        success(&run(&[
             "analyze",
             t.to_str().unwrap(),
             "--rank-summary",
@@ -49,16 +32,27 @@ fn map(job: &Path, name: &str) -> PathBuf {
     out
 }
 
+/// `merge --format json` of the summaries, parsed.
+fn merged_json(summaries: &Path) -> serde_json::Value {
+    let text = success(&run(&[
+        "merge",
+        summaries.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    serde_json::from_str(&text).unwrap()
+}
+
 /// Every format of `merge` equals `analyze DIR`'s.
 fn assert_merge_equals_dir(job: &Path, summaries: &Path) {
     for format in ["json", "table", "md"] {
-        let merged = ok(&run(&[
+        let merged = success(&run(&[
             "merge",
             summaries.to_str().unwrap(),
             "--format",
             format,
         ]));
-        let direct = ok(&run(&[
+        let direct = success(&run(&[
             "analyze",
             job.to_str().unwrap(),
             "--format",
@@ -79,13 +73,7 @@ fn merged_straggler_job_equals_the_directory_analysis() {
     let job = job_dir("h200_ddp_straggler");
     let summaries = map(&job, "merge-straggler");
     assert_merge_equals_dir(&job, &summaries);
-    let doc: serde_json::Value = serde_json::from_str(&ok(&run(&[
-        "merge",
-        summaries.to_str().unwrap(),
-        "--format",
-        "json",
-    ])))
-    .unwrap();
+    let doc = merged_json(&summaries);
     // The truth file: rank 1 does ~30 ms of CPU preprocessing a step, rank 0 waits.
     let truth: serde_json::Value = serde_json::from_slice(
         &std::fs::read(
@@ -135,7 +123,7 @@ fn ranks_the_traces_do_not_record_are_numbered_by_file_name() {
     // so the summaries carry no rank, as with traces of a job without distributedInfo.
     let dir = tmpdir("merge-norank");
     let job = dir.join("job");
-    ok(&run(&[
+    success(&run(&[
         "dev-scale",
         own("h200_resnet_pinned_amp_clean.pt.trace.json.gz")
             .to_str()
@@ -157,13 +145,7 @@ fn ranks_the_traces_do_not_record_are_numbered_by_file_name() {
     }
     let summaries = map(&job, "merge-norank-summaries");
     assert_merge_equals_dir(&job, &summaries);
-    let doc: serde_json::Value = serde_json::from_str(&ok(&run(&[
-        "merge",
-        summaries.to_str().unwrap(),
-        "--format",
-        "json",
-    ])))
-    .unwrap();
+    let doc = merged_json(&summaries);
     let ranks: Vec<i64> = doc["job"]["ranks"]
         .as_array()
         .unwrap()
@@ -174,7 +156,7 @@ fn ranks_the_traces_do_not_record_are_numbered_by_file_name() {
     // `--rank` records a rank the trace lacks.
     let s = dir.join("given.json");
     let t = &traces(&job)[0];
-    ok(&run(&[
+    success(&run(&[
         "analyze",
         t.to_str().unwrap(),
         "--rank-summary",
@@ -182,14 +164,7 @@ fn ranks_the_traces_do_not_record_are_numbered_by_file_name() {
         "--rank",
         "7",
     ]));
-    let doc: serde_json::Value = serde_json::from_str(&ok(&run(&[
-        "merge",
-        s.to_str().unwrap(),
-        "--format",
-        "json",
-    ])))
-    .unwrap();
-    assert_eq!(doc["job"]["ranks"][0]["rank"], 7);
+    assert_eq!(merged_json(&s)["job"]["ranks"][0]["rank"], 7);
 }
 
 #[test]
@@ -197,7 +172,7 @@ fn bad_summaries_are_refused_naming_the_file() {
     let dir = tmpdir("merge-bad");
     let trace = own("h200_resnet_pinned_amp_clean.pt.trace.json.gz");
     let good = dir.join("good.json");
-    ok(&run(&[
+    success(&run(&[
         "analyze",
         trace.to_str().unwrap(),
         "--rank-summary",
@@ -212,7 +187,7 @@ fn bad_summaries_are_refused_naming_the_file() {
         ),
         (
             "report.json",
-            ok(&run(&[
+            success(&run(&[
                 "analyze",
                 trace.to_str().unwrap(),
                 "--format",

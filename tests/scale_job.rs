@@ -5,13 +5,6 @@
 mod common;
 use common::*;
 
-fn tmpdir(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("tracehound-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
 #[test]
 fn scaled_trace_repeats_the_real_one() {
     let src = own("h200_resnet_pinned_amp_clean.pt.trace.json.gz");
@@ -25,12 +18,7 @@ fn scaled_trace_repeats_the_real_one() {
         "--size-mb",
         "25",
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    success(&o);
     let a = tracehound_parsers::load(&src).unwrap();
     let b = tracehound_parsers::load(&out).unwrap();
     let kernels = |t: &tracehound_parsers::Trace| {
@@ -95,20 +83,9 @@ fn job_directory_names_the_slow_rank() {
         "1.4",
         "--gzip",
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    success(&o);
     let o = run(&["analyze", "--format", "json", job.to_str().unwrap()]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&success(&o)).unwrap();
     let ranks = doc["job"]["ranks"].as_array().unwrap();
     assert_eq!(
         ranks
@@ -150,12 +127,7 @@ fn job_directory_names_the_late_rank_at_collectives() {
         "--late-ms",
         "2",
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    success(&o);
     // What was planted, read back from the files: rank 5's collectives are shorter than
     // rank 0's by the lateness (capped so that a tenth of each kernel remains).
     let collectives = |r: u32| -> Vec<i64> {
@@ -176,9 +148,12 @@ fn job_directory_names_the_late_rank_at_collectives() {
             b - l
         })
         .sum();
-    let doc: serde_json::Value = serde_json::from_slice(
-        &run(&["analyze", "--format", "json", job.to_str().unwrap()]).stdout,
-    )
+    let doc: serde_json::Value = serde_json::from_str(&success(&run(&[
+        "analyze",
+        "--format",
+        "json",
+        job.to_str().unwrap(),
+    ])))
     .unwrap();
     let f = &doc["job"]["findings"][0];
     assert_eq!(f["rule"], "straggler_rank");

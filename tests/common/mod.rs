@@ -31,6 +31,25 @@ pub fn shared(name: &str) -> Option<PathBuf> {
     }
 }
 
+/// A fresh, empty directory for one test's files, named after it and this process.
+pub fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("tracehound-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// The standard output of a run that must succeed (exit code 0; else fails with its stderr).
+pub fn success(o: &Output) -> String {
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).expect("UTF-8 output")
+}
+
 /// Runs `tracehound ARGS...`.
 pub fn run(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tracehound"))
