@@ -593,7 +593,7 @@ pub fn read_job(
     options: tracehound_parsers::LoadOptions,
 ) -> Result<(Option<JobAnalysis>, JobMessages)> {
     use rayon::prelude::*;
-    use tracehound_heuristics::job::{RankSummary, assemble};
+    use tracehound_heuristics::job::assemble;
     let mut msgs = JobMessages::default();
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("reading {}", dir.display()))?
@@ -622,54 +622,21 @@ pub fn read_job(
         .context("starting worker threads")?;
     // A job directory often holds more than rank traces (a truth or config file, logs): what
     // is not a GPU trace is skipped with a note, what is a broken trace fails the run.
-    enum Outcome {
-        Rank(Box<(RankSummary, bool)>, Vec<String>),
-        Skipped(String),
-        Failed(String),
-    }
-    let results: Vec<Outcome> = pool.install(|| {
+    let results: Vec<Result<RankFile, tracehound_parsers::LoadError>> = pool.install(|| {
         files
             .par_iter()
-            .map(|f| {
-                let t = match tracehound_parsers::load_with(f, options.clone()) {
-                    Ok(t) => t,
-                    Err(e @ tracehound_parsers::LoadError::NotATrace { .. }) => {
-                        return Outcome::Skipped(e.to_string());
-                    }
-                    Err(e) => return Outcome::Failed(e.to_string()),
-                };
-                use tracehound_parsers::SourceFormat as F;
-                if !matches!(t.meta.format, Some(F::Kineto) | Some(F::Nsys)) {
-                    return Outcome::Skipped(format!(
-                        "{}: not a rank trace (a counter log or GPU inventory)",
-                        f.display()
-                    ));
-                }
-                let warnings = t
-                    .warnings
-                    .iter()
-                    .map(|w| format!("{}: {w}", f.display()))
-                    .collect();
-                let a = tracehound_heuristics::analyze(&t, config);
-                Outcome::Rank(
-                    Box::new((
-                        RankSummary::new(&t, t.meta.rank.unwrap_or(0), &a),
-                        t.meta.rank.is_some(),
-                    )),
-                    warnings,
-                )
-            })
+            .map(|f| read_rank(f, config, options.clone()))
             .collect()
     });
     let mut ranks = Vec::new();
     for r in results {
         match r {
-            Outcome::Rank(s, w) => {
-                ranks.push(*s);
+            Ok(RankFile::Rank(s, known, w)) => {
+                ranks.push((*s, known));
                 msgs.warnings.extend(w);
             }
-            Outcome::Skipped(why) => msgs.notes.push(format!("skipped {why}")),
-            Outcome::Failed(e) => msgs.errors.push(e),
+            Ok(RankFile::Skipped(why)) => msgs.notes.push(format!("skipped {why}")),
+            Err(e) => msgs.errors.push(e.to_string()),
         }
     }
     if ranks.is_empty() && msgs.errors.is_empty() {
@@ -682,6 +649,55 @@ pub fn read_job(
         return Ok((None, msgs));
     }
     Ok((Some(assemble(ranks)), msgs))
+}
+
+/// One file of a job, as the job reads it.
+pub enum RankFile {
+    /// A rank trace: its summary, whether the trace recorded the rank (else the summary says
+    /// rank 0), and the loader's warnings, each naming the file.
+    Rank(
+        Box<tracehound_heuristics::job::RankSummary>,
+        bool,
+        Vec<String>,
+    ),
+    /// Not a rank trace (a truth file, a counter log, not a trace at all): why, naming the
+    /// file. A job skips it.
+    Skipped(String),
+}
+
+/// Reads, analyses and summarises one file of a job (the map of a job analysis, for
+/// `analyze DIR` and the Python package); an error for a broken trace.
+pub fn read_rank(
+    path: &std::path::Path,
+    config: &Config,
+    options: tracehound_parsers::LoadOptions,
+) -> Result<RankFile, tracehound_parsers::LoadError> {
+    use tracehound_parsers::SourceFormat as F;
+    let t = match tracehound_parsers::load_with(path, options) {
+        Ok(t) => t,
+        Err(e @ tracehound_parsers::LoadError::NotATrace { .. }) => {
+            return Ok(RankFile::Skipped(e.to_string()));
+        }
+        Err(e) => return Err(e),
+    };
+    if !matches!(t.meta.format, Some(F::Kineto) | Some(F::Nsys)) {
+        return Ok(RankFile::Skipped(format!(
+            "{}: not a rank trace (a counter log or GPU inventory)",
+            path.display()
+        )));
+    }
+    let warnings = t
+        .warnings
+        .iter()
+        .map(|w| format!("{}: {w}", path.display()))
+        .collect();
+    let a = tracehound_heuristics::analyze(&t, config);
+    let summary = tracehound_heuristics::job::RankSummary::new(&t, t.meta.rank.unwrap_or(0), &a);
+    Ok(RankFile::Rank(
+        Box::new(summary),
+        t.meta.rank.is_some(),
+        warnings,
+    ))
 }
 
 /// [`read_job`] for the CLI: prints its messages; `Ok(Err(2))` when the job could not be

@@ -401,20 +401,18 @@ fn summarise(
     opts: &Options,
     rank: Option<i64>,
 ) -> PyResult<Result<String, String>> {
-    let t = match tracehound_parsers::load_with(path, opts.load_options()?) {
-        Ok(t) => t,
-        Err(e @ tracehound_parsers::LoadError::NotATrace { .. }) => return Ok(Err(e.to_string())),
-        Err(e) => return Err(err(e)),
-    };
-    use tracehound_parsers::SourceFormat as F;
-    if !matches!(t.meta.format, Some(F::Kineto) | Some(F::Nsys)) {
-        return Ok(Err(format!(
-            "{}: not a rank trace (a counter log or GPU inventory)",
-            path.display()
-        )));
-    }
-    let a = tracehound_heuristics::analyze(&t, &opts.config(Some(&t))?);
-    Ok(Ok(summary_json(&t, &a, rank)))
+    let file =
+        tracehound::cli::read_rank(path, &opts.config(None)?, opts.load_options()?).map_err(err)?;
+    Ok(match file {
+        tracehound::cli::RankFile::Rank(mut summary, recorded, _) => {
+            // The trace's own rank wins; `rank` stands in for a rank it does not record.
+            if let (false, Some(r)) = (recorded, rank) {
+                summary.rank = r;
+            }
+            Ok(summary.to_file_json(recorded || rank.is_some(), env!("CARGO_PKG_VERSION")))
+        }
+        tracehound::cli::RankFile::Skipped(why) => Err(why),
+    })
 }
 
 /// The memory loading and analysing `path` is expected to take, bytes (what `--max-memory`
