@@ -1,7 +1,7 @@
 //! Reading counter series (nvidia-smi dmon / --query-gpu) against the analysed window.
 
 use crate::finding::{Confidence, Finding, Severity};
-use crate::rules::Ctx;
+use crate::scope::Scope;
 use crate::window::Window;
 use tracehound_parsers::{CounterSeries, Trace};
 
@@ -59,7 +59,7 @@ pub fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
 
 /// The window over which counters are judged: the analysed window when the trace has GPU
 /// work, else the log's active period.
-pub(crate) fn counter_window(cx: &Ctx, gpu: i32) -> Option<Window> {
+pub(crate) fn counter_window(cx: &Scope, gpu: i32) -> Option<Window> {
     if !cx.trace.gpu_ops.is_empty() {
         return Some(cx.window.clone());
     }

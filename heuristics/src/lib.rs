@@ -8,13 +8,17 @@
 
 pub mod collectives;
 pub mod config;
+pub mod context;
 pub mod counters;
 pub mod finding;
 pub mod hardware;
+pub mod idle;
 pub mod intern;
 pub mod job;
+pub mod names;
 pub mod roofline;
 pub mod rules;
+pub mod scope;
 mod shapes;
 pub mod stack;
 pub mod stats;
@@ -39,12 +43,12 @@ pub struct Analysis {
     /// Every idle gap per device with its measured causes, for views that show them all
     /// (the TUI's timeline); the findings keep only the worst.
     #[serde(skip)]
-    pub idle: Vec<rules::idle_gaps::DeviceIdle>,
+    pub idle: Vec<idle::DeviceIdle>,
 }
 
 /// Runs every rule over `trace` and ranks the findings.
 pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
-    let cx = rules::Ctx::new(trace, config);
+    let cx = context::Ctx::new(trace, config);
     // Rules are independent: run them, and the summary, in parallel. The idle accounting is
     // computed alongside the rules that do not read it, then the rules that do and the
     // summary run, so no thread waits on it. Collecting keeps the rules' order, and ranking

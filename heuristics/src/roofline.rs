@@ -11,7 +11,7 @@
 
 use crate::hardware::{Math, MathUnit, Peaks, peaks_for};
 
-use crate::rules::Ctx;
+use crate::scope::Scope;
 use crate::shapes::{dims, items, numbers};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -368,7 +368,7 @@ pub(crate) struct DeviceCalls {
 
 /// The matrix operator calls with recorded shapes and a known input format whose kernels
 /// started on `device` in the window, in span order, and the device's kernel time there.
-pub(crate) fn matrix_calls(cx: &Ctx, device: i32) -> DeviceCalls {
+pub(crate) fn matrix_calls(cx: &Scope, device: i32) -> DeviceCalls {
     let (t, w) = (cx.trace, &cx.window);
     let names: rustc_hash::FxHashSet<u32> = MATRIX_OPS
         .iter()
@@ -469,9 +469,21 @@ pub(crate) fn time_at_roof_ns(
     flops / (roof * 1e12 * achievable(attention)) * 1e9
 }
 
+/// The calls of `device` among every device's (none when it ran no matrix operators).
+pub(crate) fn calls_of(matrix: &[(i32, DeviceCalls)], device: i32) -> &DeviceCalls {
+    static EMPTY: DeviceCalls = DeviceCalls {
+        calls: Vec::new(),
+        kernel_ns: 0,
+    };
+    matrix
+        .iter()
+        .find(|(d, _)| *d == device)
+        .map_or(&EMPTY, |(_, c)| c)
+}
+
 /// The roofline of every device that has known peaks and ran matrix operators with
 /// recorded shapes in the window.
-pub fn roofline(cx: &Ctx) -> Vec<DeviceRoofline> {
+pub(crate) fn roofline(cx: &Scope, matrix: &[(i32, DeviceCalls)]) -> Vec<DeviceRoofline> {
     let t = cx.trace;
     let mut out = Vec::new();
     for d in t.devices() {
@@ -481,7 +493,7 @@ pub fn roofline(cx: &Ctx) -> Vec<DeviceRoofline> {
         let Some(peaks) = peaks_for(&gpu.name, gpu.memory_bytes) else {
             continue;
         };
-        let DeviceCalls { calls, kernel_ns } = cx.matrix_calls(d);
+        let DeviceCalls { calls, kernel_ns } = calls_of(matrix, d);
         let kernel_ns = *kernel_ns;
         type Key = (String, String, Math);
         // calls, time, FLOPs, bytes, mask unknown, misaligned, kind

@@ -6,7 +6,7 @@
 
 use crate::finding::fmt_bytes;
 use crate::hardware::MathUnit;
-use crate::rules::Ctx;
+use crate::scope::Scope;
 use serde::Serialize;
 use tracehound_parsers::cuda_version_text;
 
@@ -33,7 +33,7 @@ fn fact(item: &'static str, value: String, warning: Option<String>) -> StackFact
 
 /// GEMM/convolution time on one device: (total, tensor cores, in kernels built for an older
 /// architecture than the GPU's, that older architecture), ns.
-pub(crate) fn matrix_kernels(cx: &Ctx, device: i32, arch: u32) -> (i64, i64, i64, Option<u32>) {
+pub(crate) fn matrix_kernels(cx: &Scope, device: i32, arch: u32) -> (i64, i64, i64, Option<u32>) {
     let t = cx.trace;
     let w = &cx.window;
     let (mut all, mut tc, mut old) = (0i64, 0i64, 0i64);
@@ -61,7 +61,7 @@ pub(crate) fn matrix_kernels(cx: &Ctx, device: i32, arch: u32) -> (i64, i64, i64
 
 /// The stack facts of a trace, bottom layer last: driver and runtime first, since they are
 /// what a reader checks first.
-pub fn stack_facts(cx: &Ctx) -> Vec<StackFact> {
+pub fn stack_facts(cx: &Scope) -> Vec<StackFact> {
     let t = cx.trace;
     let s = &t.meta.stack;
     let mut out = Vec::new();

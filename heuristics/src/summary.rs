@@ -1,10 +1,11 @@
 //! A short description of the trace for the end of every report: GPU, window, busy share,
 //! kernels, the top kernel, and a verdict on what bounds the run.
 
+use crate::context::Ctx;
 use crate::finding::fmt_ns;
-use crate::rules::idle_gaps::CauseKind;
-use crate::rules::{Ctx, short_name};
-use crate::window::Window;
+use crate::idle::CauseKind;
+use crate::names::short_name;
+use crate::window::{Window, memory_in_window};
 use serde::Serialize;
 use tracehound_parsers::GpuOpKind;
 
@@ -284,28 +285,6 @@ fn mem_peak(
     memory_in_window(cx.trace, &cx.window, device)
         .filter_map(f)
         .max()
-}
-
-/// Devices with allocator events, ascending (events without a device left out).
-pub fn memory_devices(trace: &tracehound_parsers::Trace) -> Vec<i32> {
-    let mut devices: Vec<i32> = trace.memory.iter().map(|m| m.device).collect();
-    devices.sort_unstable();
-    devices.dedup();
-    devices.retain(|&d| d >= 0);
-    devices
-}
-
-/// The allocator events of `device` inside the window, in time order.
-pub fn memory_in_window<'t>(
-    trace: &'t tracehound_parsers::Trace,
-    window: &Window,
-    device: i32,
-) -> impl Iterator<Item = &'t tracehound_parsers::MemorySample> {
-    let (start, end) = (window.start, window.end);
-    trace
-        .memory
-        .iter()
-        .filter(move |m| m.device == device && m.ts >= start && m.ts <= end)
 }
 
 fn median_kernel_ns(cx: &Ctx, device: i32) -> i64 {

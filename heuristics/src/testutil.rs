@@ -2,7 +2,8 @@
 
 use crate::Finding;
 use crate::config::Config;
-use crate::rules::{Ctx, Rule};
+use crate::context::Ctx;
+use crate::rules::Rule;
 use tracehound_parsers::*;
 
 /// Runs one rule over `t` with the default settings and the window they give.

@@ -174,6 +174,28 @@ pub fn total(intervals: &[(i64, i64)]) -> i64 {
     intervals.iter().map(|(s, e)| e - s).sum()
 }
 
+/// Devices with allocator events, ascending (events without a device left out).
+pub fn memory_devices(trace: &Trace) -> Vec<i32> {
+    let mut devices: Vec<i32> = trace.memory.iter().map(|m| m.device).collect();
+    devices.sort_unstable();
+    devices.dedup();
+    devices.retain(|&d| d >= 0);
+    devices
+}
+
+/// The allocator events of `device` inside the window, in time order.
+pub fn memory_in_window<'t>(
+    trace: &'t Trace,
+    window: &Window,
+    device: i32,
+) -> impl Iterator<Item = &'t tracehound_parsers::MemorySample> {
+    let (start, end) = (window.start, window.end);
+    trace
+        .memory
+        .iter()
+        .filter(move |m| m.device == device && m.ts >= start && m.ts <= end)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@ use super::{TraceReport, gpu_names};
 use std::fmt::Write;
 use tracehound_heuristics::Finding;
 use tracehound_heuristics::finding::{fmt_bytes, fmt_ns};
-use tracehound_heuristics::rules::idle_gaps::CauseKind;
+use tracehound_heuristics::idle::CauseKind;
 use tracehound_heuristics::summary::short_kernel;
 use tracehound_parsers::Trace;
 
@@ -274,7 +274,7 @@ fn lines(s: &mut String, title: &str, unit: &str, series: &[Series]) {
 
 fn memory(s: &mut String, t: &Trace, r: &TraceReport) {
     let w = &r.analysis.summary.window;
-    use tracehound_heuristics::summary::{memory_devices, memory_in_window};
+    use tracehound_heuristics::window::{memory_devices, memory_in_window};
     for d in memory_devices(t).into_iter().take(4) {
         let pick = |f: &dyn Fn(&tracehound_parsers::MemorySample) -> Option<i64>| {
             memory_in_window(t, w, d)

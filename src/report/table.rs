@@ -130,7 +130,7 @@ fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
             let _ = writeln!(
                 s,
                 "      {:<58} {:<5} ×{:<4} {:>9} {:>5} TFLOP/s {:>5} TB/s  {} ({})",
-                tracehound_heuristics::rules::short_name(&r[0], 58),
+                tracehound_heuristics::names::short_name(&r[0], 58),
                 r[1],
                 r[2],
                 r[3],

@@ -29,7 +29,7 @@ const MAX_POINTS: usize = 4000;
 pub fn build(t: &tracehound_parsers::Trace, w: &tracehound_heuristics::Window) -> Vec<MemoryView> {
     let ms = |ts: i64| (ts - w.start) as f64 / 1e6;
     let gib = |b: i64| b as f64 / (1u64 << 30) as f64;
-    use tracehound_heuristics::summary::{memory_devices, memory_in_window};
+    use tracehound_heuristics::window::{memory_devices, memory_in_window};
     memory_devices(t)
         .into_iter()
         .map(|d| {

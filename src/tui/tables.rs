@@ -28,7 +28,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         .iter()
         .map(|r| {
             Row::new(vec![
-                Cell::from(tracehound_heuristics::rules::short_name(&r.name, 120)),
+                Cell::from(tracehound_heuristics::names::short_name(&r.name, 120)),
                 Cell::from(fmt_ns(r.total_ns)),
                 Cell::from(r.instances.to_string()),
                 Cell::from(fmt_ns(r.avg_ns as i64)),

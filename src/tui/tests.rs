@@ -129,7 +129,7 @@ fn kernel_table_first_row_is_the_summary_top_kernel_and_filters() {
         .clone()
         .expect("a top kernel");
     // Row 3: tabs, border, header. The summary computes the top kernel on its own.
-    let short: String = tracehound_heuristics::rules::short_name(&top.name, 120)
+    let short: String = tracehound_heuristics::names::short_name(&top.name, 120)
         .chars()
         .take(30)
         .collect();

@@ -11,7 +11,8 @@
 //! Impact: host time in those calls, plus the whole step for each step that hit an OOM (its
 //! work was lost).
 
-use super::{Ctx, Rule};
+use super::Rule;
+use crate::context::Ctx;
 use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns, metrics};
 use tracehound_parsers::HostKind;
 
@@ -91,7 +92,7 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
         {
             continue;
         }
-        let name = super::api_name(t.str(s.name));
+        let name = crate::names::api_name(t.str(s.name));
         match name {
             "cudaMalloc" | "hipMalloc" => mallocs += 1,
             "cudaFree" | "hipFree" => frees += 1,

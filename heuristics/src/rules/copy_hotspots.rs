@@ -8,8 +8,10 @@
 //! evidence but not in the impact: the transfer rules own them, and ranking must not count
 //! the same nanoseconds twice.
 
-use super::{Ctx, Rule, most_common};
+use super::Rule;
+use crate::context::Ctx;
 use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns, metrics};
+use crate::names::most_common;
 use crate::shapes::items;
 use rustc_hash::FxHashMap;
 use tracehound_parsers::{GpuOpKind, HostKind, NONE, Trace};

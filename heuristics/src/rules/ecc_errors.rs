@@ -1,6 +1,7 @@
 //! Volatile ECC errors from dmon (`sbecc`/`dbecc`) or -q -x: uncorrectable ones are high severity.
 
-use super::{Ctx, Rule};
+use super::Rule;
+use crate::context::Ctx;
 use crate::counters::*;
 use crate::finding::{Confidence, Finding, Severity, metrics};
 

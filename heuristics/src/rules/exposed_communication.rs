@@ -4,7 +4,8 @@
 //! how much communication is exposed, not why (a slow link, a late peer, or no overlap);
 //! `analyze DIR` on the job's ranks tells a late peer apart.
 
-use super::{Ctx, Rule};
+use super::Rule;
+use crate::context::Ctx;
 use crate::finding::{Confidence, Finding, Row, Severity, fmt_ns, metrics};
 
 /// The rule.

@@ -11,8 +11,10 @@
 //! latency distribution of the kernels that waited (runtime call start to kernel start, the
 //! launch path alone since nothing was queued) and the operators whose kernels waited.
 
-use super::{Ctx, Rule, new_finding, rows_by_time, span_name};
+use super::Rule;
+use crate::context::{Ctx, new_finding, rows_by_time};
 use crate::finding::{Confidence, Finding, Instance, fmt_ns, metrics};
+use crate::names::span_name;
 use crate::stats::percentile;
 use std::collections::BTreeMap;
 use tracehound_parsers::NONE;

@@ -1,6 +1,7 @@
 //! SM utilisation low while the job runs, from nvidia-smi counters of a log analysed without a GPU trace (with a trace, `idle_gaps` measures the same thing exactly). Impact: the unused share of the active seconds.
 
-use super::{Ctx, Rule};
+use super::Rule;
+use crate::context::Ctx;
 use crate::counters::*;
 use crate::finding::{Finding, Severity, metrics};
 

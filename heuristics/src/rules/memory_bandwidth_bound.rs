@@ -1,6 +1,7 @@
 //! nvidia-smi memory-controller utilisation of at least 60% and above SM utilisation: memory-bandwidth-bound kernels. Diagnostic: no time impact.
 
-use super::{Ctx, Rule};
+use super::Rule;
+use crate::context::Ctx;
 use crate::counters::*;
 use crate::finding::{Finding, Severity, metrics};
 

@@ -12,9 +12,10 @@
 //! few MiB a step still reaches OOM, but is not told apart from caches warming up this early). These findings cost no GPU time now: their impact is 0 and
 //! their severity says how close the failure is.
 
-use super::{Ctx, Rule, new_finding};
+use super::Rule;
+use crate::context::{Ctx, new_finding};
 use crate::finding::{Confidence, Finding, Severity, fmt_bytes, metrics};
-use crate::summary::{memory_devices, memory_in_window};
+use crate::window::{memory_devices, memory_in_window};
 use tracehound_parsers::HostKind;
 
 /// The rule.

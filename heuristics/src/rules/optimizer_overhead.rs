@@ -12,7 +12,8 @@
 //! launches (part of what `launch_bound` and `idle_gaps` also see), plus the zeroing kernels'
 //! own time. Reported from 1% of the window.
 
-use super::{Ctx, Rule, new_finding, rows_by_time};
+use super::Rule;
+use crate::context::{Ctx, new_finding, rows_by_time};
 use crate::finding::{Confidence, Finding, fmt_ns, metrics};
 use std::collections::BTreeMap;
 use tracehound_parsers::{GpuOpKind, HostKind};

@@ -6,8 +6,10 @@
 //! copies would need at the bandwidth pinned copies of the same direction reached in this
 //! trace (or `assumed_pinned_gbps` when there are none).
 
-use super::{Ctx, Rule, most_common, span_name};
+use super::Rule;
+use crate::context::Ctx;
 use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns, metrics};
+use crate::names::{most_common, span_name};
 use rustc_hash::FxHashMap;
 use tracehound_parsers::{CopyDirection, GpuOpKind, MemKind, NONE, Trace};
 

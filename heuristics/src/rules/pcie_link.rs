@@ -1,6 +1,7 @@
 //! PCIe link below its maximum generation or width while the GPU works (an idle GPU trains its link down to save power, so idle snapshots do not count).
 
-use super::{Ctx, Rule};
+use super::Rule;
+use crate::context::Ctx;
 use crate::counters::*;
 use crate::finding::{Confidence, Finding, Severity};
 

@@ -1,6 +1,7 @@
 //! Power draw far below the board limit (below half, from --query-gpu or -q -x) while the job runs: the GPU is not saturated. Diagnostic: no time impact.
 
-use super::{Ctx, Rule};
+use super::Rule;
+use crate::context::Ctx;
 use crate::counters::*;
 use crate::finding::{Finding, Severity, metrics};
 

@@ -8,7 +8,8 @@
 //! cause. The impact is the time beyond what the achievable share of the roof needs;
 //! reported from 1% of the window.
 
-use super::{Ctx, Rule, new_finding, rows_by_time};
+use super::Rule;
+use crate::context::{Ctx, new_finding, rows_by_time};
 use crate::finding::{Confidence, Finding, fmt_ns, metrics};
 use crate::hardware::Math;
 use crate::roofline::{ACHIEVABLE, ACHIEVABLE_ATTENTION, achievable, time_at_roof_ns};

@@ -4,7 +4,8 @@
 //! measured GPU time: the impact is 0, and the severity says how urgent: a runtime the driver
 //! cannot serve and failing memory are high, the rest medium or info.
 
-use super::{Ctx, Rule, new_finding};
+use super::Rule;
+use crate::context::{Ctx, new_finding};
 use crate::finding::{Confidence, Finding, Severity};
 
 /// The rule.

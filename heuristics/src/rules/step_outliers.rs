@@ -10,7 +10,8 @@
 //! the extra time is GPU idle (as it usually is). Needs 5 steps or more; the first step in the
 //! window is not reported (profiler start-up and first calls land there).
 
-use super::{Ctx, Rule, new_finding, rows_by_time};
+use super::Rule;
+use crate::context::{Ctx, new_finding, rows_by_time};
 use crate::finding::{Confidence, Finding, Instance, fmt_bytes, fmt_ns, metrics};
 use std::collections::BTreeMap;
 use tracehound_parsers::{GpuOpKind, HostKind};

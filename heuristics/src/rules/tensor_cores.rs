@@ -10,9 +10,11 @@
 //! Misaligned half-precision GEMMs fall back to kernels that cannot use the fastest tensor-core
 //! paths (`align1` in their names); their impact is the time beyond 70% of the roof.
 
-use super::{Ctx, Rule, new_finding, rows_by_time, short_name};
+use super::Rule;
+use crate::context::{Ctx, new_finding, rows_by_time};
 use crate::finding::{Confidence, Finding, fmt_ns, metrics};
 use crate::hardware::{Math, MathUnit, peaks_for};
+use crate::names::short_name;
 use crate::roofline::time_at_roof_ns;
 use std::collections::BTreeMap;
 use tracehound_parsers::NONE;

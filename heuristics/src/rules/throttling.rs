@@ -1,6 +1,7 @@
 //! Power or thermal throttling under load (SM ≥ 50%): dmon violation counters, active clocks-event reasons in -q -x, SM clock below 90% of its maximum. Impact: the seconds under load scaled by the clock shortfall.
 
-use super::{Ctx, Rule};
+use super::Rule;
+use crate::context::Ctx;
 use crate::counters::*;
 use crate::finding::{Finding, Severity, metrics};
 

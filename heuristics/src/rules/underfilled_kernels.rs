@@ -9,8 +9,10 @@
 //! launch, not the fill), collectives are left out (NCCL uses few blocks by design), and the
 //! rule reports from 1% of the window.
 
-use super::{Ctx, Rule, new_finding, short_name};
+use super::Rule;
+use crate::context::{Ctx, new_finding};
 use crate::finding::{Confidence, Finding, Row, fmt_ns, metrics};
+use crate::names::short_name;
 use std::collections::BTreeMap;
 use tracehound_parsers::NONE;
 

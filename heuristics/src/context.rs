@@ -1,0 +1,159 @@
+//! The analysis context: what every rule, the summary and the views read. It holds the
+//! trace, the settings and the analysed window, and computes the shared queries (the idle
+//! accounting, collective exposure, the roofline, the software stack, kernel classes) once,
+//! on first use, so rules that read the same fact share one computation.
+
+use crate::config::Config;
+use crate::finding::Finding;
+use crate::idle;
+use crate::scope::Scope;
+use tracehound_parsers::Trace;
+
+/// What a rule gets: the [`Scope`] (trace, settings, window; its fields read through
+/// `cx.trace`, `cx.window` ...) and the core's shared results, each computed on first use.
+pub struct Ctx<'a> {
+    /// The trace, the settings and the window.
+    scope: Scope<'a>,
+    /// Per-device idle analysis, computed on first use: the idle-gap rule and the summary's
+    /// verdict both need it, and classifying every gap is the costliest step of analysis.
+    idle: std::sync::OnceLock<Vec<idle::DeviceIdle>>,
+    /// Collective time and its exposed part per device, computed on first use: the
+    /// exposed_communication rule and the summary both read it.
+    exposure: std::sync::OnceLock<Vec<crate::collectives::Exposure>>,
+    /// Matrix operators on the roofline per device, computed on first use: the roofline
+    /// rule and the summary's table read it.
+    roofline: std::sync::OnceLock<Vec<crate::roofline::DeviceRoofline>>,
+    /// The software stack's facts, computed on first use: the software_stack rule and the
+    /// summary's stack section read them.
+    stack: std::sync::OnceLock<Vec<crate::stack::StackFact>>,
+    /// Matrix operator calls per device, computed on first use: the roofline and the
+    /// tensor_cores rule read them.
+    matrix: std::sync::OnceLock<Vec<(i32, crate::roofline::DeviceCalls)>>,
+}
+
+impl<'a> std::ops::Deref for Ctx<'a> {
+    type Target = Scope<'a>;
+    fn deref(&self) -> &Scope<'a> {
+        &self.scope
+    }
+}
+
+impl<'a> Ctx<'a> {
+    /// The context of one analysis: the window comes from the trace and the settings.
+    pub fn new(trace: &'a Trace, config: &'a Config) -> Self {
+        Ctx {
+            scope: Scope::new(trace, config),
+            idle: std::sync::OnceLock::new(),
+            exposure: std::sync::OnceLock::new(),
+            roofline: std::sync::OnceLock::new(),
+            stack: std::sync::OnceLock::new(),
+            matrix: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Matrix operator calls (with recorded shapes) of every device in the window.
+    fn all_matrix_calls(&self) -> &[(i32, crate::roofline::DeviceCalls)] {
+        self.matrix.get_or_init(|| {
+            use rayon::prelude::*;
+            self.trace
+                .devices()
+                .into_par_iter()
+                .map(|d| (d, crate::roofline::matrix_calls(self, d)))
+                .collect()
+        })
+    }
+
+    /// Matrix operator calls (with recorded shapes) of `device` in the window.
+    pub(crate) fn matrix_calls(&self, device: i32) -> &crate::roofline::DeviceCalls {
+        crate::roofline::calls_of(self.all_matrix_calls(), device)
+    }
+
+    /// The software stack, layer by layer ([`crate::stack::stack_facts`]).
+    pub fn stack(&self) -> &[crate::stack::StackFact] {
+        self.stack.get_or_init(|| crate::stack::stack_facts(self))
+    }
+
+    /// Matrix operators with recorded shapes on each device's roofline.
+    pub fn roofline(&self) -> &[crate::roofline::DeviceRoofline] {
+        self.roofline
+            .get_or_init(|| crate::roofline::roofline(self, self.all_matrix_calls()))
+    }
+
+    /// Collective time per device that ran collectives in the window, and the part of it no
+    /// other GPU work overlapped.
+    pub fn exposure(&self) -> &[crate::collectives::Exposure] {
+        self.exposure
+            .get_or_init(|| crate::collectives::exposure(self.trace, &self.window))
+    }
+
+    /// The idle accounting, computing it if no rule did, taken out of the context.
+    pub fn into_idle(self) -> Vec<idle::DeviceIdle> {
+        self.idle();
+        self.idle.into_inner().unwrap_or_default()
+    }
+
+    /// Idle accounting of every device that ran GPU work, ascending by device.
+    pub fn idle(&self) -> &[idle::DeviceIdle] {
+        self.idle.get_or_init(|| {
+            use rayon::prelude::*;
+            self.trace
+                .devices()
+                .into_par_iter()
+                .map(|d| idle::analyse_device(self, d))
+                .collect()
+        })
+    }
+}
+
+/// A finding of `rule` with its impact, share and severity set from the window; the caller
+/// fills breakdown, instances, advice and metrics.
+pub(crate) fn new_finding(
+    cx: &Ctx,
+    rule: &'static str,
+    device: Option<i32>,
+    title: String,
+    impact_ns: i64,
+    confidence: crate::finding::Confidence,
+    evidence: String,
+) -> Finding {
+    let share = cx.window.share(impact_ns);
+    Finding {
+        id: String::new(),
+        rule,
+        title,
+        severity: crate::finding::Severity::from_share(share),
+        impact_ns,
+        impact_share: share,
+        confidence,
+        device,
+        evidence,
+        breakdown: Vec::new(),
+        instances: Vec::new(),
+        advice: Vec::new(),
+        metrics: Default::default(),
+    }
+}
+
+/// Breakdown rows from `(label, count, time)` groups, largest time first (ties by label),
+/// each with its share of `total_ns`, at most `cx.config.max_rows`.
+pub(crate) fn rows_by_time(
+    cx: &Ctx,
+    groups: impl IntoIterator<Item = (String, (u64, i64))>,
+    total_ns: i64,
+) -> Vec<crate::finding::Row> {
+    let mut rows: Vec<crate::finding::Row> = groups
+        .into_iter()
+        .map(|(label, (count, time_ns))| crate::finding::Row {
+            label,
+            count,
+            time_ns,
+            bytes: None,
+            python_frame: None,
+            cause: None,
+            share: Some(time_ns as f64 / total_ns.max(1) as f64),
+        })
+        .collect();
+    rows.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.label.cmp(&b.label)));
+    rows.truncate(cx.config.max_rows);
+    rows
+}

@@ -1,0 +1,75 @@
+//! What to do about each cause of idle time, following the measured leaf.
+
+use super::CauseKind;
+
+/// Advice for a measured leaf of a category: the concrete change, not the class.
+pub fn advice(kind: CauseKind, leaf: &str) -> String {
+    let l = leaf.to_ascii_lowercase();
+    match kind {
+        CauseKind::HostSync => {
+            let what = if l.contains("aten::item") || l.contains("aten::_local_scalar_dense") {
+                "`.item()` (and `float(t)`, `print(t)`) on a GPU tensor waits for the GPU: accumulate metrics on the GPU and read them every N steps"
+            } else if l.contains("nonzero") || l.contains("masked_select") || l.contains("aten::index") {
+                "boolean-mask indexing and `nonzero()` must read the result size from the GPU: use `torch.where`/masked arithmetic with static shapes"
+            } else if l.contains("aten::to") || l.contains("copy_") || l.contains("aten::cpu") || l.contains("memcpy") {
+                "a device-to-host copy (`.cpu()`, `.numpy()`, `.tolist()`) or a copy from pageable memory blocks the host: copy into pinned memory with `non_blocking=True` and read it a step later, or keep the computation on the GPU"
+            } else if l.contains("synchronize") {
+                "an explicit `torch.cuda.synchronize()` / event or stream sync in the loop: keep it in timing code only"
+            } else {
+                "a synchronising call in the loop waits for the GPU: remove it or move it out of the step"
+            };
+            format!("Host sync at {leaf}: {what}.")
+        }
+        CauseKind::Allocator => {
+            if l.contains("conv") {
+                format!(
+                    "{leaf}: cuDNN/MIOpen convolution workspaces are allocated and released per call; keep them cached (avoid `torch.cuda.empty_cache()`, set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`; on ROCm `MIOPEN_FIND_MODE=FAST` and a warmed-up workspace), and run a few warm-up steps before measuring."
+                )
+            } else {
+                format!(
+                    "{leaf}: the caching allocator goes to the driver in the loop (cudaFree synchronises the device). Remove `torch.cuda.empty_cache()` from the loop, keep tensor sizes stable, or set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`."
+                )
+            }
+        }
+        CauseKind::ModuleLoad => format!(
+            "{leaf}: first-call cost (lazy module loading, library and handle start-up, JIT). Run warm-up steps before profiling or timing; if it recurs in the steady state, something recompiles (changing shapes under torch.compile, new kernels), and `CUDA_MODULE_LOADING=EAGER` moves loading to start-up."
+        ),
+        CauseKind::Autotune => format!(
+            "{leaf}: cuDNN autotuning (`torch.backends.cudnn.benchmark=True`) runs again for every new input shape. Keep shapes fixed (pad or bucket sizes, `drop_last=True`) or set `cudnn.benchmark=False` when shapes vary."
+        ),
+        CauseKind::LaunchOverhead => "The GPU finishes each kernel faster than the host launches the next: batch more work per kernel (larger batch), fuse operators with torch.compile, or replay the step as a CUDA graph (torch.compile(mode=\"reduce-overhead\") or torch.cuda.CUDAGraph).".to_string(),
+        CauseKind::CpuOp => format!(
+            "{leaf} runs on the training thread while the GPU waits: do it on the GPU (move the tensor first), in DataLoader workers (num_workers>0), or once outside the loop."
+        ),
+        CauseKind::Python => {
+            if l.contains("sleep") {
+                format!("{leaf}: the loop sleeps while the GPU idles; remove the sleep (or move throttling and polling to another thread).")
+            } else if l.contains("built-in method tensor") || l.contains("as_tensor") || l.contains("from_numpy") {
+                format!("{leaf}: inputs are built from Python objects on the training thread; build them on the GPU (torch.arange/randn(device=...)), or in DataLoader workers from NumPy arrays into pinned memory.")
+            } else if l.contains("logging") || l.contains("print") || l.contains("write") {
+                format!("{leaf}: logging in the loop; log every N steps, asynchronously, from values already on the host.")
+            } else if tracehound_parsers::is_user_frame(leaf) {
+                format!("{leaf}: your Python code runs while the GPU has nothing queued; move it out of the step, do it every N steps or on another thread, or express it as tensor operations on the GPU.")
+            } else {
+                format!("{leaf}: host-side Python work while the GPU idles; move it off the training thread (DataLoader workers, a background thread) or onto the GPU.")
+            }
+        }
+        CauseKind::DataLoading => "Feed the GPU faster: DataLoader(num_workers>0, pin_memory=True, persistent_workers=True, prefetch_factor=4); move augmentation to the GPU (e.g. torchvision.transforms.v2 on CUDA tensors) or pre-process the dataset offline.".to_string(),
+        CauseKind::Sampled => format!(
+            "{leaf}: the host runs this between CUDA calls while the GPU idles (from CPU samples); move it off the training thread, out of the loop, or onto the GPU."
+        ),
+        CauseKind::OsCall => format!(
+            "The training thread waits in {leaf}: a sleep, a lock or I/O on the critical path; move it off the training thread."
+        ),
+        CauseKind::Untraced => {
+            if l.contains("no cpu-side data") || l.contains("no cpu operators") {
+                format!("The trace cannot say what the host did: {leaf}.")
+            } else {
+                "Host time the profiler did not break down: record with `with_stack=True` (Kineto) to see the Python frames.".to_string()
+            }
+        }
+        CauseKind::GpuWait => "Work was queued but the GPU still waited: check cross-stream event waits and collectives on other streams, and whether a previous stream blocks this one.".to_string(),
+        CauseKind::Unknown => "The launching thread is not in the trace: profile with ProfilerActivity.CPU so gaps can be attributed.".to_string(),
+        CauseKind::ProfilerStartup => "Not a cost of the program: Kineto starts recording a moment into the first profiled step.".to_string(),
+    }
+}

@@ -1,0 +1,677 @@
+//! Gap attribution: sweeping the launching thread over a gap and giving each instant to the
+//! innermost span active then, measured, then merged into a gap's parts.
+
+use super::calls::*;
+use super::*;
+use crate::names::{api_name, is_sync_call, short_name, span_name};
+use rustc_hash::FxHashSet;
+use std::sync::{Mutex, OnceLock};
+use tracehound_parsers::{HostKind, NONE, Trace, activity::ThreadKey};
+
+/// What a measured slice of a gap was, as a key: ids and borrowed names, so that a gap's
+/// hundreds of slices merge without building a string each; the words come after merging.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Leaf {
+    /// No span (untraced).
+    Untraced,
+    /// The outermost DataLoader span's name.
+    Loader(u32),
+    /// An autotuned convolution operator (span index).
+    Conv(u32),
+    /// A runtime call (name) inside an operator (name, 0 for none).
+    CallIn(u32, u32),
+    /// A millisecond-long launch or runtime call (name) inside an operator.
+    FirstCallIn(u32, u32),
+    /// An operator (name, 0 for none) and the synchronising call (name) under it.
+    OpCall(u32, u32),
+    /// A launch or runtime call (name).
+    Call(u32),
+    /// The first call of an operator (name).
+    FirstOp(u32),
+    /// Milliseconds of host time in an operator that launches GPU work.
+    HostWork(u32),
+    /// An operator that launched no GPU work.
+    OnCpu(u32),
+    /// Operator dispatch.
+    Dispatch,
+    /// A Python frame (name).
+    Frame(u32),
+    /// A span named as it is (an OS call).
+    Name(u32),
+    /// A user annotation with no finer span inside.
+    Inside(u32),
+    /// From the launch call to the kernel's start.
+    LaunchLatency,
+    /// Launched, not started.
+    Queued,
+    /// Launch time after a sync that drained the queue: the sync's cost.
+    Drained,
+    /// Untraced time where CPU samples name a function (symbol, module).
+    Sampled(u32, u32),
+}
+
+/// A measured slice before its words are spelled out.
+struct Raw<'t> {
+    kind: CauseKind,
+    leaf: Leaf,
+    frame: Option<&'t str>,
+    ns: i64,
+}
+
+/// Name flags: the DataLoader, a convolution, a user's Python frame.
+const LOADER: u8 = 1;
+const CONV: u8 = 2;
+const USER_FRAME: u8 = 4;
+/// The name's flags have been worked out.
+const KNOWN: u8 = 0x80;
+
+/// What encloses a span.
+#[derive(Debug, Clone, Copy)]
+struct Around {
+    /// The outermost DataLoader span.
+    loader: u32,
+    /// The outermost convolution operator.
+    conv: u32,
+    /// The outermost CPU operator.
+    op: u32,
+    /// The innermost user Python frame.
+    frame: u32,
+}
+
+pub(super) struct Attributor<'t> {
+    trace: &'t Trace,
+    /// The thread standing in for a gap without a launcher, found on first need.
+    main_thread: OnceLock<Option<ThreadKey>>,
+    sync_corr: FxHashSet<u64>,
+    /// Per host span, one bit: it or a span inside it launched GPU work.
+    launched: Vec<u64>,
+    /// Whether the trace records CPU operators or Python frames.
+    cpu_data: bool,
+    /// What untraced time is called when the trace has no CPU-side data, by format.
+    no_cpu_leaf: &'static str,
+    /// Whether the trace shows module loading anywhere (a module-load call, or a launch
+    /// or runtime call that took milliseconds): only then is host time in the first call of
+    /// an operator read as first-call cost. Without it, such time at the start of a Kineto
+    /// capture is the profiler starting up.
+    loads_modules: OnceLock<bool>,
+    /// Convolution operator -> whether it synchronised (autotuned), computed on demand.
+    conv_tuned: Mutex<FxHashMap<u32, bool>>,
+    /// (thread, name) -> start of the first CPU operator of that name, built on demand.
+    first_op: OnceLock<FxHashMap<(ThreadKey, u32), i64>>,
+    /// Per string id: what a span of that name is ([`LOADER`], [`CONV`], [`USER_FRAME`]),
+    /// decided once per name instead of once per span visited.
+    flags: Vec<std::sync::atomic::AtomicU8>,
+    /// Whether any span carries an old-style `Call stack` (the frame fallback).
+    call_stacks: OnceLock<bool>,
+}
+
+impl<'t> Attributor<'t> {
+    pub(super) fn new(trace: &'t Trace) -> Self {
+        // Copies to or from pageable memory block the host like a synchronize.
+        let sync_corr = trace
+            .gpu_ops
+            .iter()
+            .filter(|o| o.is_pageable_copy())
+            .map(|o| o.correlation)
+            .filter(|&c| c != 0)
+            .collect();
+        // Mark each operator that launched GPU work and its ancestors, stopping at the first
+        // ancestor already marked: every span is marked at most once.
+        let mut launched = vec![0u64; trace.host_spans.len().div_ceil(64)];
+        for &c in trace.index.op_cpu_op.iter().filter(|&&c| c != NONE) {
+            for k in std::iter::once(c).chain(trace.ancestors(c)) {
+                let (w, b) = (k as usize / 64, 1u64 << (k % 64));
+                if launched.get(w).is_none_or(|x| x & b != 0) {
+                    break;
+                }
+                launched[w] |= b;
+            }
+        }
+        // OS runtime calls alone say where the host waited, not what it computed.
+        let cpu_data = trace
+            .host_spans
+            .iter()
+            .any(|s| matches!(s.kind, HostKind::CpuOp | HostKind::Python));
+        let no_cpu_leaf = if trace.meta.format == Some(tracehound_parsers::SourceFormat::Nsys) {
+            "host code outside CUDA calls (this export has no CPU-side data; capture with `-t cuda,nvtx,osrt --pytorch=autograd-nvtx -s cpu`)"
+        } else {
+            "host code outside CUDA calls (the trace has no CPU operators: profile with ProfilerActivity.CPU and with_stack=True)"
+        };
+        Attributor {
+            trace,
+            main_thread: OnceLock::new(),
+            sync_corr,
+            launched,
+            cpu_data,
+            no_cpu_leaf,
+            loads_modules: OnceLock::new(),
+            conv_tuned: Mutex::new(FxHashMap::default()),
+            first_op: OnceLock::new(),
+            flags: (0..trace.strings.len())
+                .map(|_| std::sync::atomic::AtomicU8::new(0))
+                .collect(),
+            call_stacks: OnceLock::new(),
+        }
+    }
+
+    /// What time no span covers is called: code the profiler did not trace, or, in a trace
+    /// without CPU-side data, host code outside CUDA calls with how to capture it.
+    fn untraced_leaf(&self) -> &'static str {
+        if self.cpu_data {
+            "no span recorded (code the profiler did not trace)"
+        } else {
+            self.no_cpu_leaf
+        }
+    }
+
+    fn is_blocking(&self, i: u32) -> bool {
+        let s = &self.trace.host_spans[i as usize];
+        matches!(s.kind, HostKind::Runtime | HostKind::Driver)
+            && (is_sync_call(self.trace.str(s.name))
+                || (s.correlation != 0 && self.sync_corr.contains(&s.correlation)))
+    }
+
+    /// Whether span `op` (an operator) or a span inside it launched GPU work.
+    fn launches(&self, op: u32) -> bool {
+        op != NONE
+            && self
+                .launched
+                .get(op as usize / 64)
+                .is_some_and(|x| x & (1u64 << (op % 64)) != 0)
+    }
+
+    /// Whether name `name` has flag `f`; each name's flags are worked out on first use (a
+    /// trace holds far more names than gaps ever touch).
+    fn flag(&self, name: u32, f: u8) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(slot) = self.flags.get(name as usize) else {
+            return false;
+        };
+        let mut v = slot.load(Relaxed);
+        if v & KNOWN == 0 {
+            let n = self.trace.str(name);
+            v = KNOWN
+                | (if is_loader(n) { LOADER } else { 0 })
+                | (if is_conv(n) { CONV } else { 0 })
+                | (if tracehound_parsers::is_user_frame(n) {
+                    USER_FRAME
+                } else {
+                    0
+                });
+            slot.store(v, Relaxed);
+        }
+        v & f != 0
+    }
+
+    /// What encloses span `i`: its own contribution on top of its parent's, memoised per
+    /// gap in `memo` (a gap's spans share most of their ancestors). Iterative: nesting depth
+    /// comes from the input.
+    fn around(&self, i: u32, memo: &mut FxHashMap<u32, Around>) -> Around {
+        let t = self.trace;
+        let mut chain: Vec<u32> = Vec::new();
+        let mut k = i;
+        let mut a = loop {
+            if k == NONE {
+                break Around {
+                    loader: NONE,
+                    conv: NONE,
+                    op: NONE,
+                    frame: NONE,
+                };
+            }
+            if let Some(a) = memo.get(&k) {
+                break *a;
+            }
+            chain.push(k);
+            k = t.host_spans[k as usize].parent;
+        };
+        // Outermost wins for the loader, convolution and operator (an ancestor's stays);
+        // innermost wins for the frame.
+        for &k in chain.iter().rev() {
+            let s = &t.host_spans[k as usize];
+            if a.loader == NONE && self.flag(s.name, LOADER) {
+                a.loader = k;
+            }
+            match s.kind {
+                HostKind::CpuOp => {
+                    if a.op == NONE {
+                        a.op = k;
+                    }
+                    if a.conv == NONE && self.flag(s.name, CONV) {
+                        a.conv = k;
+                    }
+                }
+                HostKind::Python if self.flag(s.name, USER_FRAME) => a.frame = k,
+                _ => {}
+            }
+            memo.insert(k, a);
+        }
+        a
+    }
+
+    /// Whether convolution operator `conv` synchronised while it ran (cuDNN benchmark mode
+    /// timing its candidates).
+    fn is_tuned(&self, conv: u32) -> bool {
+        let t = self.trace;
+        let compute = || {
+            let op = &t.host_spans[conv as usize];
+            let spans = t.thread_spans((op.pid, op.tid));
+            let from = spans.partition_point(|&k| t.host_spans[k as usize].start < op.start);
+            spans[from..]
+                .iter()
+                .take_while(|&&k| t.host_spans[k as usize].start < op.end)
+                .any(|&k| {
+                    let s = &t.host_spans[k as usize];
+                    matches!(s.kind, HostKind::Runtime | HostKind::Driver)
+                        && is_timing_sync(api_name(t.str(s.name)))
+                })
+        };
+        match self.conv_tuned.lock() {
+            Ok(mut m) => *m.entry(conv).or_insert_with(compute),
+            Err(_) => compute(),
+        }
+    }
+
+    /// The thread that ran the most CPU operators (else CUDA calls): it stands in when a gap
+    /// has no launcher.
+    fn main_thread(&self) -> Option<ThreadKey> {
+        let trace = self.trace;
+        *self.main_thread.get_or_init(|| {
+            trace
+                .index
+                .spans_by_thread
+                .iter()
+                .map(|(k, v)| {
+                    let count = |kinds: &[HostKind]| {
+                        v.iter()
+                            .filter(|&&i| kinds.contains(&trace.host_spans[i as usize].kind))
+                            .count()
+                    };
+                    (
+                        count(&[HostKind::CpuOp]),
+                        count(&[HostKind::Runtime, HostKind::Driver]),
+                        std::cmp::Reverse(*k),
+                        *k,
+                    )
+                })
+                .max()
+                .filter(|(ops, calls, _, _)| ops + calls > 0)
+                .map(|(_, _, _, k)| k)
+        })
+    }
+
+    /// Whether the trace shows module loading anywhere (a module-load call, or a launch or
+    /// runtime call that took milliseconds); found on first need.
+    fn loads_modules(&self) -> bool {
+        let trace = self.trace;
+        *self.loads_modules.get_or_init(|| {
+            trace.host_spans.iter().any(|s| {
+                matches!(s.kind, HostKind::Runtime | HostKind::Driver) && {
+                    let n = api_name(trace.str(s.name));
+                    is_module_load_call(n)
+                        || (s.dur() >= SLOW_CALL_NS && !is_sync_call(n) && !is_alloc_call(n))
+                }
+            })
+        })
+    }
+
+    /// Whether any span carries an old-style `Call stack`.
+    fn call_stacks(&self) -> bool {
+        *self
+            .call_stacks
+            .get_or_init(|| self.trace.host_spans.iter().any(|s| s.call_stack != 0))
+    }
+
+    /// Whether CPU operator `op` is the first of its name on its thread.
+    fn is_first_op(&self, op: u32) -> bool {
+        let t = self.trace;
+        let map = self.first_op.get_or_init(|| {
+            let mut m: FxHashMap<(ThreadKey, u32), i64> = FxHashMap::default();
+            for s in t.host_spans.iter().filter(|s| s.kind == HostKind::CpuOp) {
+                m.entry(((s.pid, s.tid), s.name)).or_insert(s.start);
+            }
+            m
+        });
+        let s = &t.host_spans[op as usize];
+        map.get(&((s.pid, s.tid), s.name)) == Some(&s.start)
+    }
+
+    /// Category, leaf and user frame of the time span `i` was innermost for `ns`.
+    fn categorize(&self, i: u32, ns: i64, memo: &mut FxHashMap<u32, Around>) -> Raw<'t> {
+        let t = self.trace;
+        let raw = |kind, leaf, frame| Raw {
+            kind,
+            leaf,
+            frame,
+            ns,
+        };
+        if i == NONE {
+            return raw(CauseKind::Untraced, Leaf::Untraced, None);
+        }
+        let s = &t.host_spans[i as usize];
+        let around = self.around(i, memo);
+        let frame = if around.frame != NONE {
+            Some(t.str(t.host_spans[around.frame as usize].name))
+        } else if self.call_stacks() {
+            t.user_frame(i)
+        } else {
+            None
+        };
+        if around.loader != NONE {
+            let n = t.host_spans[around.loader as usize].name;
+            return raw(CauseKind::DataLoading, Leaf::Loader(n), frame);
+        }
+        if around.conv != NONE && self.is_tuned(around.conv) {
+            return raw(CauseKind::Autotune, Leaf::Conv(around.conv), frame);
+        }
+        let op = around.op;
+        let op_name = if op == NONE {
+            0
+        } else {
+            t.host_spans[op as usize].name
+        };
+        match s.kind {
+            HostKind::Runtime | HostKind::Driver => {
+                let call = api_name(t.str(s.name));
+                if is_alloc_call(call) {
+                    raw(CauseKind::Allocator, Leaf::CallIn(s.name, op_name), frame)
+                } else if is_module_load_call(call) {
+                    raw(CauseKind::ModuleLoad, Leaf::CallIn(s.name, op_name), frame)
+                } else if self.is_blocking(i) {
+                    raw(CauseKind::HostSync, Leaf::OpCall(op_name, s.name), frame)
+                } else if s.dur() >= SLOW_CALL_NS {
+                    raw(
+                        CauseKind::ModuleLoad,
+                        Leaf::FirstCallIn(s.name, op_name),
+                        frame,
+                    )
+                } else {
+                    raw(CauseKind::LaunchOverhead, Leaf::Call(s.name), frame)
+                }
+            }
+            HostKind::CpuOp => {
+                if self.launches(op) {
+                    // Dispatch costs µs; milliseconds of host time in an operator that
+                    // launches GPU work is set-up on a first call, or CPU work it does.
+                    if ns >= SLOW_CALL_NS && self.loads_modules() && self.is_first_op(op) {
+                        raw(CauseKind::ModuleLoad, Leaf::FirstOp(op_name), frame)
+                    } else if ns >= SLOW_CALL_NS {
+                        raw(CauseKind::CpuOp, Leaf::HostWork(op_name), frame)
+                    } else {
+                        raw(CauseKind::LaunchOverhead, Leaf::Dispatch, frame)
+                    }
+                } else {
+                    raw(CauseKind::CpuOp, Leaf::OnCpu(op_name), frame)
+                }
+            }
+            HostKind::Python => raw(CauseKind::Python, Leaf::Frame(s.name), frame),
+            HostKind::OsCall => raw(CauseKind::OsCall, Leaf::Name(s.name), frame),
+            HostKind::Annotation | HostKind::GpuAnnotation => {
+                if t.str(s.name).starts_with("ProfilerStep#") {
+                    raw(CauseKind::Untraced, Leaf::Untraced, frame)
+                } else {
+                    raw(CauseKind::Untraced, Leaf::Inside(s.name), frame)
+                }
+            }
+        }
+    }
+
+    /// Splits untraced time by the CPU samples taken on the thread in `[a, b)` outside every
+    /// span, in proportion to how many name each function.
+    fn name_untraced_by_samples(&self, raws: &mut Vec<Raw<'t>>, thread: ThreadKey, a: i64, b: i64) {
+        let t = self.trace;
+        let Some(k) = raws
+            .iter()
+            .position(|r| r.kind == CauseKind::Untraced && r.leaf == Leaf::Untraced)
+        else {
+            return;
+        };
+        let samples = &t.cpu_samples;
+        let from = samples.partition_point(|s| (s.pid, s.tid, s.ts) < (thread.0, thread.1, a));
+        let spans = t.thread_spans(thread);
+        let mut counts: FxHashMap<(u32, u32), u64> = FxHashMap::default();
+        for s in samples[from..]
+            .iter()
+            .take_while(|s| (s.pid, s.tid) == thread && s.ts < b)
+        {
+            let (_, chain) = t.chain_at(spans, s.ts);
+            // Step annotations cover everything and name nothing: they do not count.
+            let covered = chain.iter().any(|&i| {
+                let sp = &t.host_spans[i as usize];
+                sp.end > s.ts && !matches!(sp.kind, HostKind::Annotation | HostKind::GpuAnnotation)
+            });
+            if !covered {
+                *counts.entry((s.symbol, s.module)).or_default() += 1;
+            }
+        }
+        let n: u64 = counts.values().sum();
+        if n == 0 {
+            return;
+        }
+        let untraced = raws.swap_remove(k);
+        let mut counts: Vec<((u32, u32), u64)> = counts.into_iter().collect();
+        counts.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+        let mut left = untraced.ns;
+        for (j, ((sym, module), c)) in counts.iter().enumerate() {
+            let ns = if j + 1 == counts.len() {
+                left
+            } else {
+                untraced.ns * *c as i64 / n as i64
+            };
+            left -= ns;
+            raws.push(Raw {
+                kind: CauseKind::Sampled,
+                leaf: Leaf::Sampled(*sym, *module),
+                frame: untraced.frame,
+                ns,
+            });
+        }
+    }
+
+    /// The words for a leaf.
+    fn leaf_text(&self, leaf: Leaf, drained: Option<&str>) -> String {
+        let t = self.trace;
+        let in_op = |what: &str, op: u32| {
+            if op == 0 {
+                what.to_string()
+            } else {
+                format!("{what} in {}", t.str(op))
+            }
+        };
+        match leaf {
+            Leaf::Untraced => self.untraced_leaf().to_string(),
+            Leaf::Loader(n) => t.str(n).chars().take(90).collect(),
+            Leaf::Conv(c) => {
+                let c = &t.host_spans[c as usize];
+                let shape = t
+                    .str(c.input_dims)
+                    .trim_start_matches('[')
+                    .split(']')
+                    .next()
+                    .filter(|d| !d.is_empty())
+                    .map(|d| format!(" on input [{d}]"))
+                    .unwrap_or_default();
+                format!("{}{shape}", t.str(c.name))
+            }
+            Leaf::CallIn(call, op) => in_op(api_name(t.str(call)), op),
+            Leaf::FirstCallIn(call, op) => {
+                in_op(&format!("first call ({})", api_name(t.str(call))), op)
+            }
+            Leaf::OpCall(0, call) => api_name(t.str(call)).to_string(),
+            Leaf::OpCall(op, call) => format!("{} ({})", t.str(op), api_name(t.str(call))),
+            Leaf::Call(call) => api_name(t.str(call)).to_string(),
+            Leaf::FirstOp(op) => format!("first call of {}", t.str(op)),
+            Leaf::HostWork(op) => format!("{} (host work)", t.str(op)),
+            Leaf::OnCpu(op) => format!("{} on CPU", t.str(op)),
+            Leaf::Dispatch => "dispatch in operators that launch GPU work".into(),
+            Leaf::Frame(n) => clean_frame(t.str(n)),
+            Leaf::Name(n) => t.str(n).to_string(),
+            Leaf::Inside(n) => format!("inside {} (no finer span)", short_name(t.str(n), 60)),
+            Leaf::LaunchLatency => "launch latency (call to kernel start)".into(),
+            Leaf::Queued => {
+                "launched but not started (a dependency, an event or another stream held it)".into()
+            }
+            Leaf::Drained => drained
+                .unwrap_or("the sync that drained the queue")
+                .to_string(),
+            Leaf::Sampled(sym, module) => {
+                let m = t.str(module);
+                format!(
+                    "{} in {}",
+                    sampled_symbol(t.str(sym)),
+                    m.rsplit('/').next().unwrap_or(m)
+                )
+            }
+        }
+    }
+
+    pub(super) fn classify(&self, device: i32, a: i64, b: i64) -> Gap {
+        let t = self.trace;
+        let ops = t.device_ops(device);
+        let k = ops.partition_point(|&i| t.gpu_ops[i as usize].start < b);
+        let next = ops[k..]
+            .iter()
+            .copied()
+            .find(|&i| t.gpu_ops[i as usize].is_work());
+        let next_op = next;
+        let launch = next.map_or(NONE, |i| t.index.op_launch[i as usize]);
+        let thread = if launch != NONE {
+            let l = &t.host_spans[launch as usize];
+            Some((l.pid, l.tid))
+        } else {
+            self.main_thread()
+        };
+        let whole = |kind: CauseKind, leaf: String, frame: Option<String>| Part {
+            kind,
+            leaf,
+            frame,
+            ns: b - a,
+        };
+        let mut gap = Gap {
+            start: a,
+            end: b,
+            kind: CauseKind::Unknown,
+            mixed: false,
+            label: String::new(),
+            cpu_op: None,
+            frame: None,
+            next_op,
+            drained_by: None,
+            parts: Vec::new(),
+        };
+        let Some(thread) = thread else {
+            gap.parts = vec![whole(
+                CauseKind::Unknown,
+                "no host thread recorded".into(),
+                None,
+            )];
+            return finish_gap(gap);
+        };
+        if launch != NONE && t.host_spans[launch as usize].end <= a {
+            let op = t.outermost_cpu_op(launch);
+            gap.cpu_op = (op != NONE).then(|| span_name(t, op, "").to_string());
+            gap.parts = vec![whole(
+                CauseKind::GpuWait,
+                "the next operation was launched before the gap (a dependency, an event or another stream held it)".into(),
+                t.user_frame(launch).map(str::to_string),
+            )];
+            return finish_gap(gap);
+        }
+        // A synchronising call around the moment the GPU ran dry: the chain containing `a`,
+        // and the few spans that ended just before it (the host returns a moment after).
+        let spans = t.thread_spans(thread);
+        let (first_after, mut around) = t.chain_at(spans, a);
+        if first_after > 0 {
+            around.extend(
+                spans[first_after.saturating_sub(12)..first_after - 1]
+                    .iter()
+                    .copied(),
+            );
+        }
+        let drain = around.iter().copied().find(|&i| {
+            let s = &t.host_spans[i as usize];
+            self.is_blocking(i) && s.start <= a && s.end >= a - DRAIN_SLACK_NS
+        });
+        if let Some(sync) = drain {
+            let op = t.outermost_cpu_op(sync);
+            let call = api_name(span_name(t, sync, ""));
+            gap.drained_by = Some(if op != NONE {
+                format!("{} ({call})", span_name(t, op, ""))
+            } else {
+                call.to_string()
+            });
+        }
+        let host_end = if launch != NONE {
+            t.host_spans[launch as usize].start.clamp(a, b)
+        } else {
+            b
+        };
+        let mut memo = FxHashMap::default();
+        let mut raws: Vec<Raw> = t
+            .exclusive_time(thread, a, host_end)
+            .into_iter()
+            .map(|(i, ns)| self.categorize(i, ns, &mut memo))
+            .collect();
+        if b > host_end {
+            let latency = (b - host_end).min(LAUNCH_LATENCY_NS);
+            raws.push(Raw {
+                kind: CauseKind::LaunchOverhead,
+                leaf: Leaf::LaunchLatency,
+                frame: None,
+                ns: latency,
+            });
+            if b - host_end > latency {
+                raws.push(Raw {
+                    kind: CauseKind::GpuWait,
+                    leaf: Leaf::Queued,
+                    frame: None,
+                    ns: b - host_end - latency,
+                });
+            }
+        }
+        if !t.cpu_samples.is_empty() {
+            self.name_untraced_by_samples(&mut raws, thread, a, host_end);
+        }
+        // With the queue drained by a sync, launching again is the sync's cost: the GPU
+        // would otherwise have had work queued.
+        if gap.drained_by.is_some() {
+            for r in raws
+                .iter_mut()
+                .filter(|r| r.kind == CauseKind::LaunchOverhead)
+            {
+                r.kind = CauseKind::HostSync;
+                r.leaf = Leaf::Drained;
+            }
+        }
+        // Merge by key (integers and borrowed names), then spell out only what is left.
+        raws.sort_unstable_by(|x, y| (x.kind, x.leaf, x.frame).cmp(&(y.kind, y.leaf, y.frame)));
+        let mut merged: Vec<Raw> = Vec::new();
+        for r in raws {
+            match merged.last_mut() {
+                Some(l) if (l.kind, l.leaf, l.frame) == (r.kind, r.leaf, r.frame) => l.ns += r.ns,
+                _ => merged.push(r),
+            }
+        }
+        let parts: Vec<Part> = merged
+            .into_iter()
+            .map(|r| Part {
+                kind: r.kind,
+                leaf: self.leaf_text(r.leaf, gap.drained_by.as_deref()),
+                frame: r.frame.map(str::to_string),
+                ns: r.ns,
+            })
+            .collect();
+        gap.parts = merge_parts(parts);
+        if launch != NONE && gap.frame.is_none() {
+            let f = self.around(launch, &mut memo).frame;
+            gap.frame = if f != NONE {
+                Some(t.str(t.host_spans[f as usize].name).to_string())
+            } else if self.call_stacks() {
+                t.user_frame(launch).map(str::to_string)
+            } else {
+                None
+            };
+        }
+        finish_gap(gap)
+    }
+}

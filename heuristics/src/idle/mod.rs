@@ -1,0 +1,395 @@
+//! The idle engine: GPU idle gaps, intervals of at least `gap_threshold_ns` (100 µs) inside the analysed
+//! window where a GPU runs nothing on any stream, each attributed to what the host thread
+//! that launched the next GPU operation was doing, **by measured time**.
+//!
+//! For each gap the launching thread is swept from the gap's start to the launch of the next
+//! GPU work ([`Trace::exclusive_time`]): every instant goes to the innermost span active then,
+//! and that span is put in a category (a synchronising call, an allocator call, module
+//! loading, cuDNN autotuning, launch calls and operator dispatch, a CPU operator that
+//! launched no GPU work, a Python frame, data loading, an OS call, untraced time). The time
+//! from that launch to the gap's end is launch latency. The category holding most of the
+//! gap's time is its cause; a gap where none holds a third is "mixed" and shows its top two.
+//!
+//! A second fact is kept beside it: whether a synchronising call returned just before the gap
+//! (`.item()`, `.cpu()`, a pageable copy) and so drained the GPU's queue. A drained gap's
+//! launch time is the sync's cost (the GPU could otherwise have run ahead of the host).
+//! A gap whose next operation was launched before the gap began is a GPU-side wait.
+//!
+//! The engine computes; [`crate::rules::idle_gaps`] turns its result into findings, and the
+//! summary's verdict and the views read it through [`crate::context::Ctx::idle`].
+
+mod advice;
+mod attribute;
+mod calls;
+
+pub use advice::advice;
+
+use crate::scope::Scope;
+use crate::window::{WindowSource, busy_intervals, total};
+use attribute::Attributor;
+use rustc_hash::FxHashMap;
+
+/// A launch or runtime call this long is not launch overhead: the first call of a kernel
+/// loads its module (lazy loading, `CUDA_MODULE_LOADING=LAZY`), which takes milliseconds,
+/// while a launch takes 2-20 µs. 1 ms sits two orders of magnitude above a launch and below
+/// every module load seen on H100/H200 captures (1.8-34 ms).
+const SLOW_CALL_NS: i64 = 1_000_000;
+
+/// From a launch call to its kernel's start on an idle GPU takes 4-20 µs on the H100/H200
+/// captures; time beyond 50 µs with the work already queued is the GPU waiting on something
+/// else (a dependency, an event, another stream), not launch overhead.
+const LAUNCH_LATENCY_NS: i64 = 50_000;
+
+/// A sync that returned at most this long before the gap began drained the queue: the host
+/// wakes a few µs after the GPU finishes; 20 µs covers the wake-up and the return path.
+const DRAIN_SLACK_NS: i64 = 20_000;
+
+/// The leading gap of a Kineto capture up to this long is the profiler starting up: every
+/// capture we have opens with a 1-4 ms hole; 5 ms leaves room and stays far below the stalls
+/// the rule is for.
+const PROFILER_STARTUP_NS: i64 = 5_000_000;
+
+/// A gap whose largest category holds less than this share of its time is "mixed".
+const MIXED_BELOW: f64 = 1.0 / 3.0;
+
+/// Category of host activity during GPU idle time; the advice depends on it and on the leaf.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CauseKind {
+    /// Blocked in a synchronising call (`cudaStreamSynchronize` under `aten::item` ...).
+    HostSync,
+    /// In an allocator call (`cudaMalloc`, `cudaFree`, `hipFree` ...).
+    Allocator,
+    /// Module loading, JIT, or the first call of a kernel or operator.
+    ModuleLoad,
+    /// cuDNN autotuning inside a convolution (`cudnn.benchmark=True` on a new shape).
+    Autotune,
+    /// Launch calls, operator dispatch and launch latency.
+    LaunchOverhead,
+    /// A CPU operator that launched no GPU work (CPU tensor compute on the training thread).
+    CpuOp,
+    /// A Python frame: user code or a builtin such as `time.sleep`.
+    Python,
+    /// The DataLoader (`__next__` on the training thread).
+    DataLoading,
+    /// An OS call (sleep, poll, futex, read), from Nsight Systems' OS runtime trace.
+    OsCall,
+    /// Time no span covers, named by the CPU samples taken in it (Nsight Systems `-s cpu`).
+    Sampled,
+    /// Time no span covers.
+    Untraced,
+    /// The next GPU operation was already launched: the GPU waited on a dependency.
+    GpuWait,
+    /// No host thread is known for the gap.
+    Unknown,
+    /// The hole Kineto leaves at the start of the first profiled step while the profiler
+    /// starts (1-4 ms on every capture we have): not the program's cost, so not in the impact.
+    ProfilerStartup,
+}
+
+impl CauseKind {
+    /// Every category, in order.
+    pub const ALL: [CauseKind; 14] = [
+        CauseKind::HostSync,
+        CauseKind::Allocator,
+        CauseKind::ModuleLoad,
+        CauseKind::Autotune,
+        CauseKind::LaunchOverhead,
+        CauseKind::CpuOp,
+        CauseKind::Python,
+        CauseKind::DataLoading,
+        CauseKind::OsCall,
+        CauseKind::Sampled,
+        CauseKind::Untraced,
+        CauseKind::GpuWait,
+        CauseKind::Unknown,
+        CauseKind::ProfilerStartup,
+    ];
+
+    /// The category of a stable id ([`CauseKind::id`]).
+    pub fn from_id(id: &str) -> Option<CauseKind> {
+        CauseKind::ALL.into_iter().find(|k| k.id() == id)
+    }
+
+    /// Short name for summaries.
+    pub fn label(self) -> &'static str {
+        match self {
+            CauseKind::HostSync => "host synchronisation",
+            CauseKind::Allocator => "allocator calls",
+            CauseKind::ModuleLoad => "module loading / first calls",
+            CauseKind::Autotune => "cuDNN autotuning",
+            CauseKind::LaunchOverhead => "launch overhead",
+            CauseKind::CpuOp => "CPU operators",
+            CauseKind::Python => "Python",
+            CauseKind::DataLoading => "data loading",
+            CauseKind::OsCall => "OS calls",
+            CauseKind::Sampled => "host code (CPU samples)",
+            CauseKind::Untraced => "untraced host code",
+            CauseKind::GpuWait => "GPU-side waits",
+            CauseKind::Unknown => "unknown host activity",
+            CauseKind::ProfilerStartup => "profiler start-up",
+        }
+    }
+
+    /// Stable snake_case id, for JSON metrics and tests.
+    pub fn id(self) -> &'static str {
+        match self {
+            CauseKind::HostSync => "host_sync",
+            CauseKind::Allocator => "allocator",
+            CauseKind::ModuleLoad => "module_loading",
+            CauseKind::Autotune => "cudnn_autotune",
+            CauseKind::LaunchOverhead => "launch_overhead",
+            CauseKind::CpuOp => "cpu_op",
+            CauseKind::Python => "python",
+            CauseKind::DataLoading => "data_loading",
+            CauseKind::OsCall => "os_call",
+            CauseKind::Sampled => "sampled",
+            CauseKind::Untraced => "untraced",
+            CauseKind::GpuWait => "gpu_wait",
+            CauseKind::Unknown => "unknown",
+            CauseKind::ProfilerStartup => "profiler_startup",
+        }
+    }
+}
+
+/// Measured host time of one category and leaf inside a gap.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Part {
+    /// Category.
+    pub kind: CauseKind,
+    /// What exactly: the call, operator or frame (`aten::item (cudaStreamSynchronize)`,
+    /// `aten::upsample_bilinear2d on CPU`, `<built-in function sleep>`).
+    pub leaf: String,
+    /// The user's Python frame around it, when the trace has stacks.
+    pub frame: Option<String>,
+    /// Time, ns.
+    pub ns: i64,
+}
+
+/// One gap with its attribution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gap {
+    /// Start, ns.
+    pub start: i64,
+    /// End, ns.
+    pub end: i64,
+    /// The category holding most of the gap's time.
+    pub kind: CauseKind,
+    /// Whether no category holds a third of the gap.
+    pub mixed: bool,
+    /// The cause in words, with its measured share.
+    pub label: String,
+    /// The CPU operator responsible, when one.
+    pub cpu_op: Option<String>,
+    /// The user's Python frame, when the trace has stacks.
+    pub frame: Option<String>,
+    /// The GPU operation that ended the gap (index into the trace's GPU ops), when one.
+    pub next_op: Option<u32>,
+    /// The synchronising call that returned just before the gap and drained the queue.
+    pub drained_by: Option<String>,
+    /// Measured time by category and leaf, largest first; adds up to the gap.
+    pub parts: Vec<Part>,
+}
+
+/// Idle accounting of one device over the window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceIdle {
+    /// Device index.
+    pub device: i32,
+    /// Busy time (union of all streams), ns.
+    pub busy_ns: i64,
+    /// Gaps at or above the threshold, in time order.
+    pub gaps: Vec<Gap>,
+    /// Idle time in gaps below the threshold, ns.
+    pub short_idle_ns: i64,
+    /// Number of gaps below the threshold.
+    pub short_count: u64,
+    /// Median kernel duration in the window, ns (0 without kernels).
+    pub median_kernel_ns: i64,
+}
+
+impl DeviceIdle {
+    /// Idle time in gaps at or above the threshold, less the profiler's start-up hole.
+    pub fn gap_ns(&self) -> i64 {
+        self.gaps
+            .iter()
+            .filter(|g| g.kind != CauseKind::ProfilerStartup)
+            .map(|g| g.end - g.start)
+            .sum()
+    }
+
+    /// Gaps that cost the program time (all but the profiler's start-up hole).
+    pub fn costly_gaps(&self) -> impl Iterator<Item = &Gap> {
+        self.gaps
+            .iter()
+            .filter(|g| g.kind != CauseKind::ProfilerStartup)
+    }
+
+    /// A launch-bound run: kernels so short that the idle time between them, in gaps below
+    /// the threshold, is itself a cost of at least 10% of the window.
+    pub fn launch_bound(&self, window_ns: i64) -> bool {
+        self.median_kernel_ns > 0
+            && self.median_kernel_ns < 20_000
+            && self.short_idle_ns * 10 >= window_ns
+    }
+
+    /// Measured gap time by category, largest first.
+    pub fn by_kind(&self) -> Vec<(CauseKind, i64)> {
+        let mut m: FxHashMap<CauseKind, i64> = FxHashMap::default();
+        for p in self.costly_gaps().flat_map(|g| &g.parts) {
+            *m.entry(p.kind).or_default() += p.ns;
+        }
+        let mut v: Vec<(CauseKind, i64)> = m.into_iter().collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v
+    }
+}
+
+/// Computes busy time, gaps and their causes for one device.
+pub fn analyse_device(cx: &Scope, device: i32) -> DeviceIdle {
+    let trace = cx.trace;
+    let w = &cx.window;
+    let busy = busy_intervals(trace, device, w);
+    let threshold = cx.config.gap_threshold_ns.max(1);
+    let mut raw: Vec<(i64, i64)> = Vec::new();
+    // Edge gaps count only when the window is not itself cut to the GPU activity.
+    let edges = matches!(w.source, WindowSource::Steps { .. } | WindowSource::User);
+    if let (Some(first), Some(last)) = (busy.first(), busy.last()) {
+        if edges {
+            raw.push((w.start, first.0));
+        }
+        raw.extend(busy.windows(2).map(|p| (p[0].1, p[1].0)));
+        if edges {
+            raw.push((last.1, w.end));
+        }
+    }
+    let attr = Attributor::new(trace);
+    let (mut short_idle_ns, mut short_count) = (0, 0);
+    let mut long: Vec<(i64, i64)> = Vec::new();
+    for (s, e) in raw {
+        let d = e - s;
+        if d <= 0 {
+            continue;
+        }
+        if d < threshold {
+            short_idle_ns += d;
+            short_count += 1;
+        } else {
+            long.push((s, e));
+        }
+    }
+    // Gaps are independent: classify them in parallel (collect keeps their order).
+    use rayon::prelude::*;
+    let gaps: Vec<Gap> = long
+        .par_iter()
+        .map(|&(s, e)| {
+            let gap = attr.classify(device, s, e);
+            if s == w.start
+                && e - s <= PROFILER_STARTUP_NS
+                && matches!(w.source, WindowSource::Steps { .. })
+                && trace.meta.format == Some(tracehound_parsers::SourceFormat::Kineto)
+            {
+                return finish_gap(Gap {
+                    parts: vec![Part {
+                        kind: CauseKind::ProfilerStartup,
+                        leaf: "the profiler starting at the first profiled step".into(),
+                        frame: None,
+                        ns: e - s,
+                    }],
+                    ..gap
+                });
+            }
+            gap
+        })
+        .collect();
+    let mut kernels: Vec<i64> = trace
+        .device_ops(device)
+        .iter()
+        .map(|&i| &trace.gpu_ops[i as usize])
+        .filter(|o| {
+            o.kind == tracehound_parsers::GpuOpKind::Kernel && o.start >= w.start && o.start < w.end
+        })
+        .map(|o| o.dur())
+        .collect();
+    let median_kernel_ns = if kernels.is_empty() {
+        0
+    } else {
+        let mid = kernels.len() / 2;
+        *kernels.select_nth_unstable(mid).1
+    };
+    DeviceIdle {
+        device,
+        busy_ns: total(&busy),
+        gaps,
+        short_idle_ns,
+        short_count,
+        median_kernel_ns,
+    }
+}
+
+/// Sums parts of the same category, leaf and frame; largest first.
+fn merge_parts(mut parts: Vec<Part>) -> Vec<Part> {
+    parts.sort_by(|x, y| (x.kind, &x.leaf, &x.frame).cmp(&(y.kind, &y.leaf, &y.frame)));
+    let mut out: Vec<Part> = Vec::new();
+    for p in parts {
+        match out.last_mut() {
+            Some(l) if l.kind == p.kind && l.leaf == p.leaf && l.frame == p.frame => l.ns += p.ns,
+            _ => out.push(p),
+        }
+    }
+    out.sort_by(|x, y| {
+        y.ns.cmp(&x.ns)
+            .then(x.kind.cmp(&y.kind))
+            .then(x.leaf.cmp(&y.leaf))
+    });
+    out
+}
+
+/// Sets a gap's cause, label, operator and frame from its measured parts.
+fn finish_gap(mut gap: Gap) -> Gap {
+    let len = (gap.end - gap.start).max(1);
+    let mut kinds: FxHashMap<CauseKind, i64> = FxHashMap::default();
+    for p in &gap.parts {
+        *kinds.entry(p.kind).or_default() += p.ns;
+    }
+    let mut kinds: Vec<(CauseKind, i64)> = kinds.into_iter().collect();
+    kinds.sort_by(|x, y| y.1.cmp(&x.1).then(x.0.cmp(&y.0)));
+    let Some(&(top, top_ns)) = kinds.first() else {
+        gap.label = "no host activity recorded".into();
+        return gap;
+    };
+    gap.kind = top;
+    gap.mixed = (top_ns as f64) < MIXED_BELOW * len as f64;
+    let pct = |ns: i64| 100.0 * ns as f64 / len as f64;
+    let lead = |k: CauseKind| gap.parts.iter().find(|p| p.kind == k);
+    let describe = |k: CauseKind, ns: i64| match lead(k) {
+        Some(p) => format!("{}: {} {:.0}%", k.label(), p.leaf, pct(ns)),
+        None => format!("{} {:.0}%", k.label(), pct(ns)),
+    };
+    gap.label = if gap.mixed {
+        let second = kinds
+            .get(1)
+            .map(|&(k, ns)| format!(", {}", describe(k, ns)))
+            .unwrap_or_default();
+        format!("mixed: {}{second}", describe(top, top_ns))
+    } else {
+        describe(top, top_ns)
+    };
+    if let Some(d) = &gap.drained_by
+        && (top != CauseKind::HostSync || lead(top).is_some_and(|p| &p.leaf != d))
+    {
+        gap.label
+            .push_str(&format!(" — queue drained by {d} just before"));
+    }
+    if let Some(p) = lead(top) {
+        if p.frame.is_some() {
+            gap.frame = p.frame.clone();
+        }
+        if matches!(
+            top,
+            CauseKind::CpuOp | CauseKind::HostSync | CauseKind::Autotune | CauseKind::Allocator
+        ) {
+            gap.cpu_op = Some(p.leaf.clone());
+        }
+    }
+    gap
+}

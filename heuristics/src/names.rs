@@ -1,0 +1,109 @@
+//! Names as the analysis reads them: spans, CUDA/HIP API calls, kernels and operators
+//! shortened for a table cell.
+
+use tracehound_parsers::{NONE, Trace};
+
+/// Name of span `i`, or `fallback` for NONE.
+pub(crate) fn span_name<'t>(trace: &'t Trace, i: u32, fallback: &'t str) -> &'t str {
+    if i == NONE {
+        fallback
+    } else {
+        trace.str(trace.host_spans[i as usize].name)
+    }
+}
+
+/// A CUDA API name without the version suffix Nsight Systems adds (`cudaFree_v3020` -> `cudaFree`).
+pub(crate) fn api_name(name: &str) -> &str {
+    name.split("_v").next().unwrap_or(name)
+}
+
+/// CUDA / HIP calls that block the host until the GPU has drained.
+pub fn is_sync_call(name: &str) -> bool {
+    let n = api_name(name);
+    n.ends_with("Synchronize")
+        || matches!(
+            n,
+            "cudaMemcpy"
+                | "cudaMemcpy2D"
+                | "cudaFree"
+                | "cudaFreeHost"
+                | "hipMemcpy"
+                | "hipFree"
+                | "cudaMemset"
+                | "cuMemcpyDtoH"
+                | "cuMemFree"
+        )
+}
+
+/// Shortens a kernel or operator name for a table cell: drops template and argument lists.
+pub fn short_name(name: &str, max: usize) -> String {
+    if name.starts_with("Memcpy") || name.starts_with("Memset") {
+        return name.to_string();
+    }
+    let mut out = String::new();
+    let mut depth = 0i32;
+    for c in name.chars() {
+        match c {
+            '<' | '(' => {
+                if depth == 0 {
+                    out.push(if c == '<' { '<' } else { '(' });
+                    out.push('…');
+                    out.push(if c == '<' { '>' } else { ')' });
+                }
+                depth += 1;
+            }
+            '>' | ')' => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    let out = out.trim().trim_start_matches("void ").to_string();
+    if out.chars().count() > max {
+        let cut: String = out.chars().take(max.saturating_sub(1)).collect();
+        format!("{cut}…")
+    } else {
+        out
+    }
+}
+
+/// Most frequent value of a list of optional strings (ties: first in sort order).
+pub(crate) fn most_common<S: AsRef<str>>(items: &[Option<S>]) -> Option<String> {
+    let mut v: Vec<&str> = items.iter().flatten().map(AsRef::as_ref).collect();
+    v.sort_unstable();
+    let mut best: Option<(&str, usize)> = None;
+    let mut k = 0;
+    while k < v.len() {
+        let mut j = k;
+        while j < v.len() && v[j] == v[k] {
+            j += 1;
+        }
+        if best.is_none_or(|(_, n)| j - k > n) {
+            best = Some((v[k], j - k));
+        }
+        k = j;
+    }
+    best.map(|(s, _)| s.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert_eq!(
+            short_name(
+                "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>(int, float)",
+                80
+            ),
+            "at::native::vectorized_elementwise_kernel<…>(…)"
+        );
+        assert!(is_sync_call("cudaStreamSynchronize"));
+        assert!(is_sync_call("cudaDeviceSynchronize_v3020"));
+        assert!(!is_sync_call("cudaMemcpyAsync"));
+        assert_eq!(
+            most_common(&[Some("b"), None, Some("a"), Some("b")]),
+            Some("b".into())
+        );
+    }
+}

@@ -1,0 +1,58 @@
+//! What one analysis reads: the trace, the settings, the analysed window, and each distinct
+//! kernel name classified once. The core's computations (the idle engine, the roofline, the
+//! stack facts, counters, collectives) take a [`Scope`]; the analysis context
+//! ([`crate::context::Ctx`]) adds their shared results on top of it.
+
+use crate::config::Config;
+use crate::window::Window;
+use tracehound_parsers::Trace;
+
+/// The trace, the settings and the analysed window (computed once).
+pub struct Scope<'a> {
+    /// The trace.
+    pub trace: &'a Trace,
+    /// The settings.
+    pub config: &'a Config,
+    /// The analysed window.
+    pub window: Window,
+    /// Each distinct kernel name classified once (units, architecture): several rules ask
+    /// for every kernel, and a trace has millions of kernels but a few thousand names.
+    kernel_classes: std::sync::OnceLock<
+        rustc_hash::FxHashMap<tracehound_parsers::StrId, crate::hardware::KernelClass>,
+    >,
+}
+
+impl<'a> Scope<'a> {
+    /// The scope of one analysis: the window comes from the trace and the settings.
+    pub fn new(trace: &'a Trace, config: &'a Config) -> Self {
+        Scope {
+            trace,
+            config,
+            window: crate::window::analysed_window(trace, config),
+            kernel_classes: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// What the name of a kernel says about its math (see [`crate::hardware::classify`]).
+    pub fn kernel_class(&self, name: tracehound_parsers::StrId) -> crate::hardware::KernelClass {
+        self.kernel_classes
+            .get_or_init(|| {
+                let mut names: Vec<tracehound_parsers::StrId> = self
+                    .trace
+                    .gpu_ops
+                    .iter()
+                    .filter(|o| o.kind == tracehound_parsers::GpuOpKind::Kernel)
+                    .map(|o| o.name)
+                    .collect();
+                names.sort_unstable();
+                names.dedup();
+                names
+                    .into_iter()
+                    .map(|n| (n, crate::hardware::classify(self.trace.str(n))))
+                    .collect()
+            })
+            .get(&name)
+            .copied()
+            .unwrap_or_default()
+    }
+}
