@@ -4,12 +4,13 @@
 //! causes, top kernels and operators by delta, and memory peaks. Directories of rank traces
 //! are compared rank by rank (files of the same name).
 
+use crate::pipeline::{Error, Options, Result as PResult};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use std::path::Path;
 use tracehound_heuristics::finding::{fmt_bytes, fmt_ns};
 use tracehound_heuristics::job::median_step_ns;
-use tracehound_heuristics::{Analysis, Config, Finding};
+use tracehound_heuristics::{Analysis, Finding};
 use tracehound_parsers::Trace;
 
 /// Output formats.
@@ -387,17 +388,11 @@ fn html(d: &Diff) -> String {
     )
 }
 
-fn load(path: &Path, config: &Config) -> Result<Result<(Trace, Analysis), i32>> {
-    match tracehound_parsers::load_with(path, crate::cli::load_options()) {
-        Ok(t) => {
-            let a = tracehound_heuristics::analyze(&t, config);
-            Ok(Ok((t, a)))
-        }
-        Err(e) => {
-            eprintln!("tracehound: error: {e}");
-            Ok(Err(2))
-        }
-    }
+fn load(path: &Path, opts: &Options) -> PResult<(Trace, Analysis)> {
+    let t = tracehound_parsers::load_with(path, opts.load_options()?)
+        .map_err(|e| Error::Input(vec![e.to_string()]))?;
+    let a = tracehound_heuristics::analyze(&t, &opts.config(Some(&t))?);
+    Ok((t, a))
 }
 
 /// Pairs of files to compare: the two files, or the files of the same name in two
@@ -425,32 +420,21 @@ pub fn run(
     after: &Path,
     format: Format,
     fail_on_regression: Option<f64>,
-    gap_threshold_us: f64,
-) -> Result<i32> {
+    opts: &Options,
+) -> PResult<i32> {
     use std::io::Write;
-    let config = Config {
-        gap_threshold_ns: (gap_threshold_us.max(0.001) * 1000.0).round() as i64,
-        ..Config::default()
-    };
     let pairs = pairs(before, after)?;
     if pairs.is_empty() {
-        eprintln!(
-            "tracehound: error: {} and {}: no files of the same name to compare",
+        return Err(Error::Input(vec![format!(
+            "{} and {}: no files of the same name to compare",
             before.display(),
             after.display()
-        );
-        return Ok(2);
+        )]));
     }
     let mut diffs = Vec::new();
     for (b, a) in pairs {
-        let (tb, ab) = match load(&b, &config)? {
-            Ok(x) => x,
-            Err(code) => return Ok(code),
-        };
-        let (ta, aa) = match load(&a, &config)? {
-            Ok(x) => x,
-            Err(code) => return Ok(code),
-        };
+        let (tb, ab) = load(&b, opts)?;
+        let (ta, aa) = load(&a, opts)?;
         diffs.push(compare(&tb, &ab, &ta, &aa));
     }
     let out = match format {
@@ -459,7 +443,8 @@ pub fn run(
                 "schema_version": crate::report::JSON_SCHEMA_VERSION,
                 "tool": "tracehound",
                 "diffs": diffs,
-            }))?;
+            }))
+            .context("writing the diff")?;
             s.push('\n');
             s
         }

@@ -4,6 +4,7 @@
 
 pub mod cli;
 pub mod diff;
+pub mod pipeline;
 pub mod report;
 pub mod scale;
 #[cfg(feature = "sql")]

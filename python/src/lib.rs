@@ -10,11 +10,12 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
 use std::sync::Arc;
+use tracehound::pipeline::{self, Front, Options};
 use tracehound::report::{self, Format, TraceReport};
 use tracehound::tables::{self, Data};
 use tracehound_heuristics::job::RankSummary;
-use tracehound_heuristics::{Analysis, Config, Finding};
-use tracehound_parsers::{LoadOptions, Trace};
+use tracehound_heuristics::{Analysis, Finding};
+use tracehound_parsers::Trace;
 
 // Defined as `tracehound.TracehoundError`, where the package exports it, so that pickling (a
 // Ray task's error crossing to the driver) finds the class by that name.
@@ -29,73 +30,25 @@ fn err(msg: impl std::fmt::Display) -> PyErr {
     TracehoundError::new_err(msg.to_string())
 }
 
-/// The options every entry point takes, as the CLI's flags.
-struct Options {
+/// The pipeline's options from the keyword arguments every entry point takes, named as
+/// Python names them in messages.
+fn options(
     gap_threshold_us: f64,
     window_ms: Option<(f64, f64)>,
     utc_offset_h: Option<f64>,
     max_memory: Option<String>,
-}
-
-impl Options {
-    fn new(
-        gap_threshold_us: f64,
-        window_ms: Option<(f64, f64)>,
-        utc_offset_h: Option<f64>,
-        max_memory: Option<String>,
-    ) -> Self {
-        Options {
-            gap_threshold_us,
-            window_ms,
-            utc_offset_h,
-            max_memory,
-        }
-    }
-
-    fn load_options(&self) -> PyResult<LoadOptions> {
-        let memory_limit = match &self.max_memory {
-            None => Default::default(),
-            Some(s) => tracehound_parsers::budget::parse_size(s).ok_or_else(|| {
-                err(format!(
-                    "max_memory: `{s}` is not a size: write it like 64G, 512M or 0"
-                ))
-            })?,
-        };
-        let utc_offset_s = match self.utc_offset_h {
-            Some(h) if h.is_finite() && h.abs() <= 14.0 => Some((h * 3600.0).round() as i64),
-            Some(_) => {
-                return Err(err(
-                    "utc_offset takes hours east of UTC, between -14 and 14",
-                ));
-            }
-            None => None,
-        };
-        Ok(LoadOptions {
-            utc_offset_s,
-            memory_limit,
-            ..Default::default()
-        })
-    }
-
-    fn config(&self, trace: Option<&Trace>) -> PyResult<Config> {
-        if !(self.gap_threshold_us.is_finite() && self.gap_threshold_us > 0.0) {
-            return Err(err(
-                "gap_threshold_us must be a positive number of microseconds",
-            ));
-        }
-        let mut config = Config {
-            gap_threshold_ns: (self.gap_threshold_us * 1000.0).round() as i64,
-            ..Config::default()
-        };
-        if let Some((a, b)) = self.window_ms {
-            if !(a.is_finite() && b.is_finite() && a < b) {
-                return Err(err("window_ms (START_MS, END_MS) needs START_MS < END_MS"));
-            }
-            let origin = trace.and_then(|t| t.span()).map_or(0, |s| s.0);
-            config.window = Some((origin + (a * 1e6) as i64, origin + (b * 1e6) as i64));
-        }
-        Ok(config)
-    }
+) -> PyResult<Options> {
+    let memory_limit = match &max_memory {
+        None => Default::default(),
+        Some(s) => pipeline::parse_memory_limit(s).map_err(|e| err(format!("max_memory: {e}")))?,
+    };
+    Ok(Options {
+        front: Front::Python,
+        gap_threshold_us,
+        window_ms,
+        utc_offset_h,
+        memory_limit,
+    })
 }
 
 /// Analysed traces, and the warnings of loading them.
@@ -104,23 +57,16 @@ type Loaded = (Vec<(Trace, Analysis)>, Vec<String>);
 /// Loads the files as the CLI does (a trace with the nvidia-smi logs beside it), then
 /// analyses each session. Returns the analysed traces and the warnings, each naming its file.
 fn load_analyzed(paths: &[PathBuf], opts: &Options) -> PyResult<Loaded> {
-    let load = opts.load_options()?;
-    let mut loaded = Vec::with_capacity(paths.len());
-    let mut warnings = Vec::new();
-    for p in paths {
-        let t = tracehound_parsers::load_with(p, load.clone()).map_err(err)?;
-        warnings.extend(t.warnings.iter().map(|w| format!("{}: {w}", p.display())));
-        loaded.push(t);
-    }
-    let (traces, attach) = tracehound::cli::group_sessions(loaded);
-    warnings.extend(attach);
-    let mut out = Vec::with_capacity(traces.len());
-    for t in traces {
-        let config = opts.config(Some(&t))?;
-        let a = tracehound_heuristics::analyze(&t, &config);
-        out.push((t, a));
-    }
-    Ok((out, warnings))
+    opts.check().map_err(err)?;
+    let loaded = pipeline::session(
+        paths,
+        &opts.load_options().map_err(err)?,
+        &pipeline::no_progress,
+    );
+    let warnings = loaded.warnings.clone();
+    let traces = loaded.traces().map_err(err)?;
+    let analyses = pipeline::analyze(&traces, opts).map_err(err)?;
+    Ok((traces.into_iter().zip(analyses).collect(), warnings))
 }
 
 /// One analysed trace, kept in memory for its findings, summary, reports and tables.
@@ -187,8 +133,8 @@ impl NativeTrace {
 
     /// This rank's summary file for `merge` (JSON text).
     #[pyo3(signature = (rank = None))]
-    fn rank_summary(&self, rank: Option<i64>) -> String {
-        summary_json(&self.trace, &self.analysis, rank)
+    fn rank_summary(&self, rank: Option<i64>) -> PyResult<String> {
+        pipeline::rank_summary(&self.trace, &self.analysis, rank).map_err(err)
     }
 
     /// The model's tables (docs/tables.md) as Arrow record batches handed to pyarrow through
@@ -261,12 +207,6 @@ fn to_arrow(t: tables::Table<'_>) -> Result<RecordBatch, String> {
         .map_err(|e| format!("table {}: {e}", t.name))
 }
 
-fn summary_json(trace: &Trace, analysis: &Analysis, rank: Option<i64>) -> String {
-    let known = trace.meta.rank.or(rank);
-    RankSummary::new(trace, known.unwrap_or(0), analysis)
-        .to_file_json(known.is_some(), env!("CARGO_PKG_VERSION"))
-}
-
 /// Loads and analyses one trace (with the nvidia-smi logs beside it, when given).
 #[pyfunction]
 #[pyo3(signature = (paths, gap_threshold_us = 100.0, window_ms = None, utc_offset = None, max_memory = None))]
@@ -278,7 +218,7 @@ fn load(
     utc_offset: Option<f64>,
     max_memory: Option<String>,
 ) -> PyResult<NativeTrace> {
-    let opts = Options::new(gap_threshold_us, window_ms, utc_offset, max_memory);
+    let opts = options(gap_threshold_us, window_ms, utc_offset, max_memory)?;
     let (mut traces, warnings) = py.detach(|| load_analyzed(&paths, &opts))?;
     if traces.len() != 1 {
         return Err(err(format!(
@@ -307,19 +247,12 @@ fn analyze_json(
     max_memory: Option<String>,
     top: Option<usize>,
 ) -> PyResult<(String, Vec<String>)> {
-    let opts = Options::new(gap_threshold_us, window_ms, utc_offset, max_memory);
+    let opts = options(gap_threshold_us, window_ms, utc_offset, max_memory)?;
     py.detach(|| {
-        if let [dir] = paths.as_slice()
-            && dir.is_dir()
-        {
-            if opts.window_ms.is_some() {
-                return Err(err(
-                    "window_ms applies to one trace, not a job directory: analyse the rank's trace with it",
-                ));
-            }
-            let config = opts.config(None)?;
-            let (job, msgs) =
-                tracehound::cli::read_job(dir, &config, opts.load_options()?).map_err(err)?;
+        if let Some(dir) = opts.job_dir(&paths).map_err(err)? {
+            let config = opts.config(None).map_err(err)?;
+            let (job, msgs) = pipeline::read_job(dir, &config, &opts.load_options().map_err(err)?)
+                .map_err(err)?;
             let Some((ranks, findings)) = job else {
                 return Err(err(msgs.errors.join("\n")));
             };
@@ -331,11 +264,6 @@ fn analyze_json(
             let mut notes = msgs.warnings;
             notes.extend(msgs.notes);
             return Ok((doc, notes));
-        }
-        if paths.iter().any(|p| p.is_dir()) {
-            return Err(err(
-                "give one directory (the job's rank traces) and nothing else",
-            ));
         }
         let (traces, warnings) = load_analyzed(&paths, &opts)?;
         let reports: Vec<TraceReport> = traces
@@ -360,7 +288,7 @@ fn rank_summary(
     gap_threshold_us: f64,
     max_memory: Option<String>,
 ) -> PyResult<String> {
-    let opts = Options::new(gap_threshold_us, None, None, max_memory);
+    let opts = options(gap_threshold_us, None, None, max_memory)?;
     py.detach(|| summarise(&path, &opts, rank))?.map_err(err)
 }
 
@@ -378,7 +306,7 @@ fn map_rank(
     max_memory: Option<String>,
     threads: Option<usize>,
 ) -> PyResult<(Option<String>, Option<String>)> {
-    let opts = Options::new(gap_threshold_us, None, None, max_memory);
+    let opts = options(gap_threshold_us, None, None, max_memory)?;
     let run = || summarise(&path, &opts, None);
     let outcome = py.detach(|| match threads {
         Some(n) => rayon::ThreadPoolBuilder::new()
@@ -401,17 +329,18 @@ fn summarise(
     opts: &Options,
     rank: Option<i64>,
 ) -> PyResult<Result<String, String>> {
+    let config = opts.config(None).map_err(err)?;
     let file =
-        tracehound::cli::read_rank(path, &opts.config(None)?, opts.load_options()?).map_err(err)?;
+        pipeline::read_rank(path, &config, opts.load_options().map_err(err)?).map_err(err)?;
     Ok(match file {
-        tracehound::cli::RankFile::Rank(mut summary, recorded, _) => {
+        pipeline::RankFile::Rank(mut summary, recorded, _) => {
             // The trace's own rank wins; `rank` stands in for a rank it does not record.
             if let (false, Some(r)) = (recorded, rank) {
                 summary.rank = r;
             }
             Ok(summary.to_file_json(recorded || rank.is_some(), env!("CARGO_PKG_VERSION")))
         }
-        tracehound::cli::RankFile::Skipped(why) => Err(why),
+        pipeline::RankFile::Skipped(why) => Err(why),
     })
 }
 
@@ -457,13 +386,7 @@ fn merge(
             })
             .collect::<Result<Vec<_>, String>>()
             .map_err(err)?;
-        if ranks.is_empty() {
-            return Err(err("no rank summaries given"));
-        }
-        let name = name.unwrap_or_else(|| {
-            tracehound::cli::job_name(ranks.iter().map(|r| r.0.source.as_str()))
-        });
-        let (ranks, findings) = tracehound_heuristics::job::assemble(ranks);
+        let (name, (ranks, findings)) = pipeline::merge(ranks, name).map_err(err)?;
         Ok(render(&report::job::JobReport {
             dir: &name,
             ranks: &ranks,

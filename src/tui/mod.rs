@@ -169,13 +169,16 @@ impl Drop for TerminalGuard {
 }
 
 /// Loads a rank trace of the job and makes it the one on screen.
-fn open_rank(app: &mut App, path: &str, gap_threshold_ns: i64) {
-    match tracehound_parsers::load_with(std::path::Path::new(path), crate::cli::load_options()) {
-        Ok(t) => {
-            let config = tracehound_heuristics::Config {
-                gap_threshold_ns,
-                ..Default::default()
-            };
+fn open_rank(app: &mut App, path: &str, opts: &crate::pipeline::Options) {
+    let loaded = opts.load_options().and_then(|load| {
+        let t = tracehound_parsers::load_with(std::path::Path::new(path), load)
+            .map_err(|e| crate::pipeline::Error::Input(vec![e.to_string()]))?;
+        let config = opts.config(Some(&t))?;
+        Ok((t, config))
+    });
+    match loaded {
+        Ok((t, config)) => {
+            let gap_threshold_ns = config.gap_threshold_ns;
             let a = tracehound_heuristics::analyze(&t, &config);
             let job = app.job.take();
             let no_color = app.no_color;
@@ -189,7 +192,7 @@ fn open_rank(app: &mut App, path: &str, gap_threshold_ns: i64) {
 }
 
 /// Runs the TUI until the user quits.
-pub fn run(mut app: App, gap_threshold_ns: i64) -> anyhow::Result<()> {
+pub fn run(mut app: App, opts: &crate::pipeline::Options) -> anyhow::Result<()> {
     let _guard = TerminalGuard::enter()?;
     let backend = ratatui::backend::CrosstermBackend::new(std::io::stdout());
     let mut terminal = ratatui::Terminal::new(backend)?;
@@ -221,7 +224,7 @@ pub fn run(mut app: App, gap_threshold_ns: i64) -> anyhow::Result<()> {
             _ => {}
         }
         if let Some(path) = app.open_rank.take() {
-            open_rank(&mut app, &path, gap_threshold_ns);
+            open_rank(&mut app, &path, opts);
         }
         if app.quit {
             return Ok(());

@@ -1,0 +1,514 @@
+//! One pipeline from options to analyses, for every command and for the Python package: the
+//! options become load options and a [`Config`] here, files are loaded and grouped into
+//! sessions (a trace with the nvidia-smi logs recorded beside it) here, and traces, jobs and
+//! rank summaries are analysed here. Nothing here prints: the front ends show what comes back,
+//! and an [`Error`] carries its exit code.
+
+use anyhow::Context;
+use std::path::{Path, PathBuf};
+use tracehound_heuristics::job::{RankSummary, assemble};
+use tracehound_heuristics::{Analysis, Config, Finding};
+use tracehound_parsers::budget::MemoryLimit;
+use tracehound_parsers::{LoadError, LoadOptions, SourceFormat, Trace};
+
+/// Why the pipeline stopped. The command line exits 2 for each ([`Error::exit_code`]).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A bad option, or arguments that do not go together.
+    #[error("{0}")]
+    Usage(String),
+    /// Input that cannot be used: one message per problem, each naming its file.
+    #[error("{}", .0.join("\n"))]
+    Input(Vec<String>),
+    /// Anything else (a directory that cannot be listed, a file that cannot be written), with
+    /// what was being done.
+    #[error("{0:#}")]
+    Other(#[from] anyhow::Error),
+}
+
+impl Error {
+    /// The command line's exit code for it: 2, bad input or usage.
+    pub fn exit_code(&self) -> i32 {
+        2
+    }
+
+    /// Its messages, one per line of output.
+    pub fn messages(&self) -> Vec<String> {
+        match self {
+            Error::Input(m) => m.clone(),
+            e => vec![e.to_string()],
+        }
+    }
+}
+
+/// The result of a pipeline step.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Which front end the messages name options for: the command line's flags or the Python
+/// package's keyword arguments.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Front {
+    /// `--gap-threshold-us`.
+    #[default]
+    Cli,
+    /// `gap_threshold_us`.
+    Python,
+}
+
+/// The options every command and the Python package take, as given.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Whose words the messages use.
+    pub front: Front,
+    /// GPU idle intervals shorter than this are not gaps, µs.
+    pub gap_threshold_us: f64,
+    /// The analysed window in ms from the trace's first event, instead of its steps.
+    pub window_ms: Option<(f64, f64)>,
+    /// Hours east of UTC that the nvidia-smi logs' local timestamps are in.
+    pub utc_offset_h: Option<f64>,
+    /// Refuse a file estimated to need more memory than this.
+    pub memory_limit: MemoryLimit,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            front: Front::Cli,
+            gap_threshold_us: Config::default().gap_threshold_ns as f64 / 1000.0,
+            window_ms: None,
+            utc_offset_h: None,
+            memory_limit: MemoryLimit::default(),
+        }
+    }
+}
+
+/// `--max-memory SIZE`: `64G`, `512M`, `0` (no check); the message says what is wrong.
+pub fn parse_memory_limit(s: &str) -> Result<MemoryLimit, String> {
+    tracehound_parsers::budget::parse_size(s)
+        .ok_or_else(|| format!("`{s}` is not a size: write it like 64G, 512M or 0"))
+}
+
+impl Options {
+    fn name(&self, cli: &'static str, python: &'static str) -> &'static str {
+        match self.front {
+            Front::Cli => cli,
+            Front::Python => python,
+        }
+    }
+
+    /// Checks every option, so that a bad one is refused before any file is read.
+    pub fn check(&self) -> Result<()> {
+        self.gap_threshold_ns()?;
+        self.utc_offset_s()?;
+        if let Some((a, b)) = self.window_ms
+            && !(a.is_finite() && b.is_finite() && a < b)
+        {
+            return Err(Error::Usage(format!(
+                "{} needs START_MS < END_MS",
+                self.name("--window START_MS END_MS", "window_ms (START_MS, END_MS)")
+            )));
+        }
+        Ok(())
+    }
+
+    fn gap_threshold_ns(&self) -> Result<i64> {
+        let us = self.gap_threshold_us;
+        if !(us.is_finite() && us > 0.0) {
+            return Err(Error::Usage(format!(
+                "{} must be a positive number of microseconds",
+                self.name("--gap-threshold-us", "gap_threshold_us")
+            )));
+        }
+        Ok((us * 1000.0).round() as i64)
+    }
+
+    fn utc_offset_s(&self) -> Result<Option<i64>> {
+        match self.utc_offset_h {
+            Some(h) if h.is_finite() && h.abs() <= 14.0 => Ok(Some((h * 3600.0).round() as i64)),
+            Some(_) => Err(Error::Usage(format!(
+                "{} takes hours east of UTC, between -14 and 14",
+                self.name("--utc-offset", "utc_offset")
+            ))),
+            None => Ok(None),
+        }
+    }
+
+    /// What the readers are given: the memory limit and the logs' UTC offset.
+    pub fn load_options(&self) -> Result<LoadOptions> {
+        Ok(LoadOptions {
+            utc_offset_s: self.utc_offset_s()?,
+            memory_limit: self.memory_limit,
+            ..Default::default()
+        })
+    }
+
+    /// The settings of the analysis of `trace` (whose first event the window counts from;
+    /// none for a job, whose ranks are analysed over their own steps).
+    pub fn config(&self, trace: Option<&Trace>) -> Result<Config> {
+        self.check()?;
+        let mut config = Config {
+            gap_threshold_ns: self.gap_threshold_ns()?,
+            ..Config::default()
+        };
+        if let Some((a, b)) = self.window_ms {
+            let origin = trace.and_then(|t| t.span()).map_or(0, |s| s.0);
+            config.window = Some((origin + (a * 1e6) as i64, origin + (b * 1e6) as i64));
+        }
+        Ok(config)
+    }
+
+    /// The job directory the inputs name, if they name one; a directory given with other
+    /// inputs, or a window for a job, is refused.
+    pub fn job_dir<'p>(&self, inputs: &'p [PathBuf]) -> Result<Option<&'p Path>> {
+        if !inputs.iter().any(|p| p.is_dir()) {
+            return Ok(None);
+        }
+        let [dir] = inputs else {
+            return Err(Error::Usage(
+                "give one directory (the job's rank traces) and nothing else".into(),
+            ));
+        };
+        // Ranks start at different moments: a window in ms from each trace's first event
+        // would cut each rank somewhere else, so a job is analysed over its ranks' own steps.
+        if self.window_ms.is_some() {
+            return Err(Error::Usage(format!(
+                "{} applies to one trace, not a job directory: analyse the rank's trace with it",
+                self.name("--window", "window_ms")
+            )));
+        }
+        Ok(Some(dir))
+    }
+}
+
+/// Shows a file's loading progress (the command line's progress bar): called before each file
+/// with its load options, it may set their progress counter and returns what finishes it.
+pub type Progress<'a> = &'a dyn Fn(&Path, &mut LoadOptions) -> Option<Box<dyn FnOnce()>>;
+
+/// No progress shown.
+pub fn no_progress(_: &Path, _: &mut LoadOptions) -> Option<Box<dyn FnOnce()>> {
+    None
+}
+
+/// Loaded traces, and what loading said about them.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    /// The traces, in the order of the files (grouped into sessions by [`session`]).
+    pub traces: Vec<Trace>,
+    /// Warnings, each naming its file, in the order they arose.
+    pub warnings: Vec<String>,
+    /// The files that could not be read, each message naming its file. The front end says
+    /// the warnings of the files that loaded, then fails with these.
+    pub errors: Vec<String>,
+}
+
+impl Loaded {
+    /// The traces, or an error listing the files that could not be read.
+    pub fn traces(self) -> Result<Vec<Trace>> {
+        if self.errors.is_empty() {
+            Ok(self.traces)
+        } else {
+            Err(Error::Input(self.errors))
+        }
+    }
+}
+
+/// Loads every file (all of them, so that each bad one is named).
+pub fn load(files: &[PathBuf], options: &LoadOptions, progress: Progress) -> Loaded {
+    let mut out = Loaded::default();
+    for f in files {
+        let mut options = options.clone();
+        let finish = progress(f, &mut options);
+        let loaded = tracehound_parsers::load_with(f, options);
+        if let Some(finish) = finish {
+            finish();
+        }
+        match loaded {
+            Ok(t) => {
+                out.warnings
+                    .extend(t.warnings.iter().map(|w| format!("{}: {w}", f.display())));
+                out.traces.push(t);
+            }
+            Err(e) => out.errors.push(e.to_string()),
+        }
+    }
+    out
+}
+
+/// Loads the files and groups them into sessions ([`group_sessions`]); the warnings of
+/// attaching logs follow those of loading. Nothing is grouped when a file could not be read.
+pub fn session(files: &[PathBuf], options: &LoadOptions, progress: Progress) -> Loaded {
+    let loaded = load(files, options, progress);
+    if !loaded.errors.is_empty() {
+        return loaded;
+    }
+    let (traces, attach) = group_sessions(loaded.traces);
+    let mut warnings = loaded.warnings;
+    warnings.extend(attach);
+    Loaded {
+        traces,
+        warnings,
+        errors: Vec::new(),
+    }
+}
+
+/// Groups loaded files into sessions: each GPU trace with the counter logs and GPU
+/// inventories recorded beside it (or, without a GPU trace, the counter logs with the
+/// inventories). Returns the sessions and why a log could not be attached (also kept in the
+/// trace's warnings).
+pub fn group_sessions(loaded: Vec<Trace>) -> (Vec<Trace>, Vec<String>) {
+    let mut warnings = Vec::new();
+    let (mut primaries, mut aux): (Vec<_>, Vec<_>) = loaded.into_iter().partition(is_rank_trace);
+    if primaries.is_empty() {
+        // No GPU trace: the counter logs are the subjects, the XML snapshots describe them.
+        let (logs, xml): (Vec<_>, Vec<_>) = aux.into_iter().partition(|t| !t.counters.is_empty());
+        if logs.is_empty() {
+            return (xml, warnings);
+        }
+        primaries = logs;
+        aux = xml;
+    }
+    for p in &mut primaries {
+        for a in &aux {
+            match tracehound_parsers::session::attach(p, a) {
+                Ok(note) => p.stats.notes.push(note),
+                Err(why) => {
+                    warnings.push(why.clone());
+                    p.warnings.push(why);
+                }
+            }
+        }
+    }
+    (primaries, warnings)
+}
+
+/// Whether a trace records a process's GPU work (Kineto or Nsight Systems), as opposed to a
+/// counter log or a GPU inventory.
+pub fn is_rank_trace(t: &Trace) -> bool {
+    matches!(
+        t.meta.format,
+        Some(SourceFormat::Kineto) | Some(SourceFormat::Nsys)
+    )
+}
+
+/// Analyses each trace with the options' settings.
+pub fn analyze(traces: &[Trace], options: &Options) -> Result<Vec<Analysis>> {
+    traces
+        .iter()
+        .map(|t| Ok(tracehound_heuristics::analyze(t, &options.config(Some(t))?)))
+        .collect()
+}
+
+/// A job's ranks (sorted by rank) and its job-level findings.
+pub type JobAnalysis = (Vec<RankSummary>, Vec<Finding>);
+
+/// What reading a job directory said besides its ranks.
+#[derive(Debug, Default)]
+pub struct JobMessages {
+    /// Files that are not rank traces, skipped (a truth file, a counter log), with why.
+    pub notes: Vec<String>,
+    /// Warnings of the rank traces read, each naming its file.
+    pub warnings: Vec<String>,
+    /// Why the job could not be analysed (a broken trace, no trace at all), each naming its
+    /// file or the directory. Empty when the analysis came back.
+    pub errors: Vec<String>,
+}
+
+/// The ranks of the job in `dir`, analysed a few at a time with bounded memory, sorted by
+/// rank, and the job findings (collectives matched across ranks); None, with the errors in
+/// the messages, when the directory holds no readable rank trace or a broken one. Every
+/// trace in the directory is one rank; each is dropped once summarised, so memory holds at
+/// most one trace per worker however many ranks there are.
+pub fn read_job(
+    dir: &Path,
+    config: &Config,
+    options: &LoadOptions,
+) -> Result<(Option<JobAnalysis>, JobMessages)> {
+    use rayon::prelude::*;
+    let mut msgs = JobMessages::default();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("reading {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_file()
+                && !p
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        })
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        msgs.errors.push(format!(
+            "{}: no trace files in the directory",
+            dir.display()
+        ));
+        return Ok((None, msgs));
+    }
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(files.len());
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(workers)
+        .build()
+        .context("starting worker threads")?;
+    // A job directory often holds more than rank traces (a truth or config file, logs): what
+    // is not a GPU trace is skipped with a note, what is a broken trace fails the run.
+    let results: Vec<Result<RankFile, LoadError>> = pool.install(|| {
+        files
+            .par_iter()
+            .map(|f| read_rank(f, config, options.clone()))
+            .collect()
+    });
+    let mut ranks = Vec::new();
+    for r in results {
+        match r {
+            Ok(RankFile::Rank(s, known, w)) => {
+                ranks.push((*s, known));
+                msgs.warnings.extend(w);
+            }
+            Ok(RankFile::Skipped(why)) => msgs.notes.push(format!("skipped {why}")),
+            Err(e) => msgs.errors.push(e.to_string()),
+        }
+    }
+    if ranks.is_empty() && msgs.errors.is_empty() {
+        msgs.errors.push(format!(
+            "{}: no Kineto or Nsight Systems traces in the directory",
+            dir.display()
+        ));
+    }
+    if !msgs.errors.is_empty() {
+        return Ok((None, msgs));
+    }
+    Ok((Some(assemble(ranks)), msgs))
+}
+
+/// One file of a job, as the job reads it.
+pub enum RankFile {
+    /// A rank trace: its summary, whether the trace recorded the rank (else the summary says
+    /// rank 0), and the loader's warnings, each naming the file.
+    Rank(Box<RankSummary>, bool, Vec<String>),
+    /// Not a rank trace (a truth file, a counter log, not a trace at all): why, naming the
+    /// file. A job skips it.
+    Skipped(String),
+}
+
+/// Reads, analyses and summarises one file of a job (the map of a job analysis, for
+/// `analyze DIR` and the Python package); an error for a broken trace.
+pub fn read_rank(
+    path: &Path,
+    config: &Config,
+    options: LoadOptions,
+) -> Result<RankFile, LoadError> {
+    let t = match tracehound_parsers::load_with(path, options) {
+        Ok(t) => t,
+        Err(e @ LoadError::NotATrace { .. }) => {
+            return Ok(RankFile::Skipped(e.to_string()));
+        }
+        Err(e) => return Err(e),
+    };
+    if !is_rank_trace(&t) {
+        return Ok(RankFile::Skipped(format!(
+            "{}: not a rank trace (a counter log or GPU inventory)",
+            path.display()
+        )));
+    }
+    let warnings = t
+        .warnings
+        .iter()
+        .map(|w| format!("{}: {w}", path.display()))
+        .collect();
+    let a = tracehound_heuristics::analyze(&t, config);
+    let summary = RankSummary::new(&t, t.meta.rank.unwrap_or(0), &a);
+    Ok(RankFile::Rank(
+        Box::new(summary),
+        t.meta.rank.is_some(),
+        warnings,
+    ))
+}
+
+/// One rank's summary file for `merge` (JSON text), with the rank the trace records, else
+/// `rank`; refused for a file that is not a rank's trace.
+pub fn rank_summary(trace: &Trace, analysis: &Analysis, rank: Option<i64>) -> Result<String> {
+    if !is_rank_trace(trace) {
+        return Err(Error::Input(vec![format!(
+            "{}: --rank-summary needs a rank's trace (Kineto or Nsight Systems), not a counter log or GPU inventory",
+            trace.source
+        )]));
+    }
+    let known = trace.meta.rank.or(rank);
+    let summary = RankSummary::new(trace, known.unwrap_or(0), analysis);
+    Ok(summary.to_file_json(known.is_some(), env!("CARGO_PKG_VERSION")))
+}
+
+/// Rank summaries read back: each with whether its rank was recorded.
+pub type Summaries = Vec<(RankSummary, bool)>;
+
+/// Reads rank summary files (a directory stands for the files in it); an error lists each
+/// file that is not a summary, or names two that summarise the same trace.
+pub fn read_summaries(paths: &[PathBuf]) -> Result<Summaries> {
+    use rayon::prelude::*;
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut inner: Vec<PathBuf> = std::fs::read_dir(p)
+                .with_context(|| format!("reading {}", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.is_file())
+                .collect();
+            inner.sort();
+            files.extend(inner);
+        } else {
+            files.push(p.clone());
+        }
+    }
+    let read: Vec<Result<(RankSummary, bool), String>> = files
+        .par_iter()
+        .map(|f| {
+            let bytes = std::fs::read(f).map_err(|e| format!("{}: {e}", f.display()))?;
+            RankSummary::from_file_json(&bytes).map_err(|e| format!("{}: {e}", f.display()))
+        })
+        .collect();
+    let mut ranks = Vec::with_capacity(read.len());
+    let mut errors = Vec::new();
+    for r in read {
+        match r {
+            Ok(x) => ranks.push(x),
+            Err(e) => errors.push(e),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(Error::Input(errors));
+    }
+    let mut seen = std::collections::BTreeMap::new();
+    for (r, f) in ranks.iter().zip(&files) {
+        if let Some(first) = seen.insert(r.0.source.as_str(), f) {
+            return Err(Error::Input(vec![format!(
+                "{} and {} summarise the same trace {}: give each rank once",
+                first.display(),
+                f.display(),
+                r.0.source
+            )]));
+        }
+    }
+    Ok(ranks)
+}
+
+/// The job from rank summaries (the reduce of a job analysis): its name (`name`, else
+/// [`job_name`]), ranks and job findings.
+pub fn merge(ranks: Summaries, name: Option<String>) -> Result<(String, JobAnalysis)> {
+    if ranks.is_empty() {
+        return Err(Error::Input(vec!["no rank summaries given".into()]));
+    }
+    let name = name.unwrap_or_else(|| job_name(ranks.iter().map(|r| r.0.source.as_str())));
+    Ok((name, assemble(ranks)))
+}
+
+/// A job's name from its ranks' trace paths: the directory holding them all (what
+/// `analyze DIR` is given), else how many ranks there are.
+pub fn job_name<'a>(sources: impl Iterator<Item = &'a str>) -> String {
+    let mut dirs = sources.map(|s| Path::new(s).parent());
+    let n = dirs.size_hint().0;
+    match dirs.next() {
+        Some(Some(first)) if dirs.all(|d| d == Some(first)) => first.display().to_string(),
+        _ => format!("{n} ranks"),
+    }
+}

@@ -1,0 +1,223 @@
+//! The house's floors, checked from the source: no import circles between the top-level
+//! modules of any crate, rules that read the core and never another rule, and a Python
+//! package that calls the library's pipeline, not the command line.
+//!
+//! Module references are read from the code (`crate::x`, `use crate::{x, y}`), with comments
+//! and `#[cfg(test)]` code left out: tests may reach across floors, the product may not.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("directory entry").path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The product code of a file: comments removed, cut at the first `#[cfg(test)]`.
+fn product_code(text: &str) -> String {
+    let cut = text.find("#[cfg(test)]").unwrap_or(text.len());
+    text[..cut]
+        .lines()
+        .map(|l| match l.find("//") {
+            Some(k) => &l[..k],
+            None => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The top-level module a file belongs to (`rules/idle_gaps.rs` -> `rules`; `lib.rs` -> ``).
+fn top_module(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).expect("file under src");
+    let first = rel
+        .components()
+        .next()
+        .expect("a path")
+        .as_os_str()
+        .to_string_lossy();
+    let first = first.trim_end_matches(".rs");
+    match first {
+        "lib" | "main" => String::new(),
+        m => m.to_string(),
+    }
+}
+
+/// Top-level modules named after `crate::` in `code`, including those in `use crate::{a, b}`.
+fn referenced(code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    for (k, _) in code.match_indices("crate::") {
+        // `tracehound_heuristics::...` ends in "crate::"? No: require a non-identifier before.
+        if code[..k]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            continue;
+        }
+        let rest = &code[k + "crate::".len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            for item in group[..end].split(',') {
+                let m = ident(item.trim());
+                if !m.is_empty() {
+                    out.insert(m);
+                }
+            }
+        } else {
+            let m = ident(rest);
+            if !m.is_empty() {
+                out.insert(m);
+            }
+        }
+    }
+    out
+}
+
+/// module -> the other top-level modules of the crate it refers to.
+fn module_graph(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in &files {
+        let name = f.file_name().expect("file name").to_string_lossy();
+        if name == "tests.rs" || name == "testutil.rs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).expect("source file");
+        let top = top_module(src, f);
+        graph
+            .entry(top.clone())
+            .or_default()
+            .extend(referenced(&product_code(&text)));
+    }
+    let modules: BTreeSet<String> = graph.keys().cloned().collect();
+    for (m, refs) in graph.iter_mut() {
+        refs.retain(|r| r != m && modules.contains(r));
+    }
+    graph
+}
+
+/// A cycle in `graph`, as the modules along it, if there is one.
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        m: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        path: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        state.insert(m.to_string(), 1);
+        path.push(m.to_string());
+        for next in graph.get(m).into_iter().flatten() {
+            match state.get(next.as_str()).copied().unwrap_or(0) {
+                1 => {
+                    let from = path.iter().position(|p| p == next).unwrap_or(0);
+                    let mut cycle = path[from..].to_vec();
+                    cycle.push(next.clone());
+                    return Some(cycle);
+                }
+                0 => {
+                    if let Some(c) = visit(next, graph, state, path) {
+                        return Some(c);
+                    }
+                }
+                _ => {}
+            }
+        }
+        path.pop();
+        state.insert(m.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    for m in graph.keys() {
+        if state.get(m.as_str()).copied().unwrap_or(0) == 0
+            && let Some(c) = visit(m, graph, &mut state, &mut Vec::new())
+        {
+            return Some(c);
+        }
+    }
+    None
+}
+
+#[test]
+fn no_import_circles_in_any_crate() {
+    for krate in ["src", "parsers/src", "heuristics/src", "python/src"] {
+        let graph = module_graph(&root().join(krate));
+        assert!(
+            graph.len() > 1 || krate == "python/src",
+            "{krate}: no modules read"
+        );
+        if let Some(cycle) = find_cycle(&graph) {
+            panic!("{krate}: import circle {}", cycle.join(" -> "));
+        }
+    }
+}
+
+#[test]
+fn the_circle_check_sees_a_circle() {
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (a, b) in [("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")] {
+        g.entry(a.into()).or_default().insert(b.into());
+        g.entry(b.into()).or_default();
+    }
+    assert_eq!(find_cycle(&g).map(|c| c.len()), Some(4));
+    g.get_mut("c").expect("c").remove("a");
+    assert_eq!(find_cycle(&g), None);
+    assert_eq!(
+        referenced(
+            "use crate::{idle, window::Window};\nlet x = crate::names::short(y); my_crate::z"
+        ),
+        ["idle", "names", "window"].map(String::from).into()
+    );
+}
+
+#[test]
+fn rules_read_the_core_never_another_rule() {
+    let dir = root().join("heuristics/src/rules");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    let rules: Vec<String> = files
+        .iter()
+        .filter(|f| f.parent() == Some(dir.as_path()))
+        .filter_map(|f| f.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .filter(|s| s != "mod")
+        .collect();
+    assert!(rules.len() >= 19, "rules read: {rules:?}");
+    for f in files.iter().filter(|f| !f.ends_with("mod.rs")) {
+        let name = f.file_name().expect("name").to_string_lossy();
+        if name == "tests.rs" {
+            continue;
+        }
+        let code = product_code(&std::fs::read_to_string(f).expect("source"));
+        for other in &rules {
+            if f.file_stem().is_some_and(|s| s.to_string_lossy() == *other) {
+                continue;
+            }
+            for pattern in [format!("rules::{other}"), format!("super::{other}")] {
+                assert!(
+                    !code.contains(&pattern),
+                    "{} reads another rule: {pattern}",
+                    f.display()
+                );
+            }
+        }
+    }
+}
