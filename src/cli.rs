@@ -92,39 +92,6 @@ enum Command {
         #[arg(long, default_value_t = 15, value_name = "N")]
         top: usize,
     },
-    /// Developer tool: scale a real Kineto trace to a target size by repeating its steps
-    /// (fresh ids, shifted times), or make a multi-rank job of it, for benchmarks.
-    #[command(name = "dev-scale", hide = true)]
-    DevScale {
-        /// A real Kineto trace.
-        input: PathBuf,
-        /// Output file, or directory with --ranks.
-        output: PathBuf,
-        /// Size of each output's JSON in MB (10^6 bytes).
-        #[arg(long, default_value_t = 1000.0)]
-        size_mb: f64,
-        /// Write gzip.
-        #[arg(long)]
-        gzip: bool,
-        /// Write a job of this many ranks (rank0.pt.trace.json ...) into the output directory.
-        #[arg(long, default_value_t = 1)]
-        ranks: u32,
-        /// Make this rank slower (its timeline stretched by --slow-factor). Every event is
-        /// stretched, collectives included, so this models a slow rank of a job without
-        /// collectives (the slowest_rank finding), not ranks waiting for it at collectives.
-        #[arg(long)]
-        slow_rank: Option<u32>,
-        /// Stretch of the slow rank's timeline.
-        #[arg(long, default_value_t = 1.25)]
-        slow_factor: f64,
-        /// Make this rank a straggler: it arrives --late-ms late at every collective (its
-        /// collective kernels start that much later and end on time), so the others wait.
-        #[arg(long, value_name = "RANK")]
-        late_rank: Option<u32>,
-        /// How late the straggler arrives at each collective, ms.
-        #[arg(long, default_value_t = 2.0, value_name = "MS")]
-        late_ms: f64,
-    },
     /// Explore a trace (or a job directory) in the terminal: findings, timeline, memory,
     /// kernel and operator tables, counters, ranks.
     Tui {
@@ -137,12 +104,6 @@ enum Command {
         /// Time zone of the machine that wrote nvidia-smi logs, hours east of UTC.
         #[arg(long, value_name = "HOURS", allow_hyphen_values = true)]
         utc_offset: Option<f64>,
-    },
-    /// Developer tool: time the TUI's views and redraws on a trace (benches/tui.sh).
-    #[command(name = "dev-tui-bench", hide = true)]
-    DevTuiBench {
-        /// A trace.
-        file: PathBuf,
     },
     /// Show what was detected and loaded from each file.
     Info {
@@ -324,38 +285,11 @@ pub fn main() -> i32 {
             args.fail_on_regression,
             args.gap_threshold_us,
         ),
-        Command::DevTuiBench { file } => tui_bench(&file),
         Command::Tui {
             files,
             gap_threshold_us,
             utc_offset,
         } => tui(files, gap_threshold_us, utc_offset),
-        Command::DevScale {
-            input,
-            output,
-            size_mb,
-            gzip,
-            ranks,
-            slow_rank,
-            slow_factor,
-            late_rank,
-            late_ms,
-        } => {
-            let opts = crate::scale::ScaleOptions {
-                target_bytes: (size_mb * 1e6) as u64,
-                gzip,
-                ranks: ranks.max(1),
-                slow_rank: slow_rank.map(|r| (r, slow_factor)),
-                late_rank: late_rank.map(|r| (r, (late_ms * 1e6).round() as i64)),
-            };
-            crate::scale::run(&input, &output, &opts).map(|paths| {
-                for p in paths {
-                    let size = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
-                    println!("{} ({:.1} MB)", p.display(), size as f64 / 1e6);
-                }
-                0
-            })
-        }
         Command::Summary {
             files,
             csv,
@@ -1116,20 +1050,6 @@ fn checked_options(
         None => None,
     };
     Ok(((gap_threshold_us * 1000.0).round() as i64, utc_offset_s))
-}
-
-fn tui_bench(file: &std::path::Path) -> Result<i32> {
-    let t =
-        tracehound_parsers::load_with(file, load_options()).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let config = Config::default();
-    let start = std::time::Instant::now();
-    let a = tracehound_heuristics::analyze(&t, &config);
-    let analyze_s = start.elapsed().as_secs_f64();
-    println!(
-        "{}",
-        crate::tui::bench(t, a, config.gap_threshold_ns, analyze_s)?
-    );
-    Ok(0)
 }
 
 fn tui(files: Vec<PathBuf>, gap_threshold_us: f64, utc_offset: Option<f64>) -> Result<i32> {
