@@ -1052,6 +1052,7 @@ fn checked_options(
     Ok(((gap_threshold_us * 1000.0).round() as i64, utc_offset_s))
 }
 
+#[cfg(feature = "tui")]
 fn tui(files: Vec<PathBuf>, gap_threshold_us: f64, utc_offset: Option<f64>) -> Result<i32> {
     let (gap_threshold_ns, utc_offset_s) = match checked_options(gap_threshold_us, utc_offset) {
         Ok(x) => x,
@@ -1092,6 +1093,14 @@ fn tui(files: Vec<PathBuf>, gap_threshold_us: f64, utc_offset: Option<f64>) -> R
     };
     crate::tui::run(app, gap_threshold_ns)?;
     Ok(0)
+}
+
+#[cfg(not(feature = "tui"))]
+fn tui(_: Vec<PathBuf>, _: f64, _: Option<f64>) -> Result<i32> {
+    eprintln!(
+        "tracehound: error: `tui` needs tracehound built with the `tui` feature (on by default): cargo install --path ., or cargo run --release -- tui ..."
+    );
+    Ok(2)
 }
 
 fn info(files: Vec<PathBuf>) -> Result<i32> {

@@ -12,4 +12,5 @@ pub mod scale;
 #[cfg(feature = "sql")]
 pub mod sql;
 pub mod tables;
+#[cfg(feature = "tui")]
 pub mod tui;
