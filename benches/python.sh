@@ -4,11 +4,13 @@
 # median of RUNS each; then the map throughput of tracehound.ray.analyze_job with 1 and 2 Ray
 # workers on a 64-rank job from the scale generator.
 #   PYTHON=.venv/bin/python benches/python.sh [TRACE]
-# Needs a release CLI (cargo build --release) and the package built with --release.
+# Needs a release CLI and developer tool (cargo build --release: both are default members) and
+# the package built with --release.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 BIN="${CARGO_TARGET_DIR:-target}/release/tracehound"
+DEV="${CARGO_TARGET_DIR:-target}/release/tracehound-dev"
 TRACE="${1:-../shared/sample-traces/kineto/h200_gpt_train_big.pt.trace.json.gz}"
 RUNS="${RUNS:-5}"
 WORK=$(mktemp -d)
@@ -32,7 +34,7 @@ for path in [trace, plain]:
     c, p = statistics.median(cli), statistics.median(py)
     print(f"{os.path.basename(path)} ({os.path.getsize(path) / 1e6:.0f} MB on disk): CLI analyze {c:.3f} s, tracehound.load {p:.3f} s ({100 * (p / c - 1):+.0f}%)")
 PY
-"$BIN" dev-scale sample-traces/kineto-jobs/h200_ddp_exposed/rank0.pt.trace.json.gz "$WORK/job64" --size-mb 3 --ranks 64 --gzip > /dev/null
+"$DEV" scale sample-traces/kineto-jobs/h200_ddp_exposed/rank0.pt.trace.json.gz "$WORK/job64" --size-mb 3 --ranks 64 --gzip > /dev/null
 for cpus in 1 2; do
   "$PY" - "$WORK/job64" "$cpus" <<'PY'
 import sys, time, ray, tracehound.ray

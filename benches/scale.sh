@@ -10,9 +10,10 @@ SRC=../shared/sample-traces/kineto/h200_gpt_train_big.pt.trace.json.gz
 [ -f "$SRC" ] || { echo "skipping: $SRC is absent"; exit 0; }
 D="${BENCH_DIR:-/tmp/tracehound-bench}"; mkdir -p "$D"
 RUNS="${RUNS:-3}"
-cargo build --release -q
+cargo build --release -q -p tracehound -p tracehound-dev
 TH="${CARGO_TARGET_DIR:-target}/release/tracehound"
-gen() { [ -e "$D/$1" ] || "$TH" dev-scale "$SRC" "$D/$1" "${@:2}" > /dev/null; }
+DEV="${CARGO_TARGET_DIR:-target}/release/tracehound-dev"
+gen() { [ -e "$D/$1" ] || "$DEV" scale "$SRC" "$D/$1" "${@:2}" > /dev/null; }
 for gb in 0.1 0.5 1 2 4; do gen "t${gb}g.json" --size-mb "$(awk -v g=$gb 'BEGIN{print g*1000}')"; done
 gen t1g.json.gz --size-mb 1000 --gzip
 gen job8 --size-mb 125 --ranks 8 --slow-rank 5 --gzip

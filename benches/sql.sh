@@ -9,10 +9,10 @@ SRC=../shared/sample-traces/kineto/h200_gpt_train_big.pt.trace.json.gz
 D="${BENCH_DIR:-/tmp/tracehound-bench}"; mkdir -p "$D"
 RUNS="${RUNS:-3}"
 PROFILE="${PROFILE:-release}"
-cargo build --profile "$PROFILE" --features sql -q
+cargo build --profile "$PROFILE" --features tracehound/sql -q -p tracehound -p tracehound-dev
 DIR=$([ "$PROFILE" = dev ] && echo debug || echo "$PROFILE")
 TH="${CARGO_TARGET_DIR:-target}/$DIR/tracehound"
-[ -e "$D/t1g.json" ] || "$TH" dev-scale "$SRC" "$D/t1g.json" --size-mb 1000 > /dev/null
+[ -e "$D/t1g.json" ] || "${CARGO_TARGET_DIR:-target}/$DIR/tracehound-dev" scale "$SRC" "$D/t1g.json" --size-mb 1000 > /dev/null
 Q="SELECT name, sum(dur) FROM kernels GROUP BY name"
 for what in analyze sql; do
   for _ in $(seq "$RUNS"); do

@@ -82,39 +82,6 @@ enum Command {
         #[arg(long, default_value_t = 15, value_name = "N")]
         top: usize,
     },
-    /// Developer tool: scale a real Kineto trace to a target size by repeating its steps
-    /// (fresh ids, shifted times), or make a multi-rank job of it, for benchmarks.
-    #[command(name = "dev-scale", hide = true)]
-    DevScale {
-        /// A real Kineto trace.
-        input: PathBuf,
-        /// Output file, or directory with --ranks.
-        output: PathBuf,
-        /// Size of each output's JSON in MB (10^6 bytes).
-        #[arg(long, default_value_t = 1000.0)]
-        size_mb: f64,
-        /// Write gzip.
-        #[arg(long)]
-        gzip: bool,
-        /// Write a job of this many ranks (rank0.pt.trace.json ...) into the output directory.
-        #[arg(long, default_value_t = 1)]
-        ranks: u32,
-        /// Make this rank slower (its timeline stretched by --slow-factor). Every event is
-        /// stretched, collectives included, so this models a slow rank of a job without
-        /// collectives (the slowest_rank finding), not ranks waiting for it at collectives.
-        #[arg(long)]
-        slow_rank: Option<u32>,
-        /// Stretch of the slow rank's timeline.
-        #[arg(long, default_value_t = 1.25)]
-        slow_factor: f64,
-        /// Make this rank a straggler: it arrives --late-ms late at every collective (its
-        /// collective kernels start that much later and end on time), so the others wait.
-        #[arg(long, value_name = "RANK")]
-        late_rank: Option<u32>,
-        /// How late the straggler arrives at each collective, ms.
-        #[arg(long, default_value_t = 2.0, value_name = "MS")]
-        late_ms: f64,
-    },
     /// Explore a trace (or a job directory) in the terminal: findings, timeline, memory,
     /// kernel and operator tables, counters, ranks.
     Tui {
@@ -127,12 +94,6 @@ enum Command {
         /// Time zone of the machine that wrote nvidia-smi logs, hours east of UTC.
         #[arg(long, value_name = "HOURS", allow_hyphen_values = true)]
         utc_offset: Option<f64>,
-    },
-    /// Developer tool: time the TUI's views and redraws on a trace (benches/tui.sh).
-    #[command(name = "dev-tui-bench", hide = true)]
-    DevTuiBench {
-        /// A trace.
-        file: PathBuf,
     },
     /// Show what was detected and loaded from each file.
     Info {
@@ -304,7 +265,6 @@ pub fn main() -> i32 {
             csv,
         } => export_cmd(files, parquet, csv, &base),
         Command::Diff(args) => diff(args, base),
-        Command::DevTuiBench { file } => tui_bench(&file, &base),
         Command::Tui {
             files,
             gap_threshold_us,
@@ -317,34 +277,6 @@ pub fn main() -> i32 {
                 ..base
             },
         ),
-        Command::DevScale {
-            input,
-            output,
-            size_mb,
-            gzip,
-            ranks,
-            slow_rank,
-            slow_factor,
-            late_rank,
-            late_ms,
-        } => {
-            let opts = crate::scale::ScaleOptions {
-                target_bytes: (size_mb * 1e6) as u64,
-                gzip,
-                ranks: ranks.max(1),
-                slow_rank: slow_rank.map(|r| (r, slow_factor)),
-                late_rank: late_rank.map(|r| (r, (late_ms * 1e6).round() as i64)),
-            };
-            crate::scale::run(&input, &output, &opts)
-                .map(|paths| {
-                    for p in paths {
-                        let size = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
-                        println!("{} ({:.1} MB)", p.display(), size as f64 / 1e6);
-                    }
-                    0
-                })
-                .map_err(Error::from)
-        }
         Command::Summary {
             files,
             csv,
@@ -754,20 +686,7 @@ fn diff(args: DiffArgs, base: Options) -> Result<i32> {
     )
 }
 
-fn tui_bench(file: &std::path::Path, base: &Options) -> Result<i32> {
-    let t = tracehound_parsers::load_with(file, base.load_options()?)
-        .map_err(|e| Error::Input(vec![e.to_string()]))?;
-    let config = Config::default();
-    let start = std::time::Instant::now();
-    let a = tracehound_heuristics::analyze(&t, &config);
-    let analyze_s = start.elapsed().as_secs_f64();
-    println!(
-        "{}",
-        crate::tui::bench(t, a, config.gap_threshold_ns, analyze_s)?
-    );
-    Ok(0)
-}
-
+#[cfg(feature = "tui")]
 fn tui(files: Vec<PathBuf>, opts: Options) -> Result<i32> {
     opts.check()?;
     let config = opts.config(None)?;
@@ -799,6 +718,13 @@ fn tui(files: Vec<PathBuf>, opts: Options) -> Result<i32> {
     };
     crate::tui::run(app, &opts)?;
     Ok(0)
+}
+
+#[cfg(not(feature = "tui"))]
+fn tui(_: Vec<PathBuf>, _: Options) -> Result<i32> {
+    Err(Error::Usage(
+        "`tui` needs tracehound built with the `tui` feature (on by default): cargo install --path ., or cargo run --release -- tui ...".into(),
+    ))
 }
 
 fn info(files: Vec<PathBuf>, base: &Options) -> Result<i32> {

@@ -6,8 +6,12 @@ pub mod cli;
 pub mod diff;
 pub mod pipeline;
 pub mod report;
+// The benchmark generator behind `tracehound-dev scale` (xtask/) and the tests' generated
+// jobs, not part of the user's interface.
+#[doc(hidden)]
 pub mod scale;
 #[cfg(feature = "sql")]
 pub mod sql;
 pub mod tables;
+#[cfg(feature = "tui")]
 pub mod tui;

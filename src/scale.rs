@@ -1,8 +1,9 @@
-//! `tracehound dev-scale`: makes large inputs for benchmarks from a real Kineto trace by
-//! repeating its steps with shifted timestamps and fresh correlation / external / flow ids, and
-//! makes a multi-rank job from one rank trace. The event text is rewritten in place (numbers
-//! after `"ts":`, `"dur":`, `"id":`, `"correlation":`, `"External id":`, step names), so the
-//! event mix, field order and formatting stay those of the real trace; no JSON tree is built.
+//! `tracehound-dev scale` (xtask/) and the tests' generated jobs: makes large inputs for
+//! benchmarks from a real Kineto trace by repeating its steps with shifted timestamps and fresh
+//! correlation / external / flow ids, and makes a multi-rank job from one rank trace. The event
+//! text is rewritten in place (numbers after `"ts":`, `"dur":`, `"id":`, `"correlation":`,
+//! `"External id":`, step names), so the event mix, field order and formatting stay those of
+//! the real trace; no JSON tree is built.
 
 use anyhow::{Context, Result, bail};
 use std::io::Write;

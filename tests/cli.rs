@@ -130,6 +130,22 @@ fn bad_input_exits_2_with_a_named_error() {
 }
 
 #[test]
+fn the_developer_tools_are_not_in_the_users_binary() {
+    // They live in `tracehound-dev` (xtask/): here they are unknown subcommands.
+    for cmd in ["dev-scale", "dev-tui-bench"] {
+        let o = run(&[cmd, "in.json", "out.json"]);
+        assert_eq!(o.status.code(), Some(2), "{cmd}");
+        assert!(
+            stderr(&o).contains("unrecognized subcommand"),
+            "{cmd}: {}",
+            stderr(&o)
+        );
+    }
+    let help = success(&run(&["--help"]));
+    assert!(!help.contains("dev-"), "{help}");
+}
+
+#[test]
 fn truncated_trace_is_analysed_with_a_warning() {
     let full = std::fs::read(own("kineto_docs_h100_before_fix.json")).unwrap();
     let cut = &full[..full.len() * 6 / 10];

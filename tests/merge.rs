@@ -123,17 +123,11 @@ fn ranks_the_traces_do_not_record_are_numbered_by_file_name() {
     // so the summaries carry no rank, as with traces of a job without distributedInfo.
     let dir = tmpdir("merge-norank");
     let job = dir.join("job");
-    success(&run(&[
-        "dev-scale",
-        own("h200_resnet_pinned_amp_clean.pt.trace.json.gz")
-            .to_str()
-            .unwrap(),
-        job.to_str().unwrap(),
-        "--size-mb",
-        "1",
-        "--ranks",
-        "3",
-    ]));
+    scale(
+        &own("h200_resnet_pinned_amp_clean.pt.trace.json.gz"),
+        &job,
+        &scale_options(1.0, 3),
+    );
     for t in traces(&job) {
         let text = std::fs::read_to_string(&t).unwrap();
         let i = text

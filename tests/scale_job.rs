@@ -1,6 +1,6 @@
-//! The benchmark generator and job mode, as a user runs them: a scaled trace holds exactly N
-//! copies of the real one (every GPU op still linked to its launch), and a generated job with
-//! one slowed rank names that rank.
+//! The benchmark generator (`tracehound-dev scale`, run in process) and job mode as a user runs
+//! it: a scaled trace holds exactly N copies of the real one (every GPU op still linked to its
+//! launch), and a generated job with one slowed rank names that rank.
 
 mod common;
 use common::*;
@@ -11,14 +11,7 @@ fn scaled_trace_repeats_the_real_one() {
     let dir = tmpdir("scale");
     let out = dir.join("x3.json");
     // The source is 10.7 MB of JSON: 25 MB needs 3 copies.
-    let o = run(&[
-        "dev-scale",
-        src.to_str().unwrap(),
-        out.to_str().unwrap(),
-        "--size-mb",
-        "25",
-    ]);
-    success(&o);
+    scale(&src, &out, &scale_options(25.0, 1));
     let a = tracehound_parsers::load(&src).unwrap();
     let b = tracehound_parsers::load(&out).unwrap();
     let kernels = |t: &tracehound_parsers::Trace| {
@@ -48,15 +41,11 @@ fn scaled_trace_repeats_the_real_one() {
     );
     // gzip output reads the same.
     let gz = dir.join("x3.json.gz");
-    let o = run(&[
-        "dev-scale",
-        src.to_str().unwrap(),
-        gz.to_str().unwrap(),
-        "--size-mb",
-        "25",
-        "--gzip",
-    ]);
-    assert_eq!(o.status.code(), Some(0));
+    let opts = tracehound::scale::ScaleOptions {
+        gzip: true,
+        ..scale_options(25.0, 1)
+    };
+    scale(&src, &gz, &opts);
     assert_eq!(
         tracehound_parsers::load(&gz).unwrap().gpu_ops.len(),
         b.gpu_ops.len()
@@ -69,21 +58,12 @@ fn job_directory_names_the_slow_rank() {
     let src = own("h200_resnet_pinned_amp_clean.pt.trace.json.gz");
     let dir = tmpdir("job");
     let job = dir.join("job");
-    let o = run(&[
-        "dev-scale",
-        src.to_str().unwrap(),
-        job.to_str().unwrap(),
-        "--size-mb",
-        "1",
-        "--ranks",
-        "4",
-        "--slow-rank",
-        "2",
-        "--slow-factor",
-        "1.4",
-        "--gzip",
-    ]);
-    success(&o);
+    let opts = tracehound::scale::ScaleOptions {
+        gzip: true,
+        slow_rank: Some((2, 1.4)),
+        ..scale_options(1.0, 4)
+    };
+    scale(&src, &job, &opts);
     let o = run(&["analyze", "--format", "json", job.to_str().unwrap()]);
     let doc: serde_json::Value = serde_json::from_str(&success(&o)).unwrap();
     let ranks = doc["job"]["ranks"].as_array().unwrap();
@@ -114,20 +94,11 @@ fn job_directory_names_the_late_rank_at_collectives() {
         .join("sample-traces/kineto-jobs/h200_ddp_exposed/rank0.pt.trace.json.gz");
     let dir = tmpdir("late");
     let job = dir.join("job");
-    let o = run(&[
-        "dev-scale",
-        src.to_str().unwrap(),
-        job.to_str().unwrap(),
-        "--size-mb",
-        "1",
-        "--ranks",
-        "8",
-        "--late-rank",
-        "5",
-        "--late-ms",
-        "2",
-    ]);
-    success(&o);
+    let opts = tracehound::scale::ScaleOptions {
+        late_rank: Some((5, 2_000_000)),
+        ..scale_options(1.0, 8)
+    };
+    scale(&src, &job, &opts);
     // What was planted, read back from the files: rank 5's collectives are shorter than
     // rank 0's by the lateness (capped so that a tenth of each kernel remains).
     let collectives = |r: u32| -> Vec<i64> {

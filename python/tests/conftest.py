@@ -1,5 +1,5 @@
-"""Helpers for the package's tests: the project's traces, the shared developer set, and the
-CLI binary the package must agree with."""
+"""Helpers for the package's tests: the project's traces, the shared developer set, the CLI
+binary the package must agree with, and the developer tool that generates large jobs."""
 
 import json
 import os
@@ -26,18 +26,40 @@ def cli_binary():
     return shutil.which("tracehound")
 
 
-@pytest.fixture(scope="session")
-def cli():
-    """Runs the CLI; returns (exit code, stdout, stderr)."""
+def dev_binary():
+    """The developer tool `tracehound-dev` (xtask/) built from the same tree: TRACEHOUND_DEV_BIN,
+    else the one beside the CLI binary (cargo builds both into the same directory)."""
+    env = os.environ.get("TRACEHOUND_DEV_BIN")
+    if env:
+        return env
     exe = cli_binary()
+    if exe and (Path(exe).parent / "tracehound-dev").exists():
+        return str(Path(exe).parent / "tracehound-dev")
+    return shutil.which("tracehound-dev")
+
+
+def runner(exe, what):
+    """Runs `exe`; returns (exit code, stdout, stderr)."""
     if exe is None:
-        pytest.fail("no tracehound binary: build it (cargo build) or set TRACEHOUND_BIN")
+        pytest.fail(f"no {what} binary: build it (cargo build) or set its path")
 
     def run(*args):
         p = subprocess.run([exe, *map(str, args)], capture_output=True, text=True)
         return p.returncode, p.stdout, p.stderr
 
     return run
+
+
+@pytest.fixture(scope="session")
+def cli():
+    """Runs the CLI (`tracehound`, TRACEHOUND_BIN); returns (exit code, stdout, stderr)."""
+    return runner(cli_binary(), "tracehound")
+
+
+@pytest.fixture(scope="session")
+def dev():
+    """Runs the developer tool (`tracehound-dev`, TRACEHOUND_DEV_BIN): the scale generator."""
+    return runner(dev_binary(), "tracehound-dev")
 
 
 def shared(rel):

@@ -1,6 +1,6 @@
 """Whole jobs on a local Ray cluster (2 CPUs): the same document as `tracehound analyze DIR`,
 on the shipped 2-rank jobs, the shared 8-rank job and a 64-rank job from the scale generator
-with a planted straggler."""
+(`tracehound-dev scale`) with a planted straggler."""
 
 import pytest
 
@@ -34,10 +34,10 @@ def test_eight_rank_job(cluster, cli):
     assert len(doc["job"]["ranks"]) == 8
 
 
-def test_sixty_four_rank_job(cluster, cli, tmp_path):
+def test_sixty_four_rank_job(cluster, cli, dev, tmp_path):
     job = tmp_path / "job64"
-    code, _, err = cli(
-        "dev-scale",
+    code, _, err = dev(
+        "scale",
         OWN / "kineto-jobs" / "h200_ddp_exposed" / "rank0.pt.trace.json.gz",
         job,
         "--size-mb", "1", "--ranks", "64", "--gzip", "--late-rank", "37", "--late-ms", "2",

@@ -232,9 +232,9 @@ pub fn run(mut app: App, opts: &crate::pipeline::Options) -> anyhow::Result<()> 
     }
 }
 
-/// `dev-tui-bench`: the time to the first frame after analysis, and the redraw time per key
-/// over a scripted session (zooms, pans, screen switches, searches) on an off-screen
-/// 200x50 terminal, for `benches/tui.sh`.
+/// `tracehound-dev tui-bench` (xtask/): the time to the first frame after analysis, and the
+/// redraw time per key over a scripted session (zooms, pans, screen switches, searches) on an
+/// off-screen 200x50 terminal, for `benches/tui.sh`.
 pub fn bench(
     trace: tracehound_parsers::Trace,
     analysis: tracehound_heuristics::Analysis,

@@ -58,6 +58,25 @@ pub fn run(args: &[&str]) -> Output {
         .expect("the tracehound binary runs")
 }
 
+/// Options of the benchmark generator (`tracehound-dev scale`): `size_mb` MB of JSON per file,
+/// `ranks` files (1: one trace), plain JSON, every rank alike.
+pub fn scale_options(size_mb: f64, ranks: u32) -> tracehound::scale::ScaleOptions {
+    tracehound::scale::ScaleOptions {
+        target_bytes: (size_mb * 1e6) as u64,
+        gzip: false,
+        ranks,
+        slow_rank: None,
+        late_rank: None,
+    }
+}
+
+/// Generates a scaled trace or a job directory at `output` from `input`, in process with the
+/// code of `tracehound-dev scale` (the developer tool is another package: its binary is not
+/// built for these tests).
+pub fn scale(input: &Path, output: &Path, opts: &tracehound::scale::ScaleOptions) {
+    tracehound::scale::run(input, output, opts).expect("the scale generator writes its output");
+}
+
 /// Runs `tracehound analyze --format json FILE` and returns the first trace's document.
 pub fn analyze_json(path: &Path, extra: &[&str]) -> serde_json::Value {
     let p = path.to_str().unwrap();
