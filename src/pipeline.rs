@@ -284,10 +284,7 @@ pub fn group_sessions(loaded: Vec<Trace>) -> (Vec<Trace>, Vec<String>) {
 /// Whether a trace records a process's GPU work (Kineto or Nsight Systems), as opposed to a
 /// counter log or a GPU inventory.
 pub fn is_rank_trace(t: &Trace) -> bool {
-    matches!(
-        t.meta.format,
-        Some(SourceFormat::Kineto) | Some(SourceFormat::Nsys)
-    )
+    t.meta.format.is_some_and(SourceFormat::records_gpu_work)
 }
 
 /// Analyses each trace with the options' settings.

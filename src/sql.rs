@@ -53,11 +53,7 @@ pub enum Output {
 pub fn query(sources: &[Source], q: &str, out: Output) -> Result<i32> {
     let names = named_in(q);
     if names.is_empty() {
-        eprintln!(
-            "tracehound: error: the query names none of the tables: {}",
-            NAMES.join(", ")
-        );
-        return Ok(2);
+        anyhow::bail!("the query names none of the tables: {}", NAMES.join(", "));
     }
     let mut ctx = polars::sql::SQLContext::new();
     for n in names {
@@ -67,10 +63,7 @@ pub fn query(sources: &[Source], q: &str, out: Output) -> Result<i32> {
     }
     let mut df = match ctx.execute(q).and_then(|lf| lf.collect()) {
         Ok(df) => df,
-        Err(e) => {
-            eprintln!("tracehound: error: the query failed: {e}");
-            return Ok(2);
-        }
+        Err(e) => anyhow::bail!("the query failed: {e}"),
     };
     let mut stdout = std::io::stdout().lock();
     match out {

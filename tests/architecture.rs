@@ -221,3 +221,23 @@ fn rules_read_the_core_never_another_rule() {
         }
     }
 }
+
+#[test]
+fn the_python_package_calls_the_pipeline_not_the_command_line() {
+    let mut files = Vec::new();
+    rust_files(&root().join("python/src"), &mut files);
+    assert!(!files.is_empty(), "python/src read");
+    for f in files {
+        let code = product_code(&std::fs::read_to_string(&f).expect("source"));
+        assert!(
+            !code.contains("tracehound::cli"),
+            "{} calls the command line's module",
+            f.display()
+        );
+        assert!(
+            code.contains("tracehound::pipeline") || !f.ends_with("lib.rs"),
+            "{} does not use the pipeline",
+            f.display()
+        );
+    }
+}

@@ -79,6 +79,48 @@ pub enum SourceFormat {
     SmiXml,
 }
 
+/// What the rest of the tool says about a format: each property in one place, so a new
+/// format is its reader, a variant here and its line in `sniff`.
+impl SourceFormat {
+    /// The id in JSON output (`kineto`, `nsys`, `dmon`, `smi_query`, `smi_xml`).
+    pub fn id(self) -> &'static str {
+        match self {
+            SourceFormat::Kineto => "kineto",
+            SourceFormat::Nsys => "nsys",
+            SourceFormat::Dmon => "dmon",
+            SourceFormat::SmiQuery => "smi_query",
+            SourceFormat::SmiXml => "smi_xml",
+        }
+    }
+
+    /// Its name for people, and what its input is (`JSON`, `SQLite` ...).
+    pub fn describe(self) -> (&'static str, &'static str) {
+        match self {
+            SourceFormat::Kineto => ("PyTorch profiler (Kineto) trace", "JSON"),
+            SourceFormat::Nsys => ("Nsight Systems SQLite export", "SQLite"),
+            SourceFormat::Dmon => ("nvidia-smi dmon log", "text"),
+            SourceFormat::SmiQuery => ("nvidia-smi --query-gpu CSV log", "CSV"),
+            SourceFormat::SmiXml => ("nvidia-smi -q -x XML", "XML"),
+        }
+    }
+
+    /// What one of its input records is called (`events`, `rows`, `sample lines`, `GPUs`).
+    pub fn records(self) -> &'static str {
+        match self {
+            SourceFormat::Kineto => "events",
+            SourceFormat::Nsys => "rows",
+            SourceFormat::Dmon | SourceFormat::SmiQuery => "sample lines",
+            SourceFormat::SmiXml => "GPUs",
+        }
+    }
+
+    /// Whether it records a process's GPU work (a rank of a job), rather than counters or an
+    /// inventory of GPUs beside such a trace.
+    pub fn records_gpu_work(self) -> bool {
+        matches!(self, SourceFormat::Kineto | SourceFormat::Nsys)
+    }
+}
+
 /// One GPU as the trace describes it.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct GpuInfo {

@@ -41,13 +41,7 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
                 let n = top.unwrap_or(usize::MAX).min(r.analysis.findings.len());
                 TraceDoc {
                     source: &r.trace.source,
-                    format: match r.trace.meta.format {
-                        Some(tracehound_parsers::SourceFormat::Nsys) => "nsys",
-                        Some(tracehound_parsers::SourceFormat::Dmon) => "dmon",
-                        Some(tracehound_parsers::SourceFormat::SmiQuery) => "smi_query",
-                        Some(tracehound_parsers::SourceFormat::SmiXml) => "smi_xml",
-                        _ => "kineto",
-                    },
+                    format: r.trace.meta.format.map_or("kineto", |f| f.id()),
                     format_version: &r.trace.meta.format_version,
                     events: r.trace.stats.events_total,
                     truncated: r.trace.stats.truncated,

@@ -168,14 +168,10 @@ pub fn gpu_names(t: &Trace) -> String {
 
 /// Human name of a source format and the unit of its input.
 pub fn format_name(t: &Trace) -> (&'static str, &'static str) {
-    use tracehound_parsers::SourceFormat as F;
-    match t.meta.format {
-        Some(F::Nsys) => ("Nsight Systems SQLite export", "SQLite"),
-        Some(F::Dmon) => ("nvidia-smi dmon log", "text"),
-        Some(F::SmiQuery) => ("nvidia-smi --query-gpu CSV log", "CSV"),
-        Some(F::SmiXml) => ("nvidia-smi -q -x XML", "XML"),
-        _ => ("PyTorch profiler (Kineto) trace", "JSON"),
-    }
+    t.meta
+        .format
+        .unwrap_or(tracehound_parsers::SourceFormat::Kineto)
+        .describe()
 }
 
 /// `tracehound info`: what was detected and loaded.
@@ -193,12 +189,7 @@ pub fn info(t: &Trace) -> String {
         "  input: {} of {unit}, {} {}{}",
         fmt_bytes(t.stats.bytes_total),
         t.stats.events_total,
-        match t.meta.format {
-            Some(F::Dmon) | Some(F::SmiQuery) => "sample lines",
-            Some(F::SmiXml) => "GPUs",
-            Some(F::Nsys) => "rows",
-            _ => "events",
-        },
+        t.meta.format.map_or("events", |f| f.records()),
         if t.stats.truncated {
             format!(" (TRUNCATED: parsed {})", fmt_bytes(t.stats.bytes_parsed))
         } else {
@@ -225,7 +216,7 @@ pub fn info(t: &Trace) -> String {
             names.join(", ")
         );
     }
-    let trace_like = matches!(t.meta.format, Some(F::Kineto) | Some(F::Nsys) | None);
+    let trace_like = t.meta.format.is_none_or(|f| f.records_gpu_work());
     if trace_like {
         let _ = writeln!(s, "  GPUs used: {}", gpu_names(t));
         if let Some(r) = t.meta.rank {
