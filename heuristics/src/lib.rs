@@ -24,6 +24,7 @@ pub mod stack;
 pub mod stats;
 pub mod summary;
 pub mod tables;
+pub mod views;
 pub mod window;
 
 pub use config::Config;

@@ -3,10 +3,10 @@
 //! of the window with idle gaps coloured by their measured cause, the cause breakdown, the top
 //! kernels, allocated and reserved memory, and the nvidia-smi series given with the trace.
 
-use super::{TraceReport, gpu_names};
+use super::{TraceReport, gpu_names, words};
 use std::fmt::Write;
 use tracehound_heuristics::Finding;
-use tracehound_heuristics::finding::{fmt_bytes, fmt_ns};
+use tracehound_heuristics::finding::fmt_ns;
 use tracehound_heuristics::idle::CauseKind;
 use tracehound_heuristics::summary::short_kernel;
 use tracehound_parsers::Trace;
@@ -132,17 +132,7 @@ fn timeline(s: &mut String, r: &TraceReport) {
             y + 14.0,
             d.device
         );
-        // Busy share per column, from the busy intervals.
-        let mut busy = vec![0f64; W as usize];
-        for iv in tracehound_heuristics::window::busy_intervals(r.trace, d.device, w) {
-            let (a0, a1) = (x(iv.0), x(iv.1));
-            let mut c = a0.floor() as usize;
-            while (c as f64) < a1 && c < busy.len() {
-                let ov = a1.min(c as f64 + 1.0) - a0.max(c as f64);
-                busy[c] += ov.max(0.0);
-                c += 1;
-            }
-        }
+        let busy = tracehound_heuristics::views::busy_columns(r.trace, d.device, w, W as usize);
         for (c, b) in busy.iter().enumerate().filter(|(_, b)| **b > 0.0) {
             let _ = write!(
                 s,
@@ -274,29 +264,20 @@ fn lines(s: &mut String, title: &str, unit: &str, series: &[Series]) {
 
 fn memory(s: &mut String, t: &Trace, r: &TraceReport) {
     let w = &r.analysis.summary.window;
-    use tracehound_heuristics::window::{memory_devices, memory_in_window};
-    for d in memory_devices(t).into_iter().take(4) {
-        let pick = |f: &dyn Fn(&tracehound_parsers::MemorySample) -> Option<i64>| {
-            memory_in_window(t, w, d)
-                .filter_map(|m| {
-                    f(m).map(|v| {
-                        (
-                            (m.ts - w.start) as f64 / 1e6,
-                            v as f64 / (1u64 << 30) as f64,
-                        )
-                    })
-                })
-                .collect::<Vec<_>>()
-        };
+    for m in tracehound_heuristics::views::memory_series(t, w, None)
+        .into_iter()
+        .take(4)
+    {
         lines(
             s,
             &format!(
-                "GPU {d}: memory reserved by the caching allocator and allocated, over the window (ms)"
+                "GPU {}: memory reserved by the caching allocator and allocated, over the window (ms)",
+                m.device
             ),
             "GiB",
             &[
-                ("reserved", "#e09f3e", pick(&|m| m.total_reserved)),
-                ("allocated", "#2b9348", pick(&|m| m.total_allocated)),
+                ("reserved", "#e09f3e", m.reserved),
+                ("allocated", "#2b9348", m.allocated),
             ],
         );
     }
@@ -485,14 +466,12 @@ fn findings_section(s: &mut String, shown: &[&Finding]) {
             if !f.breakdown.is_empty() {
                 s.push_str("<table><tr><th>Breakdown</th><th class=\"num\">Count</th><th class=\"num\">Time</th><th class=\"num\">Bytes</th><th>Python frame</th></tr>\n");
                 for row in &f.breakdown {
+                    let [label, count, time, bytes, frame] = words::row_cells(row);
                     let _ = writeln!(
                         s,
-                        "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td><code>{}</code></td></tr>",
-                        esc(&row.label),
-                        row.count,
-                        fmt_ns(row.time_ns),
-                        row.bytes.map(fmt_bytes).unwrap_or_default(),
-                        esc(row.python_frame.as_deref().unwrap_or(""))
+                        "<tr><td>{}</td><td class=\"num\">{count}</td><td class=\"num\">{time}</td><td class=\"num\">{bytes}</td><td><code>{}</code></td></tr>",
+                        esc(&label),
+                        esc(&frame)
                     );
                 }
                 s.push_str("</table>\n");
@@ -500,21 +479,7 @@ fn findings_section(s: &mut String, shown: &[&Finding]) {
             if !f.instances.is_empty() {
                 s.push_str("<p>Worst instances:</p><ul>\n");
                 for inst in &f.instances {
-                    let _ = writeln!(
-                        s,
-                        "<li>at +{:.2} ms, {}: {}{}{}</li>",
-                        inst.offset_ms,
-                        fmt_ns(inst.dur_ns),
-                        esc(&inst.what),
-                        inst.cpu_op
-                            .as_deref()
-                            .map(|o| format!(" — <code>{}</code>", esc(o)))
-                            .unwrap_or_default(),
-                        inst.python_frame
-                            .as_deref()
-                            .map(|p| format!(" @ <code>{}</code>", esc(p)))
-                            .unwrap_or_default()
-                    );
+                    let _ = writeln!(s, "<li>{}</li>", words::instance(inst, &words::Html, true));
                 }
                 s.push_str("</ul>\n");
             }

@@ -24,20 +24,10 @@ pub fn table(j: &JobReport) -> String {
         "RANK", "STEPS", "STEP TIME", "BUSY", "IDLE GAPS", "WAIT/STEP"
     );
     for r in j.ranks {
+        let [rank, steps, step, busy, idle, wait, top] = super::words::rank_cells(r);
         let _ = writeln!(
             s,
-            "  {:>4} {:>6} {:>10} {:>5.0}% {:>10} {:>10}  {}",
-            r.rank,
-            r.steps,
-            fmt_ns(r.step_ns),
-            100.0 * r.busy_share,
-            fmt_ns(r.idle_gap_ns),
-            if r.collectives.is_empty() {
-                "-".to_string()
-            } else {
-                fmt_ns(r.collective_exposed_wait_ns / r.steps.max(1) as i64)
-            },
-            r.top_finding.as_deref().unwrap_or("-")
+            "  {rank:>4} {steps:>6} {step:>10} {busy:>6} {idle:>10} {wait:>10}  {top}"
         );
     }
     if j.ranks.iter().any(|r| !r.collectives.is_empty()) {
@@ -130,20 +120,11 @@ pub fn markdown(j: &JobReport) -> String {
     );
     let _ = writeln!(s, "|---:|---:|---:|---:|---:|---:|---|");
     for r in j.ranks {
+        let [rank, steps, step, busy, idle, wait, top] = super::words::rank_cells(r);
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {:.0}% | {} | {} | {} |",
-            r.rank,
-            r.steps,
-            fmt_ns(r.step_ns),
-            100.0 * r.busy_share,
-            fmt_ns(r.idle_gap_ns),
-            if r.collectives.is_empty() {
-                "-".to_string()
-            } else {
-                fmt_ns(r.collective_exposed_wait_ns / r.steps.max(1) as i64)
-            },
-            r.top_finding.as_deref().unwrap_or("-").replace('|', "\\|")
+            "| {rank} | {steps} | {step} | {busy} | {idle} | {wait} | {} |",
+            top.replace('|', "\\|")
         );
     }
     let _ = writeln!(s, "\n## Job findings\n");

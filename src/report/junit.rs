@@ -70,7 +70,7 @@ pub fn render(reports: &[TraceReport], fail_at: Severity) -> String {
                 let _ = w.write_event(Event::Start(fail));
                 let mut body = format!("{}\n", f.evidence);
                 for row in &f.breakdown {
-                    body.push_str(&format!("  - {} ({})\n", row.label, fmt_ns(row.time_ns)));
+                    body.push_str(&format!("  - {}\n", super::words::row_brief(row)));
                 }
                 for a in &f.advice {
                     body.push_str(&format!("fix: {a}\n"));

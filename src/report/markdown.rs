@@ -1,8 +1,8 @@
 //! Markdown output, to paste into a performance review or a pull request.
 
-use super::{TraceReport, gpu_names};
+use super::{TraceReport, gpu_names, words};
 use std::fmt::Write;
-use tracehound_heuristics::finding::{fmt_bytes, fmt_ns};
+use tracehound_heuristics::finding::fmt_ns;
 use tracehound_heuristics::summary::short_kernel;
 
 fn cell(s: &str) -> String {
@@ -60,14 +60,12 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
                     let _ = writeln!(s, "| Breakdown | Count | Time | Bytes | Python frame |");
                     let _ = writeln!(s, "|---|---:|---:|---:|---|");
                     for row in &f.breakdown {
+                        let [label, count, time, bytes, frame] = words::row_cells(row);
                         let _ = writeln!(
                             s,
-                            "| {} | {} | {} | {} | {} |",
-                            cell(&row.label),
-                            row.count,
-                            fmt_ns(row.time_ns),
-                            row.bytes.map(fmt_bytes).unwrap_or_default(),
-                            cell(row.python_frame.as_deref().unwrap_or(""))
+                            "| {} | {count} | {time} | {bytes} | {} |",
+                            cell(&label),
+                            cell(&frame)
                         );
                     }
                     let _ = writeln!(s);
@@ -75,21 +73,7 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
                 if !f.instances.is_empty() {
                     let _ = writeln!(s, "Worst instances:\n");
                     for inst in &f.instances {
-                        let _ = writeln!(
-                            s,
-                            "- at +{:.2} ms, {}: {}{}{}",
-                            inst.offset_ms,
-                            fmt_ns(inst.dur_ns),
-                            inst.what,
-                            inst.cpu_op
-                                .as_deref()
-                                .map(|o| format!(" — `{o}`"))
-                                .unwrap_or_default(),
-                            inst.python_frame
-                                .as_deref()
-                                .map(|p| format!(" @ `{p}`"))
-                                .unwrap_or_default()
-                        );
+                        let _ = writeln!(s, "- {}", words::instance(inst, &words::Markdown, true));
                     }
                     let _ = writeln!(s);
                 }
@@ -102,20 +86,7 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
         }
         let _ = writeln!(s, "## Summary\n");
         for d in &a.summary.devices {
-            let _ = writeln!(
-                s,
-                "- GPU {}{}: busy {:.1}%{}, {} kernels, {} memcpys, {} memsets",
-                d.device,
-                d.name
-                    .as_deref()
-                    .map(|n| format!(" {n}"))
-                    .unwrap_or_default(),
-                100.0 * d.busy_share,
-                super::collectives_note(d),
-                d.kernels,
-                d.memcpys,
-                d.memsets
-            );
+            let _ = writeln!(s, "- {}, {}", words::device_busy(d), words::device_ops(d));
         }
         if let Some(k) = &a.summary.top_kernel {
             let _ = writeln!(

@@ -9,6 +9,7 @@ mod junit;
 mod markdown;
 mod table;
 pub mod tables;
+pub mod words;
 
 use tracehound_heuristics::Analysis;
 use tracehound_heuristics::finding::{fmt_bytes, fmt_ns};
@@ -72,19 +73,6 @@ pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()>
         let _ = std::fs::remove_file(&tmp);
     }
     result
-}
-
-/// `, of which 64% in collectives (64% with no compute beside them)` when a device ran
-/// collectives: busy time that may be spinning while other ranks arrive.
-fn collectives_note(d: &tracehound_heuristics::summary::DeviceSummary) -> String {
-    if d.collective_share < 0.005 {
-        return String::new();
-    }
-    format!(
-        " (collectives {:.0}% of the window, {:.0}% with no compute beside them)",
-        100.0 * d.collective_share,
-        100.0 * d.exposed_collective_share
-    )
 }
 
 /// Rows of the roofline table shown per device: at most this many, most GPU time first.

@@ -1,6 +1,6 @@
 //! The terminal table: ranked findings, each with its key evidence, then the trace summary.
 
-use super::{TraceReport, gpu_names};
+use super::{TraceReport, gpu_names, words};
 use std::fmt::Write;
 use tracehound_heuristics::Finding;
 use tracehound_heuristics::finding::{fmt_bytes, fmt_ns};
@@ -51,29 +51,14 @@ fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
             let pad = " ".repeat(6);
             let _ = writeln!(s, "{pad}evidence: {}", f.evidence);
             for row in f.breakdown.iter().take(4) {
-                let mut line = format!("{pad}  · {}", row.label);
-                if row.count > 0 && row.time_ns > 0 {
-                    let _ = write!(line, " — {} ×{}", fmt_ns(row.time_ns), row.count);
-                }
-                if let (Some(b), true) = (row.bytes, row.time_ns > 0) {
-                    let _ = write!(line, ", {}", fmt_bytes(b));
-                }
-                if let Some(fr) = &row.python_frame {
-                    let _ = write!(line, " @ {fr}");
-                }
-                let _ = writeln!(s, "{line}");
+                let _ = writeln!(s, "{pad}  · {}", words::row_line(row));
             }
             if let Some(inst) = f.instances.first() {
-                let mut line = format!(
-                    "{pad}worst: at +{:.2} ms, {}: {}",
-                    inst.offset_ms,
-                    fmt_ns(inst.dur_ns),
-                    inst.what
+                let _ = writeln!(
+                    s,
+                    "{pad}worst: {}",
+                    words::instance(inst, &words::Plain, false)
                 );
-                if let Some(fr) = &inst.python_frame {
-                    let _ = write!(line, " @ {fr}");
-                }
-                let _ = writeln!(s, "{line}");
             }
             for adv in f.advice.iter().take(2) {
                 let _ = writeln!(s, "{pad}fix: {adv}");
@@ -93,17 +78,9 @@ fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
     for d in &sm.devices {
         let _ = writeln!(
             s,
-            "    GPU {}{}: busy {:.1}%{} · {} kernels, {} memcpys, {} memsets in the window",
-            d.device,
-            d.name
-                .as_deref()
-                .map(|n| format!(" {n}"))
-                .unwrap_or_default(),
-            100.0 * d.busy_share,
-            super::collectives_note(d),
-            d.kernels,
-            d.memcpys,
-            d.memsets
+            "    {} · {} in the window",
+            words::device_busy(d),
+            words::device_ops(d)
         );
         if let (Some(r), Some(a)) = (d.reserved_peak, d.allocated_peak) {
             let _ = writeln!(

@@ -84,11 +84,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             Style::default().add_modifier(Modifier::BOLD),
         )));
         for r in &fi.breakdown {
-            let mut t = format!("  · {} — {} ×{}", r.label, fmt_ns(r.time_ns), r.count);
-            if let Some(fr) = &r.python_frame {
-                t.push_str(&format!(" @ {fr}"));
-            }
-            lines.push(Line::from(t));
+            lines.push(Line::from(format!(
+                "  · {}",
+                crate::report::words::row_line(r)
+            )));
         }
         lines.push(Line::from(""));
     }
@@ -98,18 +97,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             Style::default().add_modifier(Modifier::BOLD),
         )));
         for (k, i) in fi.instances.iter().enumerate() {
-            let mut t = format!(
-                "  at +{:.2} ms, {}: {}",
-                i.offset_ms,
-                fmt_ns(i.dur_ns),
-                i.what
+            let t = format!(
+                "  {}",
+                crate::report::words::instance(i, &crate::report::words::Tui, true)
             );
-            if let Some(op) = &i.cpu_op {
-                t.push_str(&format!(" [{op}]"));
-            }
-            if let Some(fr) = &i.python_frame {
-                t.push_str(&format!(" @ {fr}"));
-            }
             let sel = app.focus == Focus::Instances && k == app.instance;
             lines.push(if sel {
                 Line::from(Span::styled(

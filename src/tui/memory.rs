@@ -28,23 +28,12 @@ const MAX_POINTS: usize = 4000;
 /// The views of every device with allocator events, computed once at load.
 pub fn build(t: &tracehound_parsers::Trace, w: &tracehound_heuristics::Window) -> Vec<MemoryView> {
     let ms = |ts: i64| (ts - w.start) as f64 / 1e6;
-    let gib = |b: i64| b as f64 / (1u64 << 30) as f64;
-    use tracehound_heuristics::window::{memory_devices, memory_in_window};
-    memory_devices(t)
+    tracehound_heuristics::views::memory_series(t, w, Some(MAX_POINTS))
         .into_iter()
-        .map(|d| {
-            let samples: Vec<_> = memory_in_window(t, w, d).collect();
-            let stride = (samples.len() / MAX_POINTS).max(1);
-            let pick = |f: &dyn Fn(&tracehound_parsers::MemorySample) -> Option<i64>| {
-                samples
-                    .iter()
-                    .step_by(stride)
-                    .filter_map(|m| f(m).map(|v| (ms(m.ts), gib(v))))
-                    .collect::<Vec<_>>()
-            };
-            let reserved = pick(&|m| m.total_reserved);
+        .map(|m| {
             // The first time the peak is reached.
-            let peak = reserved
+            let peak = m
+                .reserved
                 .iter()
                 .copied()
                 .fold(None::<(f64, f64)>, |best, p| match best {
@@ -70,14 +59,10 @@ pub fn build(t: &tracehound_parsers::Trace, w: &tracehound_heuristics::Window) -
                 .map(|s| (ms(s.start), 0.0))
                 .collect();
             MemoryView {
-                device: d,
-                allocated: pick(&|m| m.total_allocated),
-                ooms: samples
-                    .iter()
-                    .filter(|m| m.oom)
-                    .map(|m| (ms(m.ts), gib(m.total_reserved.unwrap_or(0))))
-                    .collect(),
-                reserved,
+                device: m.device,
+                allocated: m.allocated,
+                ooms: m.ooms,
+                reserved: m.reserved,
                 calls,
                 peak,
             }
