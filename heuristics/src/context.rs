@@ -105,7 +105,7 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// A finding of `rule` with its impact, share and severity set from the window; the caller
+/// A finding of `rule` (the rule module's `ID`) with its impact, share and severity set from the window; the caller
 /// fills breakdown, instances, advice and metrics.
 pub(crate) fn new_finding(
     cx: &Ctx,

@@ -18,6 +18,9 @@ use crate::finding::{Confidence, Finding, Severity, fmt_bytes, metrics};
 use crate::window::{memory_devices, memory_in_window};
 use tracehound_parsers::HostKind;
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "memory_pressure";
+
 /// The rule.
 pub struct MemoryPressure;
 
@@ -30,7 +33,7 @@ const LEAK_STEPS: usize = 4;
 
 impl Rule for MemoryPressure {
     fn id(&self) -> &'static str {
-        "memory_pressure"
+        ID
     }
 
     fn description(&self) -> &'static str {
@@ -79,7 +82,7 @@ impl Rule for MemoryPressure {
             {
                 let mut f = new_finding(
                     cx,
-                    "memory_pressure",
+                    ID,
                     Some(d),
                     format!(
                         "GPU {d}: peak memory {} of {} ({:.1}%): {} headroom before out-of-memory",
@@ -120,7 +123,7 @@ impl Rule for MemoryPressure {
                 let to_oom = headroom.map(|(_, _, h)| h.max(0) / per_step.max(1));
                 let mut f = new_finding(
                     cx,
-                    "memory_pressure",
+                    ID,
                     Some(d),
                     format!(
                         "GPU {d}: allocated memory grows {} per step ({} → {} over {n} steps): a leak",
@@ -213,7 +216,7 @@ fn empty_cache(cx: &Ctx) -> Option<Finding> {
     let time: i64 = calls.iter().map(|h| h.dur()).sum();
     let mut f = new_finding(
         cx,
-        "memory_pressure",
+        ID,
         None,
         format!(
             "torch.cuda.empty_cache() runs in the loop: {in_steps} calls in {} steps",

@@ -13,6 +13,9 @@ use crate::names::{most_common, span_name};
 use rustc_hash::FxHashMap;
 use tracehound_parsers::{CopyDirection, GpuOpKind, MemKind, NONE, Trace};
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "pageable_memcpy";
+
 /// The rule.
 pub struct PageableMemcpy;
 
@@ -38,7 +41,7 @@ fn op_chain(trace: &Trace, launch: u32) -> Option<String> {
 
 impl Rule for PageableMemcpy {
     fn id(&self) -> &'static str {
-        "pageable_memcpy"
+        ID
     }
 
     fn description(&self) -> &'static str {
@@ -202,7 +205,7 @@ fn direction_finding(
         ),
     };
     Finding {
-        rule: "pageable_memcpy",
+        rule: ID,
         id: String::new(),
         title: format!(
             "{} {}: {} in {} at {:.1} GB/s",

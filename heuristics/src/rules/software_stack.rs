@@ -8,12 +8,15 @@ use super::Rule;
 use crate::context::{Ctx, new_finding};
 use crate::finding::{Confidence, Finding, Severity};
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "software_stack";
+
 /// The rule.
 pub struct SoftwareStack;
 
 impl Rule for SoftwareStack {
     fn id(&self) -> &'static str {
-        "software_stack"
+        ID
     }
 
     fn description(&self) -> &'static str {
@@ -33,7 +36,7 @@ impl Rule for SoftwareStack {
                 };
                 let mut out = new_finding(
                     cx,
-                    "software_stack",
+                    ID,
                     None,
                     match f.item {
                         // "the runtime (CUDA 12.4) is newer than the driver supports (CUDA 12.2)"
