@@ -316,6 +316,7 @@ pub fn job_findings(ranks: &mut [RankSummary]) -> Vec<Finding> {
         let others = ranks.len() - 1;
         out.push(Finding {
             rule: SLOWEST_RANK,
+            subject: Some(format!("rank{}", slow.rank)),
             id: String::new(),
             title: format!(
                 "rank {} is {:.0}% slower per step than the median ({} vs {}): the other {others} ranks wait for it",
@@ -377,6 +378,7 @@ pub fn job_findings(ranks: &mut [RankSummary]) -> Vec<Finding> {
         let share = impact as f64 / hi.window_ns.max(1) as f64;
         out.push(Finding {
             rule: IDLE_SPREAD,
+            subject: None,
             id: String::new(),
             title: format!(
                 "GPU idle time differs across ranks: {:.0}% on rank {} vs {:.0}% on rank {}",
@@ -474,6 +476,7 @@ fn straggler(ranks: &[RankSummary], m: &CollectiveMatch, step_ns: i64) -> Option
     }
     Some(Finding {
         rule: STRAGGLER_RANK,
+        subject: Some(format!("rank{}", slow.rank)),
         id: String::new(),
         title: format!(
             "rank {} arrives last at {} of {} collectives: rank {} waits {} per step for it with nothing else to run ({:.0}% of a step)",

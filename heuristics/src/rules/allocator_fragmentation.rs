@@ -267,6 +267,7 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
     };
     Some(Finding {
         rule: ID,
+        subject: None,
         id: String::new(),
         title,
         severity,

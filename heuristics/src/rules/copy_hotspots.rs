@@ -305,6 +305,7 @@ impl Rule for CopyHotspots {
         advice.push("Avoid .contiguous(), .to(dtype) and .clone() in the hot loop: keep tensors in the dtype, layout and device their consumer needs, and fuse the rest with torch.compile.".to_string());
         vec![Finding {
             rule: ID,
+            subject: None,
             id: String::new(),
             title: format!(
                 "copy/convert operators take {} of GPU time ({:.0}% of kernel time), {:.0} copies per step",

@@ -39,6 +39,7 @@ impl Rule for ExposedCommunication {
             let hidden = e.collective_ns - e.exposed_ns;
             out.push(Finding {
                 rule: ID,
+        subject: None,
                 id: String::new(),
                 title: format!(
                     "GPU {}: {} of collective communication with no compute beside it ({} per step, {:.0}% of the window)",

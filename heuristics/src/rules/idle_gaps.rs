@@ -233,6 +233,7 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     let share = w.share(impact);
     Finding {
         rule: ID,
+        subject: None,
         id: String::new(),
         title: if launch_bound {
             format!(

@@ -100,6 +100,7 @@ impl Rule for MemoryPressure {
                         ooms
                     ),
                 );
+                f.subject = Some("headroom".into());
                 f.severity = if (h as f64) < 0.05 * c as f64 || ooms > 0 {
                     Severity::High
                 } else {
@@ -142,6 +143,7 @@ impl Rule for MemoryPressure {
                         ))
                     ),
                 );
+                f.subject = Some("leak".into());
                 f.severity = if to_oom.is_some_and(|s| s < 1000) {
                     Severity::High
                 } else {
@@ -229,6 +231,7 @@ fn empty_cache(cx: &Ctx) -> Option<Finding> {
             crate::finding::fmt_ns(time)
         ),
     );
+    f.subject = Some("empty_cache".into());
     f.severity = Severity::Low;
     f.advice = vec!["Remove empty_cache() from the loop: the caching allocator reuses freed blocks; if fragmentation is the worry, set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.".into()];
     f.metrics = metrics([("calls", in_steps as f64), ("host_ns", time as f64)]);

@@ -139,6 +139,7 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
             target.label().to_uppercase()
         ),
     );
+    f.subject = Some("fp32".into());
     f.breakdown = rows_by_time(cx, groups, simt);
     f.advice = if tf32 {
         vec![
@@ -218,6 +219,7 @@ fn misaligned_half(cx: &Ctx, d: i32) -> Option<Finding> {
             }
         ),
     );
+    f.subject = Some("misaligned".into());
     f.breakdown = rows_by_time(cx, groups, time);
     f.advice = vec![
         "Pad the dimensions to multiples of 8 (64 for vocabulary sizes): hidden and FFN widths, head sizes, the batch×sequence rows; pad the vocabulary with unused tokens.".into(),
