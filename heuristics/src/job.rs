@@ -38,7 +38,7 @@ pub struct RankSummary {
     /// GPU idle in gaps over the threshold, ns.
     pub idle_gap_ns: i64,
     /// The verdict's bound.
-    pub bound: String,
+    pub bound: crate::summary::Bound,
     /// Title of the top finding, if any.
     pub top_finding: Option<String>,
     /// Findings of the rank (ranked).
@@ -76,7 +76,7 @@ impl RankSummary {
             step_times_ns: trace.steps.iter().map(|s| s.end - s.start).collect(),
             busy_share: busy,
             idle_gap_ns: idle.map_or(0, |f| f.impact_ns),
-            bound: analysis.summary.bound.clone(),
+            bound: analysis.summary.bound,
             top_finding: analysis.findings.first().map(|f| f.title.clone()),
             findings: analysis.findings.clone(),
             top_idle_cause: idle

@@ -90,7 +90,8 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
     if let Some(top) = findings.first()
         && top.severity == Severity::High
         && top.rule != rules::idle_gaps::ID
-        && !(top.rule == rules::exposed_communication::ID && summary.bound == "communication-bound")
+        && !(top.rule == rules::exposed_communication::ID
+            && summary.bound == summary::Bound::Communication)
     {
         summary.verdict = format!(
             "{} First fix the top finding: {} ({:.0}% of the window).",
