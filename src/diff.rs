@@ -45,13 +45,42 @@ impl Change {
     }
 }
 
+/// What became of a finding from one capture to the other. Serialized, and printed, in
+/// lowercase (`resolved`); the order is the report's (resolved first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// In the first capture only.
+    Resolved,
+    /// In the second capture only.
+    New,
+    /// In both (its impact may have changed).
+    Changed,
+}
+
+impl Status {
+    /// The lowercase name (`resolved`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Resolved => "resolved",
+            Status::New => "new",
+            Status::Changed => "changed",
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.label())
+    }
+}
+
 /// A finding in one capture and not the other, or in both.
 #[derive(Debug, Clone, Serialize)]
 pub struct FindingChange {
     pub id: String,
     pub rule: &'static str,
-    /// `resolved`, `new` or `changed`.
-    pub status: &'static str,
+    pub status: Status,
     pub title_before: Option<String>,
     pub title_after: Option<String>,
     pub severity_before: Option<String>,
@@ -188,9 +217,9 @@ pub fn compare(tb: &Trace, ab: &Analysis, ta: &Trace, aa: &Analysis) -> Diff {
             id: id.to_string(),
             rule,
             status: match (&b, &a) {
-                (Some(_), None) => "resolved",
-                (None, Some(_)) => "new",
-                _ => "changed",
+                (Some(_), None) => Status::Resolved,
+                (None, Some(_)) => Status::New,
+                _ => Status::Changed,
             },
             title_before: b.as_ref().map(|f| f.title.clone()),
             title_after: a.as_ref().map(|f| f.title.clone()),
@@ -202,12 +231,7 @@ pub fn compare(tb: &Trace, ab: &Analysis, ta: &Trace, aa: &Analysis) -> Diff {
             ),
         });
     }
-    let order = |s: &str| match s {
-        "resolved" => 0,
-        "new" => 1,
-        _ => 2,
-    };
-    findings.sort_by(|x, y| order(x.status).cmp(&order(y.status)).then(x.id.cmp(&y.id)));
+    findings.sort_by(|x, y| x.status.cmp(&y.status).then(x.id.cmp(&y.id)));
     let (wb, wa) = (&ab.summary.window, &aa.summary.window);
     let tables = tracehound_heuristics::tables::kernel_summary;
     let ops = tracehound_heuristics::tables::operator_summary;

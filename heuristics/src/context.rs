@@ -105,8 +105,9 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// A finding of `rule` with its impact, share and severity set from the window; the caller
-/// fills breakdown, instances, advice and metrics.
+/// A finding of `rule` (the rule module's `ID`) with its impact, share and severity set from
+/// the window; the caller fills breakdown, instances, advice and metrics, and the subject
+/// when the rule makes more than one finding per device.
 pub(crate) fn new_finding(
     cx: &Ctx,
     rule: &'static str,
@@ -120,6 +121,7 @@ pub(crate) fn new_finding(
     Finding {
         id: String::new(),
         rule,
+        subject: None,
         title,
         severity: crate::finding::Severity::from_share(share),
         impact_ns,

@@ -99,6 +99,7 @@ pub(crate) fn base(
     Finding {
         id: String::new(),
         rule,
+        subject: None,
         title,
         severity,
         impact_ns: 0,

@@ -125,6 +125,13 @@ pub struct Finding {
     /// Rule id (`idle_gaps`).
     #[serde(deserialize_with = "crate::intern::de_str")]
     pub rule: crate::intern::Name,
+    /// What tells this finding apart from the rule's other findings on the same device, set
+    /// by the rule that makes it: the copy direction (`htod`), the kind of problem (`leak`,
+    /// `misaligned`), the software-stack item (`matrix_kernels`), the rank a job finding names
+    /// (`rank1`); None when the rule makes at most one finding per device. Part of the stable
+    /// id; not written to JSON, where `id` carries it.
+    #[serde(skip)]
+    pub subject: Option<String>,
     /// One line saying what is wrong, with the key number.
     pub title: String,
     /// Severity.
@@ -152,34 +159,18 @@ pub struct Finding {
 }
 
 impl Finding {
-    /// The stable id of this finding: rule, device, and what distinguishes findings of one
-    /// rule on one device (the copy direction, the straggler's rank), never a measured number.
+    /// The stable id of this finding: its rule, device and [`subject`](Finding::subject)
+    /// (`pageable_memcpy/gpu0/htod`, `straggler_rank/rank1`), never its title or a measured
+    /// number, so rewording a title keeps the id. Computed from a finding as its rule made it
+    /// (a finding read back from JSON has no subject, and carries its id in `id`).
     pub fn stable_id(&self) -> String {
         let mut id = self.rule.to_string();
         if let Some(d) = self.device {
             id.push_str(&format!("/gpu{d}"));
         }
-        let t = self.title.to_ascii_lowercase();
-        let subject = match self.rule {
-            "pageable_memcpy" if t.contains("host-to-device") => Some("htod"),
-            "pageable_memcpy" if t.contains("device-to-host") => Some("dtoh"),
-            "pageable_memcpy" => Some("other"),
-            "tensor_cores" if t.contains("not multiples of 8") => Some("misaligned"),
-            "tensor_cores" => Some("fp32"),
-            "memory_pressure" if t.contains("empty_cache") => Some("empty_cache"),
-            "memory_pressure" if t.contains("leak") => Some("leak"),
-            "memory_pressure" => Some("headroom"),
-            "software_stack" => t.split(':').next(),
-            _ => None,
-        };
-        if let Some(s) = subject {
+        if let Some(s) = &self.subject {
             id.push('/');
-            id.push_str(&s.trim().replace(' ', "_"));
-        }
-        for key in ["straggler_rank", "slow_rank"] {
-            if let Some(r) = self.metrics.get(key) {
-                id.push_str(&format!("/rank{r}"));
-            }
+            id.push_str(s);
         }
         id
     }
@@ -217,5 +208,38 @@ mod tests {
         assert_eq!(fmt_bytes(4), "4 B");
         assert_eq!(Severity::from_share(0.3), Severity::High);
         assert_eq!(Severity::from_share(0.006), Severity::Info);
+    }
+
+    #[test]
+    fn the_id_is_rule_device_and_subject_never_the_title() {
+        let mut f = Finding {
+            id: String::new(),
+            rule: "memory_pressure",
+            subject: Some("leak".into()),
+            title: "GPU 0: allocated memory grows 128.0 MiB per step: a leak".into(),
+            severity: Severity::High,
+            impact_ns: 0,
+            impact_share: 0.0,
+            confidence: Confidence::Medium,
+            device: Some(0),
+            evidence: String::new(),
+            breakdown: Vec::new(),
+            instances: Vec::new(),
+            advice: Vec::new(),
+            metrics: metrics([("steps", 8.0)]),
+        };
+        assert_eq!(f.stable_id(), "memory_pressure/gpu0/leak");
+        // Reworded, with words other subjects' titles once had, and a metric named like a
+        // job finding's rank: the id stays.
+        f.title = "GPU 0: memory grows each step (empty_cache will not help)".into();
+        f.metrics.insert("straggler_rank", 3.0);
+        assert_eq!(f.stable_id(), "memory_pressure/gpu0/leak");
+        f.device = None;
+        f.subject = None;
+        assert_eq!(f.stable_id(), "memory_pressure");
+        // The subject is not written to JSON: the id carries it.
+        f.id = f.stable_id();
+        let json = serde_json::to_value(&f).unwrap();
+        assert!(json.get("subject").is_none(), "{json}");
     }
 }

@@ -11,6 +11,7 @@
 use crate::Analysis;
 use crate::collectives::CollectiveRecord;
 use crate::finding::{Confidence, Finding, Row, Severity, fmt_ns, metrics};
+use crate::rules::idle_gaps;
 use serde::{Deserialize, Serialize};
 use tracehound_parsers::Trace;
 
@@ -37,7 +38,7 @@ pub struct RankSummary {
     /// GPU idle in gaps over the threshold, ns.
     pub idle_gap_ns: i64,
     /// The verdict's bound.
-    pub bound: String,
+    pub bound: crate::summary::Bound,
     /// Title of the top finding, if any.
     pub top_finding: Option<String>,
     /// Findings of the rank (ranked).
@@ -65,7 +66,7 @@ impl RankSummary {
             .iter()
             .map(|d| d.busy_share)
             .fold(0.0, f64::max);
-        let idle = analysis.findings.iter().find(|f| f.rule == "idle_gaps");
+        let idle = analysis.findings.iter().find(|f| f.rule == idle_gaps::ID);
         RankSummary {
             source: trace.source.clone(),
             rank,
@@ -75,7 +76,7 @@ impl RankSummary {
             step_times_ns: trace.steps.iter().map(|s| s.end - s.start).collect(),
             busy_share: busy,
             idle_gap_ns: idle.map_or(0, |f| f.impact_ns),
-            bound: analysis.summary.bound.clone(),
+            bound: analysis.summary.bound,
             top_finding: analysis.findings.first().map(|f| f.title.clone()),
             findings: analysis.findings.clone(),
             top_idle_cause: idle
@@ -202,6 +203,13 @@ pub fn median_step_ns(trace: &Trace) -> Option<i64> {
     (!trace.steps.is_empty()).then(|| median(trace.steps.iter().map(|s| s.end - s.start).collect()))
 }
 
+/// Rule id of the finding that names the rank the others wait for at the collectives.
+pub const STRAGGLER_RANK: &str = "straggler_rank";
+/// Rule id of the finding that names the slowest rank, when the job has no collectives.
+pub const SLOWEST_RANK: &str = "slowest_rank";
+/// Rule id of the finding on GPU idle time that differs across ranks.
+pub const IDLE_SPREAD: &str = "idle_spread";
+
 /// A job waits for a straggler when the exposed waits it causes (waits no compute hid) add
 /// up to at least this share of the median step. In a balanced job ranks still arrive in some
 /// order, and the waits run on the communication stream while compute continues: on the
@@ -307,7 +315,8 @@ pub fn job_findings(ranks: &mut [RankSummary]) -> Vec<Finding> {
         let share = impact as f64 / slow.window_ns.max(1) as f64;
         let others = ranks.len() - 1;
         out.push(Finding {
-            rule: "slowest_rank",
+            rule: SLOWEST_RANK,
+            subject: Some(format!("rank{}", slow.rank)),
             id: String::new(),
             title: format!(
                 "rank {} is {:.0}% slower per step than the median ({} vs {}): the other {others} ranks wait for it",
@@ -368,7 +377,8 @@ pub fn job_findings(ranks: &mut [RankSummary]) -> Vec<Finding> {
         let impact = (hi.idle_gap_ns - lo.idle_gap_ns).max(0);
         let share = impact as f64 / hi.window_ns.max(1) as f64;
         out.push(Finding {
-            rule: "idle_spread",
+            rule: IDLE_SPREAD,
+            subject: None,
             id: String::new(),
             title: format!(
                 "GPU idle time differs across ranks: {:.0}% on rank {} vs {:.0}% on rank {}",
@@ -465,7 +475,8 @@ fn straggler(ranks: &[RankSummary], m: &CollectiveMatch, step_ns: i64) -> Option
         per_rank.push(format!("{more} more ranks wait less"));
     }
     Some(Finding {
-        rule: "straggler_rank",
+        rule: STRAGGLER_RANK,
+        subject: Some(format!("rank{}", slow.rank)),
         id: String::new(),
         title: format!(
             "rank {} arrives last at {} of {} collectives: rank {} waits {} per step for it with nothing else to run ({:.0}% of a step)",

@@ -90,8 +90,9 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
     // first, say so, or "GPU-bound" would read as "nothing to fix".
     if let Some(top) = findings.first()
         && top.severity == Severity::High
-        && top.rule != "idle_gaps"
-        && !(top.rule == "exposed_communication" && summary.bound == "communication-bound")
+        && top.rule != rules::idle_gaps::ID
+        && !(top.rule == rules::exposed_communication::ID
+            && summary.bound == summary::Bound::Communication)
     {
         summary.verdict = format!(
             "{} First fix the top finding: {} ({:.0}% of the window).",

@@ -17,6 +17,33 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use tracehound_parsers::{HostKind, NONE, Trace};
 
+/// Which roof bounds an operator at its arithmetic intensity. Serialized, and printed, in
+/// lowercase (`compute`, `memory`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RoofBound {
+    /// The peak FLOP/s: intensity × bandwidth is above it.
+    Compute,
+    /// The memory bandwidth: intensity × bandwidth is below the peak FLOP/s.
+    Memory,
+}
+
+impl RoofBound {
+    /// The lowercase name (`compute`).
+    pub fn label(self) -> &'static str {
+        match self {
+            RoofBound::Compute => "compute",
+            RoofBound::Memory => "memory",
+        }
+    }
+}
+
+impl std::fmt::Display for RoofBound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.label())
+    }
+}
+
 /// One kind of matrix operator call on the roofline.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RoofRow {
@@ -40,8 +67,8 @@ pub struct RoofRow {
     pub tbps: f64,
     /// FLOPs per byte.
     pub intensity: f64,
-    /// `compute` or `memory`: which roof bounds it at its intensity.
-    pub bound: &'static str,
+    /// Which roof bounds it at its intensity.
+    pub bound: RoofBound,
     /// The roof at its intensity, TFLOP/s.
     pub roof_tflops: f64,
     /// Achieved share of the roof (0..1).
@@ -536,9 +563,9 @@ pub(crate) fn roofline(cx: &Scope, matrix: &[(i32, DeviceCalls)]) -> Vec<DeviceR
                         tbps: bytes / secs / 1e12,
                         intensity,
                         bound: if memory < compute {
-                            "memory"
+                            RoofBound::Memory
                         } else {
-                            "compute"
+                            RoofBound::Compute
                         },
                         roof_tflops: roof,
                         roof_share: tflops / roof,
@@ -571,6 +598,17 @@ pub(crate) fn roofline(cx: &Scope, matrix: &[(i32, DeviceCalls)]) -> Vec<DeviceR
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bound_is_written_and_printed_in_lowercase() {
+        for (b, text) in [
+            (RoofBound::Compute, "compute"),
+            (RoofBound::Memory, "memory"),
+        ] {
+            assert_eq!(b.to_string(), text);
+            assert_eq!(serde_json::to_string(&b).unwrap(), format!("\"{text}\""));
+        }
+    }
 
     #[test]
     fn dims_and_work() {

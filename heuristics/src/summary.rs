@@ -6,7 +6,7 @@ use crate::finding::fmt_ns;
 use crate::idle::CauseKind;
 use crate::names::short_name;
 use crate::window::{Window, memory_in_window};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tracehound_parsers::GpuOpKind;
 
 /// Per-device activity over the window.
@@ -48,6 +48,56 @@ pub struct TopKernel {
     pub share_of_kernel_time: f64,
 }
 
+/// What bounds the run, the class of the summary's verdict. Serialized, and printed, as the
+/// verdict names it (`GPU-bound`, `launch/host bound` ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Bound {
+    /// The busiest GPU is busy at least 70% of the window (or nvidia-smi's SM utilisation is
+    /// at least 70%, for counter logs).
+    #[serde(rename = "GPU-bound")]
+    Gpu,
+    /// Busy, but a quarter of the window or more is collective communication with nothing
+    /// beside it.
+    #[serde(rename = "communication-bound")]
+    Communication,
+    /// The GPU idles, mostly waiting for data loading.
+    #[serde(rename = "input-bound")]
+    Input,
+    /// The GPU idles because the host does not queue work fast enough.
+    #[serde(rename = "launch/host bound")]
+    LaunchHost,
+    /// Counter logs alone, with SM utilisation under 70%.
+    #[serde(rename = "underutilised")]
+    Underutilised,
+    /// An nvidia-smi XML alone: inventory, no activity over time.
+    #[serde(rename = "snapshot")]
+    Snapshot,
+    /// No GPU activity in the trace or the window.
+    #[serde(rename = "no GPU activity")]
+    NoGpuActivity,
+}
+
+impl Bound {
+    /// The name the verdict gives it (`GPU-bound`).
+    pub fn label(self) -> &'static str {
+        match self {
+            Bound::Gpu => "GPU-bound",
+            Bound::Communication => "communication-bound",
+            Bound::Input => "input-bound",
+            Bound::LaunchHost => "launch/host bound",
+            Bound::Underutilised => "underutilised",
+            Bound::Snapshot => "snapshot",
+            Bound::NoGpuActivity => "no GPU activity",
+        }
+    }
+}
+
+impl std::fmt::Display for Bound {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.label())
+    }
+}
+
 /// The trace summary.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TraceSummary {
@@ -59,9 +109,8 @@ pub struct TraceSummary {
     pub kernels: u64,
     /// Top kernel by time.
     pub top_kernel: Option<TopKernel>,
-    /// What bounds the run: `GPU-bound`, `launch/host bound`, `input-bound`, `underutilised`
-    /// (counter logs), `snapshot` (an nvidia-smi XML alone), `no GPU activity`.
-    pub bound: String,
+    /// What bounds the run.
+    pub bound: Bound,
     /// The verdict in one sentence.
     pub verdict: String,
     /// Matrix operators (GEMM, attention) with recorded shapes on each device's roofline,
@@ -155,7 +204,7 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
     }
 }
 
-fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (String, String) {
+fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
     let Some(main) = devices.iter().max_by(|a, b| {
         a.busy_share
             .total_cmp(&b.busy_share)
@@ -163,12 +212,12 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (String, String) {
     }) else {
         if let Some((gpu, m)) = counter_utilisation(cx) {
             let bound = if m >= 70.0 {
-                "GPU-bound"
+                Bound::Gpu
             } else {
-                "underutilised"
+                Bound::Underutilised
             };
             return (
-                bound.into(),
+                bound,
                 format!(
                     "{bound}: nvidia-smi reports GPU {gpu} SM utilisation at {m:.0}% on average while the job runs{}",
                     if m >= 70.0 {
@@ -181,12 +230,12 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (String, String) {
         }
         if !cx.trace.inventory.is_empty() {
             return (
-                "snapshot".into(),
+                Bound::Snapshot,
                 "An nvidia-smi snapshot: inventory checks only, no activity over time.".into(),
             );
         }
         return (
-            "no GPU activity".into(),
+            Bound::NoGpuActivity,
             "No GPU activity in the trace: CPU-only profile.".into(),
         );
     };
@@ -198,7 +247,7 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (String, String) {
         && main.exposed_collective_share >= 0.25
     {
         return (
-            "communication-bound".into(),
+            Bound::Communication,
             format!(
                 "communication-bound: GPU {} is busy {:.0}% of the window, but {:.0}% of the window is collective communication with no compute beside it (waiting for other ranks or transferring): analyse the job's ranks together (tracehound analyze DIR) to see who waits for whom.",
                 main.device,
@@ -209,7 +258,7 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (String, String) {
     }
     if busy >= 0.7 {
         return (
-            "GPU-bound".into(),
+            Bound::Gpu,
             format!(
                 "GPU-bound: GPU {} is busy {:.0}% of the window, so kernel efficiency decides the step time.",
                 main.device,
@@ -219,7 +268,7 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (String, String) {
     }
     let Some(idle) = cx.idle().iter().find(|d| d.device == main.device) else {
         return (
-            "no GPU activity".into(),
+            Bound::NoGpuActivity,
             "No GPU activity in the window.".into(),
         );
     };
@@ -243,7 +292,7 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (String, String) {
     let median = median_kernel_ns(cx, main.device);
     if loading * 2 >= gap_ns + short && loading > 0 {
         return (
-            "input-bound".into(),
+            Bound::Input,
             format!(
                 "input-bound: GPU {} idles {:.0}% of the window waiting for data loading ({cause}).",
                 main.device,
@@ -252,7 +301,7 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (String, String) {
         );
     }
     (
-        "launch/host bound".into(),
+        Bound::LaunchHost,
         format!(
             "launch/host bound: GPU {} idles {:.0}% of the window because the host does not queue work fast enough ({cause}; {} more in {} gaps < {}; median kernel {}).",
             main.device,
@@ -306,4 +355,28 @@ fn median_kernel_ns(cx: &Ctx, device: i32) -> i64 {
 /// Short kernel name for tables.
 pub fn short_kernel(name: &str) -> String {
     short_name(name, 70)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Bound;
+
+    #[test]
+    fn a_bound_is_written_and_printed_as_the_verdict_names_it() {
+        for (b, text) in [
+            (Bound::Gpu, "GPU-bound"),
+            (Bound::Communication, "communication-bound"),
+            (Bound::Input, "input-bound"),
+            (Bound::LaunchHost, "launch/host bound"),
+            (Bound::Underutilised, "underutilised"),
+            (Bound::Snapshot, "snapshot"),
+            (Bound::NoGpuActivity, "no GPU activity"),
+        ] {
+            assert_eq!(b.to_string(), text);
+            let json = serde_json::to_string(&b).unwrap();
+            assert_eq!(json, format!("\"{text}\""));
+            assert_eq!(serde_json::from_str::<Bound>(&json).unwrap(), b);
+        }
+        assert_eq!(format!("[{:<12}]", Bound::Input), "[input-bound ]");
+    }
 }

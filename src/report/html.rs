@@ -8,6 +8,7 @@ use std::fmt::Write;
 use tracehound_heuristics::Finding;
 use tracehound_heuristics::finding::fmt_ns;
 use tracehound_heuristics::idle::CauseKind;
+use tracehound_heuristics::rules::idle_gaps;
 use tracehound_heuristics::summary::short_kernel;
 use tracehound_parsers::Trace;
 
@@ -365,7 +366,7 @@ fn trace_section(s: &mut String, r: &TraceReport) {
         esc(&a.summary.verdict)
     );
     timeline(s, r);
-    if let Some(idle) = a.findings.iter().find(|f| f.rule == "idle_gaps") {
+    if let Some(idle) = a.findings.iter().find(|f| f.rule == idle_gaps::ID) {
         let rows: Vec<(String, f64, String, &str)> = idle
             .breakdown
             .iter()

@@ -16,12 +16,15 @@ use crate::context::Ctx;
 use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns, metrics};
 use tracehound_parsers::HostKind;
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "allocator_fragmentation";
+
 /// The rule.
 pub struct AllocatorFragmentation;
 
 impl Rule for AllocatorFragmentation {
     fn id(&self) -> &'static str {
-        "allocator_fragmentation"
+        ID
     }
 
     fn description(&self) -> &'static str {
@@ -263,7 +266,8 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
         "allocated memory unknown (the trace records only what the allocator reserved from the driver, not its own allocations)".to_string()
     };
     Some(Finding {
-        rule: "allocator_fragmentation",
+        rule: ID,
+        subject: None,
         id: String::new(),
         title,
         severity,

@@ -16,6 +16,9 @@ use crate::shapes::items;
 use rustc_hash::FxHashMap;
 use tracehound_parsers::{GpuOpKind, HostKind, NONE, Trace};
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "copy_hotspots";
+
 /// The rule.
 pub struct CopyHotspots;
 
@@ -94,7 +97,7 @@ struct Group<'t> {
 
 impl Rule for CopyHotspots {
     fn id(&self) -> &'static str {
-        "copy_hotspots"
+        ID
     }
 
     fn description(&self) -> &'static str {
@@ -301,7 +304,8 @@ impl Rule for CopyHotspots {
         }
         advice.push("Avoid .contiguous(), .to(dtype) and .clone() in the hot loop: keep tensors in the dtype, layout and device their consumer needs, and fuse the rest with torch.compile.".to_string());
         vec![Finding {
-            rule: "copy_hotspots",
+            rule: ID,
+            subject: None,
             id: String::new(),
             title: format!(
                 "copy/convert operators take {} of GPU time ({:.0}% of kernel time), {:.0} copies per step",

@@ -5,12 +5,15 @@ use crate::context::Ctx;
 use crate::counters::*;
 use crate::finding::{Confidence, Finding, Severity, metrics};
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "ecc_errors";
+
 /// Volatile ECC errors.
 pub struct EccErrors;
 
 impl Rule for EccErrors {
     fn id(&self) -> &'static str {
-        "ecc_errors"
+        ID
     }
     fn description(&self) -> &'static str {
         "volatile ECC errors reported by the GPU"
@@ -35,7 +38,7 @@ impl Rule for EccErrors {
                 continue;
             }
             let mut f = base(
-                "ecc_errors",
+                ID,
                 gpu,
                 format!("GPU {gpu}: {dbe} uncorrectable and {sbe} correctable ECC errors"),
                 if dbe > 0 {

@@ -8,6 +8,9 @@ use super::Rule;
 use crate::context::Ctx;
 use crate::finding::{Confidence, Finding, Row, Severity, fmt_ns, metrics};
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "exposed_communication";
+
 /// The rule.
 pub struct ExposedCommunication;
 
@@ -17,7 +20,7 @@ const MIN_SHARE: f64 = 0.01;
 
 impl Rule for ExposedCommunication {
     fn id(&self) -> &'static str {
-        "exposed_communication"
+        ID
     }
 
     fn description(&self) -> &'static str {
@@ -35,7 +38,8 @@ impl Rule for ExposedCommunication {
             }
             let hidden = e.collective_ns - e.exposed_ns;
             out.push(Finding {
-                rule: "exposed_communication",
+                rule: ID,
+        subject: None,
                 id: String::new(),
                 title: format!(
                     "GPU {}: {} of collective communication with no compute beside it ({} per step, {:.0}% of the window)",

@@ -9,6 +9,9 @@ use crate::idle::{CauseKind, DeviceIdle, Gap, advice};
 use crate::names::short_name;
 use rustc_hash::FxHashMap;
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "idle_gaps";
+
 /// The rule.
 pub struct IdleGaps;
 
@@ -40,7 +43,7 @@ fn tuning_steps(cx: &Ctx, idle: &DeviceIdle) -> String {
 
 impl Rule for IdleGaps {
     fn id(&self) -> &'static str {
-        "idle_gaps"
+        ID
     }
 
     fn description(&self) -> &'static str {
@@ -229,7 +232,8 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     let impact = gap_ns;
     let share = w.share(impact);
     Finding {
-        rule: "idle_gaps",
+        rule: ID,
+        subject: None,
         id: String::new(),
         title: if launch_bound {
             format!(

@@ -19,6 +19,9 @@ use crate::stats::percentile;
 use std::collections::BTreeMap;
 use tracehound_parsers::NONE;
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "launch_bound";
+
 /// The rule.
 pub struct LaunchBound;
 
@@ -31,7 +34,7 @@ const STRETCH_KERNELS: usize = 3;
 
 impl Rule for LaunchBound {
     fn id(&self) -> &'static str {
-        "launch_bound"
+        ID
     }
 
     fn description(&self) -> &'static str {
@@ -144,7 +147,7 @@ impl Rule for LaunchBound {
                 .count();
             let mut f = new_finding(
                 cx,
-                "launch_bound",
+                ID,
                 Some(d),
                 format!(
                     "GPU {d} waits for kernel launches: {} in {starved_n} short gaps with nothing queued (median kernel {})",

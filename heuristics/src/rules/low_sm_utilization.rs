@@ -5,12 +5,15 @@ use crate::context::Ctx;
 use crate::counters::*;
 use crate::finding::{Finding, Severity, metrics};
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "low_sm_utilization";
+
 /// SM utilisation low while the job runs.
 pub struct LowSmUtilization;
 
 impl Rule for LowSmUtilization {
     fn id(&self) -> &'static str {
-        "low_sm_utilization"
+        ID
     }
     fn description(&self) -> &'static str {
         "nvidia-smi SM utilisation low while the job runs (logs analysed without a GPU trace)"
@@ -35,7 +38,7 @@ impl Rule for LowSmUtilization {
             let impact = ((1.0 - m / 100.0) * s.len() as f64 * SAMPLE_NS as f64) as i64;
             let share = 1.0 - m / 100.0;
             let mut f = base(
-                "low_sm_utilization",
+                ID,
                 gpu,
                 format!(
                     "GPU {gpu}: SM utilisation averages {m:.0}% over {} s of activity",

@@ -5,12 +5,15 @@ use crate::context::Ctx;
 use crate::counters::*;
 use crate::finding::{Finding, Severity, metrics};
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "memory_bandwidth_bound";
+
 /// Memory-controller utilisation high while SM utilisation is lower.
 pub struct MemoryBandwidthBound;
 
 impl Rule for MemoryBandwidthBound {
     fn id(&self) -> &'static str {
-        "memory_bandwidth_bound"
+        ID
     }
     fn description(&self) -> &'static str {
         "nvidia-smi memory % high while SM % is lower: memory-bandwidth-bound kernels"
@@ -33,7 +36,7 @@ impl Rule for MemoryBandwidthBound {
             let msm = mean(hits.iter().map(|h| h.0)).unwrap_or(0.0);
             let mm = mean(hits.iter().map(|h| h.1)).unwrap_or(0.0);
             let mut f = base(
-                "memory_bandwidth_bound",
+                ID,
                 gpu,
                 format!(
                     "GPU {gpu}: memory-bandwidth bound in {} of {} samples (memory {mm:.0}% vs SM {msm:.0}%)",

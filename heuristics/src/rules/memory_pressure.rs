@@ -18,6 +18,9 @@ use crate::finding::{Confidence, Finding, Severity, fmt_bytes, metrics};
 use crate::window::{memory_devices, memory_in_window};
 use tracehound_parsers::HostKind;
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "memory_pressure";
+
 /// The rule.
 pub struct MemoryPressure;
 
@@ -30,7 +33,7 @@ const LEAK_STEPS: usize = 4;
 
 impl Rule for MemoryPressure {
     fn id(&self) -> &'static str {
-        "memory_pressure"
+        ID
     }
 
     fn description(&self) -> &'static str {
@@ -79,7 +82,7 @@ impl Rule for MemoryPressure {
             {
                 let mut f = new_finding(
                     cx,
-                    "memory_pressure",
+                    ID,
                     Some(d),
                     format!(
                         "GPU {d}: peak memory {} of {} ({:.1}%): {} headroom before out-of-memory",
@@ -97,6 +100,7 @@ impl Rule for MemoryPressure {
                         ooms
                     ),
                 );
+                f.subject = Some("headroom".into());
                 f.severity = if (h as f64) < 0.05 * c as f64 || ooms > 0 {
                     Severity::High
                 } else {
@@ -120,7 +124,7 @@ impl Rule for MemoryPressure {
                 let to_oom = headroom.map(|(_, _, h)| h.max(0) / per_step.max(1));
                 let mut f = new_finding(
                     cx,
-                    "memory_pressure",
+                    ID,
                     Some(d),
                     format!(
                         "GPU {d}: allocated memory grows {} per step ({} → {} over {n} steps): a leak",
@@ -139,6 +143,7 @@ impl Rule for MemoryPressure {
                         ))
                     ),
                 );
+                f.subject = Some("leak".into());
                 f.severity = if to_oom.is_some_and(|s| s < 1000) {
                     Severity::High
                 } else {
@@ -213,7 +218,7 @@ fn empty_cache(cx: &Ctx) -> Option<Finding> {
     let time: i64 = calls.iter().map(|h| h.dur()).sum();
     let mut f = new_finding(
         cx,
-        "memory_pressure",
+        ID,
         None,
         format!(
             "torch.cuda.empty_cache() runs in the loop: {in_steps} calls in {} steps",
@@ -226,6 +231,7 @@ fn empty_cache(cx: &Ctx) -> Option<Finding> {
             crate::finding::fmt_ns(time)
         ),
     );
+    f.subject = Some("empty_cache".into());
     f.severity = Severity::Low;
     f.advice = vec!["Remove empty_cache() from the loop: the caching allocator reuses freed blocks; if fragmentation is the worry, set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True.".into()];
     f.metrics = metrics([("calls", in_steps as f64), ("host_ns", time as f64)]);

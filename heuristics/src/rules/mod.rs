@@ -27,7 +27,8 @@ use crate::finding::Finding;
 
 /// A heuristic.
 pub trait Rule: Sync + Send {
-    /// Stable id used in output and `--rules` (`idle_gaps`).
+    /// The rule's id, its module's `ID` (`idle_gaps`): the `rule` of its findings, the first
+    /// part of their stable ids, and the name `--rules` takes.
     fn id(&self) -> &'static str;
     /// One sentence on what it looks for.
     fn description(&self) -> &'static str;

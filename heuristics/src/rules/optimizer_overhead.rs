@@ -18,6 +18,9 @@ use crate::finding::{Confidence, Finding, fmt_ns, metrics};
 use std::collections::BTreeMap;
 use tracehound_parsers::{GpuOpKind, HostKind};
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "optimizer_overhead";
+
 /// The rule.
 pub struct OptimizerOverhead;
 
@@ -36,7 +39,7 @@ struct Calls {
 
 impl Rule for OptimizerOverhead {
     fn id(&self) -> &'static str {
-        "optimizer_overhead"
+        ID
     }
 
     fn description(&self) -> &'static str {
@@ -168,7 +171,7 @@ impl Rule for OptimizerOverhead {
         }
         let mut f = new_finding(
             cx,
-            "optimizer_overhead",
+            ID,
             None,
             format!(
                 "Optimizer kernel storm: {} per step{} cost {}",

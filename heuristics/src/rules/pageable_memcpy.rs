@@ -13,6 +13,9 @@ use crate::names::{most_common, span_name};
 use rustc_hash::FxHashMap;
 use tracehound_parsers::{CopyDirection, GpuOpKind, MemKind, NONE, Trace};
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "pageable_memcpy";
+
 /// The rule.
 pub struct PageableMemcpy;
 
@@ -38,7 +41,7 @@ fn op_chain(trace: &Trace, launch: u32) -> Option<String> {
 
 impl Rule for PageableMemcpy {
     fn id(&self) -> &'static str {
-        "pageable_memcpy"
+        ID
     }
 
     fn description(&self) -> &'static str {
@@ -186,14 +189,16 @@ fn direction_finding(
         .map(|(_, i)| i)
         .collect();
     let share = cx.window.share(impact);
-    let (what, advice) = match dir {
+    let (subject, what, advice) = match dir {
         CopyDirection::DtoH => (
+            "dtoh",
             "device-to-host copies into pageable memory",
             vec![
                 "Copy into pinned memory: allocate the destination once with torch.empty(..., pin_memory=True), then dst.copy_(src, non_blocking=True) and wait on a CUDA event only where the values are needed.".to_string(),
             ],
         ),
         _ => (
+            "htod",
             "host-to-device copies from pageable memory",
             vec![
                 "Pin the source memory: DataLoader(pin_memory=True), or tensor.pin_memory() once for reused buffers.".to_string(),
@@ -202,7 +207,8 @@ fn direction_finding(
         ),
     };
     Finding {
-        rule: "pageable_memcpy",
+        rule: ID,
+        subject: Some(subject.into()),
         id: String::new(),
         title: format!(
             "{} {}: {} in {} at {:.1} GB/s",
@@ -289,6 +295,41 @@ mod tests {
         assert_eq!(f[0].metrics["reference_measured"], 1.0);
         assert_eq!(f[0].impact_ns, 8_000_000);
         assert_eq!(f[0].confidence, Confidence::High);
+    }
+
+    #[test]
+    fn each_direction_has_its_id_whatever_the_title_says() {
+        let t = TB::new()
+            .op(
+                Memcpy,
+                "Memcpy HtoD (Pageable -> Device)",
+                7,
+                0,
+                10_000_000,
+                Some(0),
+            )
+            .bytes(100_000_000)
+            .op(
+                Memcpy,
+                "Memcpy DtoH (Device -> Pageable)",
+                7,
+                20_000_000,
+                30_000_000,
+                Some(19_000_000),
+            )
+            .bytes(100_000_000)
+            .build();
+        let mut f = check(&t);
+        let ids: Vec<String> = f.iter().map(Finding::stable_id).collect();
+        assert_eq!(
+            ids,
+            ["pageable_memcpy/gpu0/htod", "pageable_memcpy/gpu0/dtoh"]
+        );
+        // Titles reworded, even to name the other direction: the ids stay.
+        f[0].title = "Unpinned uploads: device-to-host wording".into();
+        f[1].title = "Unpinned downloads".into();
+        let reworded: Vec<String> = f.iter().map(Finding::stable_id).collect();
+        assert_eq!(reworded, ids);
     }
 
     #[test]

@@ -5,12 +5,15 @@ use crate::context::Ctx;
 use crate::counters::*;
 use crate::finding::{Confidence, Finding, Severity};
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "pcie_link";
+
 /// PCIe link below its maximum under load.
 pub struct PcieLink;
 
 impl Rule for PcieLink {
     fn id(&self) -> &'static str {
-        "pcie_link"
+        ID
     }
     fn description(&self) -> &'static str {
         "PCIe link running below its maximum generation or width under load"
@@ -32,7 +35,7 @@ impl Rule for PcieLink {
                 format!("{}/{}", p.0.unwrap_or(0), p.1.unwrap_or(0))
             };
             let mut f = base(
-                "pcie_link",
+                ID,
                 gpu,
                 format!(
                     "GPU {gpu} ({}) PCIe link below its maximum under load: gen {} x{}",

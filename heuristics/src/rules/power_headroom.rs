@@ -5,12 +5,15 @@ use crate::context::Ctx;
 use crate::counters::*;
 use crate::finding::{Finding, Severity, metrics};
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "power_headroom";
+
 /// Power far below the board limit while busy.
 pub struct PowerHeadroom;
 
 impl Rule for PowerHeadroom {
     fn id(&self) -> &'static str {
-        "power_headroom"
+        ID
     }
     fn description(&self) -> &'static str {
         "power draw far below the board's limit while the job runs: the GPU is not saturated"
@@ -35,7 +38,7 @@ impl Rule for PowerHeadroom {
                 continue;
             }
             let mut f = base(
-                "power_headroom",
+                ID,
                 gpu,
                 format!(
                     "GPU {gpu} draws {m:.0} W on average ({:.0}% of its {limit:.0} W limit) while the job runs",

@@ -14,12 +14,15 @@ use crate::finding::{Confidence, Finding, fmt_ns, metrics};
 use crate::hardware::Math;
 use crate::roofline::{ACHIEVABLE, ACHIEVABLE_ATTENTION, achievable, time_at_roof_ns};
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "roofline";
+
 /// The rule.
 pub struct Roofline;
 
 impl Rule for Roofline {
     fn id(&self) -> &'static str {
-        "roofline"
+        ID
     }
 
     fn description(&self) -> &'static str {
@@ -56,7 +59,7 @@ impl Rule for Roofline {
             let worst = low[0];
             let mut f = new_finding(
                 cx,
-                "roofline",
+                ID,
                 Some(d.device),
                 format!(
                     "Matrix operators far below the roofline: {} at under half their achievable share of the roof, worst {} {} at {:.0}%",

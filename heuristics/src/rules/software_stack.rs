@@ -8,12 +8,15 @@ use super::Rule;
 use crate::context::{Ctx, new_finding};
 use crate::finding::{Confidence, Finding, Severity};
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "software_stack";
+
 /// The rule.
 pub struct SoftwareStack;
 
 impl Rule for SoftwareStack {
     fn id(&self) -> &'static str {
-        "software_stack"
+        ID
     }
 
     fn description(&self) -> &'static str {
@@ -33,7 +36,7 @@ impl Rule for SoftwareStack {
                 };
                 let mut out = new_finding(
                     cx,
-                    "software_stack",
+                    ID,
                     None,
                     match f.item {
                         // "the runtime (CUDA 12.4) is newer than the driver supports (CUDA 12.2)"
@@ -50,6 +53,9 @@ impl Rule for SoftwareStack {
                     Confidence::High,
                     warning.clone(),
                 );
+                // The item names the finding (`software_stack/matrix_kernels`): its title
+                // holds versions and counts.
+                out.subject = Some(f.item.replace(' ', "_"));
                 out.severity = severity;
                 out.advice = vec![match f.item {
                     "runtime" => "Upgrade the NVIDIA driver to a release that supports this CUDA runtime (or install the cuda-compat package of the runtime's version).".into(),
@@ -80,6 +86,7 @@ mod tests {
         let f = crate::testutil::check(&SoftwareStack, &t);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].severity, Severity::Medium);
+        assert_eq!(f[0].stable_id(), "software_stack/runtime");
         assert!(
             f[0].title.starts_with(
                 "The runtime (CUDA 12.4) is newer than the driver supports (CUDA 12.2)"

@@ -16,6 +16,9 @@ use crate::finding::{Confidence, Finding, Instance, fmt_bytes, fmt_ns, metrics};
 use std::collections::BTreeMap;
 use tracehound_parsers::{GpuOpKind, HostKind};
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "step_outliers";
+
 /// The rule.
 pub struct StepOutliers;
 
@@ -28,7 +31,7 @@ const MIN_STEPS: usize = 5;
 
 impl Rule for StepOutliers {
     fn id(&self) -> &'static str {
-        "step_outliers"
+        ID
     }
 
     fn description(&self) -> &'static str {
@@ -155,7 +158,7 @@ impl Rule for StepOutliers {
         let number = |s: &tracehound_parsers::Step| s.number;
         let mut f = new_finding(
             cx,
-            "step_outliers",
+            ID,
             None,
             format!(
                 "{} of {} steps take over {RATIO}× the median {}: step {} takes {}",

@@ -19,6 +19,9 @@ use crate::roofline::time_at_roof_ns;
 use std::collections::BTreeMap;
 use tracehound_parsers::NONE;
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "tensor_cores";
+
 /// The rule.
 pub struct TensorCores;
 
@@ -30,7 +33,7 @@ const UNKNOWN_RATIO: f64 = 0.25;
 
 impl Rule for TensorCores {
     fn id(&self) -> &'static str {
-        "tensor_cores"
+        ID
     }
 
     fn description(&self) -> &'static str {
@@ -117,7 +120,7 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
     };
     let mut f = new_finding(
         cx,
-        "tensor_cores",
+        ID,
         Some(d),
         format!(
             "FP32 matrix math on CUDA cores: {} of GEMM/convolution time ({:.0}%) leaves the tensor cores idle",
@@ -136,6 +139,7 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
             target.label().to_uppercase()
         ),
     );
+    f.subject = Some("fp32".into());
     f.breakdown = rows_by_time(cx, groups, simt);
     f.advice = if tf32 {
         vec![
@@ -196,7 +200,7 @@ fn misaligned_half(cx: &Ctx, d: i32) -> Option<Finding> {
     }
     let mut f = new_finding(
         cx,
-        "tensor_cores",
+        ID,
         Some(d),
         format!(
             "Half-precision GEMMs with dimensions not multiples of 8 take {}",
@@ -215,6 +219,7 @@ fn misaligned_half(cx: &Ctx, d: i32) -> Option<Finding> {
             }
         ),
     );
+    f.subject = Some("misaligned".into());
     f.breakdown = rows_by_time(cx, groups, time);
     f.advice = vec![
         "Pad the dimensions to multiples of 8 (64 for vocabulary sizes): hidden and FFN widths, head sizes, the batch×sequence rows; pad the vocabulary with unused tokens.".into(),

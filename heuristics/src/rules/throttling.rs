@@ -5,12 +5,15 @@ use crate::context::Ctx;
 use crate::counters::*;
 use crate::finding::{Finding, Severity, metrics};
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "throttling";
+
 /// Power / thermal throttling and clocks below max under load.
 pub struct Throttling;
 
 impl Rule for Throttling {
     fn id(&self) -> &'static str {
-        "throttling"
+        ID
     }
     fn description(&self) -> &'static str {
         "power or thermal throttling: violation counters, active clocks-event reasons, SM clock below max under load"
@@ -73,7 +76,7 @@ impl Rule for Throttling {
             }
             let share = w.as_ref().map_or(0.0, |w| w.share(lost as i64));
             let mut f = base(
-                "throttling",
+                ID,
                 gpu,
                 format!(
                     "GPU {gpu} throttles under load: {}",

@@ -16,6 +16,9 @@ use crate::names::short_name;
 use std::collections::BTreeMap;
 use tracehound_parsers::NONE;
 
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "underfilled_kernels";
+
 /// The rule.
 pub struct UnderfilledKernels;
 
@@ -35,7 +38,7 @@ struct Group {
 
 impl Rule for UnderfilledKernels {
     fn id(&self) -> &'static str {
-        "underfilled_kernels"
+        ID
     }
 
     fn description(&self) -> &'static str {
@@ -166,7 +169,7 @@ impl Rule for UnderfilledKernels {
             let top = &rows[0];
             let mut f = new_finding(
                 cx,
-                "underfilled_kernels",
+                ID,
                 Some(d),
                 format!(
                     "Kernels that leave most SMs idle take {}: {}",
