@@ -7,7 +7,8 @@
 #
 # Each trace under sample-traces/ and ../shared/sample-traces/ (kineto, nsys, dmon, smi-xml,
 # and every job folder under kineto-jobs/) is analysed in every format (json, table, md) and
-# reported as HTML and JUnit; stdout, stderr and the exit code are kept. Paths are relative to
+# reported as HTML and JUnit; two pairs of captures and two jobs are diffed; stdout, stderr
+# and the exit code are kept. Paths are relative to
 # the repository root, so outputs of two checkouts compare.
 set -uo pipefail
 BIN="$(realpath "$1")"
@@ -47,6 +48,14 @@ if [ -f "$s/kineto/h200_gpt_train_gpu_bound_clean.pt.trace.json.gz" ]; then
     run attach.analyze.json analyze --format json "$s/kineto/h200_gpt_train_gpu_bound_clean.pt.trace.json.gz" \
         "$s/dmon/h200_dmon_s_pucvmet_o_DT_gpu_bound.log" sample-traces/smi-xml/h200_rules_machine.smi.xml
 fi
+# diff of two captures and of two jobs, in every format.
+k=sample-traces/kineto
+j=sample-traces/kineto-jobs
+for fmt in table md json html; do
+    run "diff.resnet.$fmt" diff --format "$fmt" "$k/h200_resnet_unpinned_sync.pt.trace.json.gz" "$k/h200_resnet_pinned_amp_clean.pt.trace.json.gz"
+    run "diff.alloc.$fmt" diff --format "$fmt" "$k/h200_alloc_fragmentation.pt.trace.json.gz" "$k/h200_alloc_expandable_segments.pt.trace.json.gz"
+    run "diff.jobs.$fmt" diff --format "$fmt" "$j/h200_ddp_straggler" "$j/h200_ddp_exposed"
+done
 # The report files name their own path; keep that out of the comparison.
 sed -i "s#$OUT#OUT#g" "$OUT"/*.html "$OUT"/*.xml "$OUT"/*.md "$OUT"/*.out "$OUT"/*.err 2> /dev/null
 echo "wrote $(ls "$OUT" | wc -l) files to $OUT"

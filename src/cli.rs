@@ -399,7 +399,7 @@ fn emit<'f>(
     fail_on: Option<FailOn>,
     findings: impl IntoIterator<Item = &'f Finding>,
 ) -> Result<i32> {
-    write_stdout(text)?;
+    write_stdout(text, "writing the report")?;
     let failed = fail_on.is_some_and(|f| {
         let th = f.severity();
         findings.into_iter().any(|f| f.severity >= th)
@@ -407,11 +407,11 @@ fn emit<'f>(
     Ok(if failed { 1 } else { 0 })
 }
 
-fn write_stdout(text: &str) -> Result<()> {
+fn write_stdout(text: &str, what: &'static str) -> Result<()> {
     std::io::stdout()
         .lock()
         .write_all(text.as_bytes())
-        .context("writing the report")?;
+        .context(what)?;
     Ok(())
 }
 
@@ -439,7 +439,7 @@ fn summary(files: Vec<PathBuf>, csv: bool, steps: bool, top: usize, base: &Optio
             out.push('\n');
         }
     }
-    write_stdout(&out)?;
+    write_stdout(&out, "writing the report")?;
     Ok(0)
 }
 
@@ -667,23 +667,36 @@ fn report_cmd(args: ReportArgs, base: Options) -> Result<i32> {
 }
 
 fn diff(args: DiffArgs, base: Options) -> Result<i32> {
+    use crate::report::diff::Format as F;
     let opts = Options {
         gap_threshold_us: args.gap_threshold_us,
         ..base
     };
     opts.check()?;
-    crate::diff::run(
-        &args.before,
-        &args.after,
-        match args.format {
-            DiffFormat::Table => crate::diff::Format::Text,
-            DiffFormat::Md => crate::diff::Format::Markdown,
-            DiffFormat::Json => crate::diff::Format::Json,
-            DiffFormat::Html => crate::diff::Format::Html,
-        },
-        args.fail_on_regression,
-        &opts,
-    )
+    let diffs = pipeline::diff(&args.before, &args.after, &opts)?;
+    let format = match args.format {
+        DiffFormat::Table => F::Text,
+        DiffFormat::Md => F::Markdown,
+        DiffFormat::Json => F::Json,
+        DiffFormat::Html => F::Html,
+    };
+    write_stdout(
+        &crate::report::diff::render(&diffs, format),
+        "writing the diff",
+    )?;
+    if let Some(limit) = args.fail_on_regression {
+        for d in &diffs {
+            let (what, p) = tracehound_heuristics::diff::regression_pct(d);
+            if p > limit {
+                eprintln!(
+                    "tracehound: {what} got worse by {p:.1}% (more than {limit}%): {} -> {}",
+                    d.before, d.after
+                );
+                return Ok(1);
+            }
+        }
+    }
+    Ok(0)
 }
 
 #[cfg(feature = "tui")]
@@ -733,6 +746,6 @@ fn info(files: Vec<PathBuf>, base: &Options) -> Result<i32> {
     for t in &traces {
         out.push_str(&report::info(t));
     }
-    write_stdout(&out)?;
+    write_stdout(&out, "writing the report")?;
     Ok(0)
 }

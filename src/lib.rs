@@ -3,7 +3,6 @@
 //! documents from the same code.
 
 pub mod cli;
-pub mod diff;
 pub mod pipeline;
 pub mod report;
 // The benchmark generator behind `tracehound-dev scale` (xtask/) and the tests' generated

@@ -509,3 +509,54 @@ pub fn job_name<'a>(sources: impl Iterator<Item = &'a str>) -> String {
         _ => format!("{n} ranks"),
     }
 }
+
+/// One file loaded and analysed with the options' settings.
+pub fn load_analyzed(path: &Path, options: &Options) -> Result<(Trace, Analysis)> {
+    let t = tracehound_parsers::load_with(path, options.load_options()?)
+        .map_err(|e| Error::Input(vec![e.to_string()]))?;
+    let a = tracehound_heuristics::analyze(&t, &options.config(Some(&t))?);
+    Ok((t, a))
+}
+
+/// Pairs of files to compare: the two files, or the files of the same name in two
+/// directories (a job rank by rank).
+pub fn diff_pairs(before: &Path, after: &Path) -> Result<Vec<(PathBuf, PathBuf)>> {
+    if before.is_dir() && after.is_dir() {
+        let mut names: Vec<_> = std::fs::read_dir(before)
+            .with_context(|| format!("reading {}", before.display()))?
+            .filter_map(|e| e.ok().map(|e| e.file_name()))
+            .filter(|n| after.join(n).is_file() && before.join(n).is_file())
+            .collect();
+        names.sort();
+        Ok(names
+            .into_iter()
+            .map(|n| (before.join(&n), after.join(&n)))
+            .collect())
+    } else {
+        Ok(vec![(before.to_path_buf(), after.to_path_buf())])
+    }
+}
+
+/// The comparisons of `tracehound diff`: each pair of [`diff_pairs`] loaded, analysed and
+/// compared.
+pub fn diff(
+    before: &Path,
+    after: &Path,
+    options: &Options,
+) -> Result<Vec<tracehound_heuristics::diff::Diff>> {
+    let pairs = diff_pairs(before, after)?;
+    if pairs.is_empty() {
+        return Err(Error::Input(vec![format!(
+            "{} and {}: no files of the same name to compare",
+            before.display(),
+            after.display()
+        )]));
+    }
+    let mut diffs = Vec::new();
+    for (b, a) in pairs {
+        let (tb, ab) = load_analyzed(&b, options)?;
+        let (ta, aa) = load_analyzed(&a, options)?;
+        diffs.push(tracehound_heuristics::diff::compare(&tb, &ab, &ta, &aa));
+    }
+    Ok(diffs)
+}

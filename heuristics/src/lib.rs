@@ -10,6 +10,7 @@ pub mod collectives;
 pub mod config;
 pub mod context;
 pub mod counters;
+pub mod diff;
 pub mod finding;
 pub mod hardware;
 pub mod idle;

@@ -2,6 +2,7 @@
 //! reviews. Each takes the ranked findings and the summary and writes a string, so output
 //! is byte-for-byte deterministic.
 
+pub mod diff;
 mod html;
 pub mod job;
 pub(crate) mod json;

@@ -2,26 +2,6 @@
 //! ([`crate::context::Ctx`]: the model and the core's shared queries), never a file format
 //! and never another rule, and returns findings.
 
-pub mod allocator_fragmentation;
-pub mod copy_hotspots;
-pub mod ecc_errors;
-pub mod exposed_communication;
-pub mod idle_gaps;
-pub mod launch_bound;
-pub mod low_sm_utilization;
-pub mod memory_bandwidth_bound;
-pub mod memory_pressure;
-pub mod optimizer_overhead;
-pub mod pageable_memcpy;
-pub mod pcie_link;
-pub mod power_headroom;
-pub mod roofline;
-pub mod software_stack;
-pub mod step_outliers;
-pub mod tensor_cores;
-pub mod throttling;
-pub mod underfilled_kernels;
-
 use crate::context::Ctx;
 use crate::finding::Finding;
 
@@ -41,27 +21,37 @@ pub trait Rule: Sync + Send {
     }
 }
 
-/// Every rule, in a fixed order.
-pub fn all() -> Vec<Box<dyn Rule>> {
-    vec![
-        Box::new(idle_gaps::IdleGaps),
-        Box::new(pageable_memcpy::PageableMemcpy),
-        Box::new(copy_hotspots::CopyHotspots),
-        Box::new(allocator_fragmentation::AllocatorFragmentation),
-        Box::new(exposed_communication::ExposedCommunication),
-        Box::new(tensor_cores::TensorCores),
-        Box::new(roofline::Roofline),
-        Box::new(launch_bound::LaunchBound),
-        Box::new(underfilled_kernels::UnderfilledKernels),
-        Box::new(optimizer_overhead::OptimizerOverhead),
-        Box::new(memory_pressure::MemoryPressure),
-        Box::new(step_outliers::StepOutliers),
-        Box::new(software_stack::SoftwareStack),
-        Box::new(low_sm_utilization::LowSmUtilization),
-        Box::new(memory_bandwidth_bound::MemoryBandwidthBound),
-        Box::new(power_headroom::PowerHeadroom),
-        Box::new(throttling::Throttling),
-        Box::new(pcie_link::PcieLink),
-        Box::new(ecc_errors::EccErrors),
-    ]
+/// Declares each rule's module and lists the rules, in the order given (the order findings
+/// of equal impact keep): adding a rule is its file and one line here.
+macro_rules! rules {
+    ($($module:ident => $rule:ident),* $(,)?) => {
+        $(pub mod $module;)*
+
+        /// Every rule, in a fixed order.
+        pub fn all() -> Vec<Box<dyn Rule>> {
+            vec![$(Box::new($module::$rule)),*]
+        }
+    };
+}
+
+rules! {
+    idle_gaps => IdleGaps,
+    pageable_memcpy => PageableMemcpy,
+    copy_hotspots => CopyHotspots,
+    allocator_fragmentation => AllocatorFragmentation,
+    exposed_communication => ExposedCommunication,
+    tensor_cores => TensorCores,
+    roofline => Roofline,
+    launch_bound => LaunchBound,
+    underfilled_kernels => UnderfilledKernels,
+    optimizer_overhead => OptimizerOverhead,
+    memory_pressure => MemoryPressure,
+    step_outliers => StepOutliers,
+    software_stack => SoftwareStack,
+    low_sm_utilization => LowSmUtilization,
+    memory_bandwidth_bound => MemoryBandwidthBound,
+    power_headroom => PowerHeadroom,
+    throttling => Throttling,
+    pcie_link => PcieLink,
+    ecc_errors => EccErrors,
 }
