@@ -498,6 +498,46 @@ fn category(cat: &str, name: &str, ph: &str) -> Cat {
     }
 }
 
+/// Parses Kineto's name for a copy, `Memcpy HtoD (Pageable -> Device)` (CUPTI's memory kinds;
+/// ROCm writes `Host`), into (direction, source kind, destination kind).
+pub fn parse_memcpy_name(name: &str) -> (CopyDirection, MemKind, MemKind) {
+    let rest = name.strip_prefix("Memcpy ").unwrap_or(name);
+    let (dir, kinds) = match rest.split_once(' ') {
+        Some((d, k)) => (d, k),
+        None => (rest, ""),
+    };
+    let direction = direction_from_label(dir);
+    let kinds = kinds.trim().trim_start_matches('(').trim_end_matches(')');
+    let (src, dst) = match kinds.split_once("->") {
+        Some((s, d)) => (mem_kind(s.trim()), mem_kind(d.trim())),
+        None => (MemKind::Unknown, MemKind::Unknown),
+    };
+    (direction, src, dst)
+}
+
+/// Direction from a label such as `HtoD` (in the copy's name, or ROCm's `args.kind`).
+fn direction_from_label(dir: &str) -> CopyDirection {
+    match dir {
+        "HtoD" => CopyDirection::HtoD,
+        "DtoH" => CopyDirection::DtoH,
+        "DtoD" => CopyDirection::DtoD,
+        "HtoH" => CopyDirection::HtoH,
+        "PtoP" => CopyDirection::PtoP,
+        _ => CopyDirection::Unknown,
+    }
+}
+
+fn mem_kind(s: &str) -> MemKind {
+    match s {
+        "Pageable" => MemKind::Pageable,
+        "Pinned" => MemKind::Pinned,
+        "Device" => MemKind::Device,
+        "Managed" => MemKind::Managed,
+        "Host" => MemKind::Host,
+        _ => MemKind::Unknown,
+    }
+}
+
 struct Builder {
     trace: Trace,
     events: u64,
@@ -1180,6 +1220,26 @@ mod tests {
         assert_eq!(
             t.str(t.host_spans[t.index.op_cpu_op[0] as usize].name),
             "aten::add"
+        );
+    }
+
+    #[test]
+    fn memcpy_names() {
+        assert_eq!(
+            parse_memcpy_name("Memcpy HtoD (Pageable -> Device)"),
+            (CopyDirection::HtoD, MemKind::Pageable, MemKind::Device)
+        );
+        assert_eq!(
+            parse_memcpy_name("Memcpy DtoH (Device -> Pinned)"),
+            (CopyDirection::DtoH, MemKind::Device, MemKind::Pinned)
+        );
+        assert_eq!(
+            parse_memcpy_name("Memcpy HtoD (Host -> Device)"),
+            (CopyDirection::HtoD, MemKind::Host, MemKind::Device)
+        );
+        assert_eq!(
+            parse_memcpy_name("Memcpy"),
+            (CopyDirection::Unknown, MemKind::Unknown, MemKind::Unknown)
         );
     }
 

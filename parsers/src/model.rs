@@ -1008,68 +1008,9 @@ pub fn is_user_frame(name: &str) -> bool {
         && !n.starts_with("<built-in")
 }
 
-/// Parses `Memcpy HtoD (Pageable -> Device)` into (direction, source kind, destination kind).
-pub fn parse_memcpy_name(name: &str) -> (CopyDirection, MemKind, MemKind) {
-    let rest = name.strip_prefix("Memcpy ").unwrap_or(name);
-    let (dir, kinds) = match rest.split_once(' ') {
-        Some((d, k)) => (d, k),
-        None => (rest, ""),
-    };
-    let direction = direction_from_label(dir);
-    let kinds = kinds.trim().trim_start_matches('(').trim_end_matches(')');
-    let (src, dst) = match kinds.split_once("->") {
-        Some((s, d)) => (mem_kind(s.trim()), mem_kind(d.trim())),
-        None => (MemKind::Unknown, MemKind::Unknown),
-    };
-    (direction, src, dst)
-}
-
-/// Direction from a label such as `HtoD`.
-pub fn direction_from_label(dir: &str) -> CopyDirection {
-    match dir {
-        "HtoD" => CopyDirection::HtoD,
-        "DtoH" => CopyDirection::DtoH,
-        "DtoD" => CopyDirection::DtoD,
-        "HtoH" => CopyDirection::HtoH,
-        "PtoP" => CopyDirection::PtoP,
-        _ => CopyDirection::Unknown,
-    }
-}
-
-fn mem_kind(s: &str) -> MemKind {
-    match s {
-        "Pageable" => MemKind::Pageable,
-        "Pinned" => MemKind::Pinned,
-        "Device" => MemKind::Device,
-        "Managed" => MemKind::Managed,
-        "Host" => MemKind::Host,
-        _ => MemKind::Unknown,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn memcpy_names() {
-        assert_eq!(
-            parse_memcpy_name("Memcpy HtoD (Pageable -> Device)"),
-            (CopyDirection::HtoD, MemKind::Pageable, MemKind::Device)
-        );
-        assert_eq!(
-            parse_memcpy_name("Memcpy DtoH (Device -> Pinned)"),
-            (CopyDirection::DtoH, MemKind::Device, MemKind::Pinned)
-        );
-        assert_eq!(
-            parse_memcpy_name("Memcpy HtoD (Host -> Device)"),
-            (CopyDirection::HtoD, MemKind::Host, MemKind::Device)
-        );
-        assert_eq!(
-            parse_memcpy_name("Memcpy"),
-            (CopyDirection::Unknown, MemKind::Unknown, MemKind::Unknown)
-        );
-    }
 
     #[test]
     fn user_frames() {
