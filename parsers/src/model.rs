@@ -350,9 +350,11 @@ pub struct HostSpan {
     pub correlation: u64,
     /// Profiler external id (0 when absent).
     pub external_id: u64,
-    /// Input shapes as recorded (`Input Dims`, raw JSON), 0 when absent.
+    /// Input shapes as recorded (`Input Dims`, raw JSON), 0 when absent; read them through
+    /// [`Trace::input_dims`] and [`Trace::input_shapes`].
     pub input_dims: StrId,
-    /// Input types as recorded (`Input type`, raw JSON), 0 when absent.
+    /// Input types as recorded (`Input type`, raw JSON), 0 when absent; read them through
+    /// [`Trace::input_types`].
     pub input_types: StrId,
     /// Python call stack as recorded by old traces (`Call stack`), 0 when absent.
     pub call_stack: StrId,
@@ -552,7 +554,7 @@ pub struct Trace {
     pub warnings: Vec<String>,
     /// `Concrete Inputs` (stride, padding, masks) of convolution and attention operators
     /// (Kineto), keyed by the span's (pid, tid, start, name): nested operators can start at
-    /// the same instant. Sorted; see [`Trace::concrete_inputs_of`].
+    /// the same instant. Sorted; read through [`Trace::concrete_inputs_of`].
     pub concrete_inputs: Vec<((i64, i64, i64, StrId), StrId)>,
     /// CPU samples (Nsight Systems `-s cpu`), sorted by (pid, tid, time).
     pub cpu_samples: Vec<CpuSample>,
@@ -698,18 +700,6 @@ impl Trace {
                 longest as f64 / 86_400e9
             ));
         }
-    }
-
-    /// The recorded `Concrete Inputs` of span `i` (convolution and attention operators of
-    /// Kineto traces recorded with shapes), e.g. `["","","[3, 3]","[2, 2]","[1, 1]","1"]`.
-    pub fn concrete_inputs_of(&self, i: u32) -> Option<&str> {
-        let s = self.host_spans.get(i as usize)?;
-        let key = (s.pid, s.tid, s.start, s.name);
-        let k = self
-            .concrete_inputs
-            .binary_search_by_key(&key, |e| e.0)
-            .ok()?;
-        Some(self.str(self.concrete_inputs[k].1))
     }
 
     /// Name of a string id.

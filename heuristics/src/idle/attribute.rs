@@ -482,16 +482,16 @@ impl<'t> Attributor<'t> {
             Leaf::Untraced => self.untraced_leaf().to_string(),
             Leaf::Loader(n) => t.str(n).chars().take(90).collect(),
             Leaf::Conv(c) => {
-                let c = &t.host_spans[c as usize];
                 let shape = t
-                    .str(c.input_dims)
-                    .trim_start_matches('[')
-                    .split(']')
-                    .next()
+                    .input_dims(c)
+                    .first()
                     .filter(|d| !d.is_empty())
-                    .map(|d| format!(" on input [{d}]"))
+                    .map(|d| {
+                        let d: Vec<String> = d.iter().map(u64::to_string).collect();
+                        format!(" on input [{}]", d.join(", "))
+                    })
                     .unwrap_or_default();
-                format!("{}{shape}", t.str(c.name))
+                format!("{}{shape}", t.str(t.host_spans[c as usize].name))
             }
             Leaf::CallIn(call, op) => in_op(api_name(t.str(call)), op),
             Leaf::FirstCallIn(call, op) => {
