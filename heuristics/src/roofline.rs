@@ -606,7 +606,9 @@ mod tests {
         let causal = matrix_work(
             "aten::_cudnn_attention_forward",
             &[q.clone(), q.clone(), q.clone()],
-            Some(&items(r#"["","","","","","","1024","1024","True","0.","True","False",""]"#)),
+            Some(&items(
+                r#"["","","","","","","1024","1024","True","0.","True","False",""]"#,
+            )),
         )
         .unwrap();
         assert!(!causal.attention);
@@ -618,14 +620,18 @@ mod tests {
         let w = matrix_work(
             "aten::cudnn_convolution",
             &stem,
-            Some(&items(r#"["","","[3, 3]","[2, 2]","[1, 1]","1","False","False","True"]"#)),
+            Some(&items(
+                r#"["","","[3, 3]","[2, 2]","[1, 1]","1","False","False","True"]"#,
+            )),
         )
         .unwrap();
         assert_eq!(w.flops, 2.0 * 64.0 * 64.0 * 112.0 * 112.0 * 3.0 * 49.0);
         let same = matrix_work(
             "aten::convolution",
             &stem,
-            Some(&items(r#"["","","","[2, 2]","[3, 3]","[1, 1]","False","[0, 0]","1"]"#)),
+            Some(&items(
+                r#"["","","","[2, 2]","[3, 3]","[1, 1]","False","[0, 0]","1"]"#,
+            )),
         )
         .unwrap();
         assert_eq!(same.flops, w.flops);

@@ -816,6 +816,9 @@ impl Builder {
             v.push("baseTimeNanoseconds".into());
         }
         self.trace.meta.format_version = v.join(", ");
+        // CUDA's versioned entry points (`cudaGetDeviceProperties_v2`, `cuMemAlloc_v2`): the
+        // model names the API they call.
+        self.trace.name_api_calls();
         if self.events == 0 {
             self.trace
                 .warnings

@@ -558,6 +558,11 @@ pub struct Trace {
     pub concrete_inputs: Vec<((i64, i64, i64, StrId), StrId)>,
     /// CPU samples (Nsight Systems `-s cpu`), sorted by (pid, tid, time).
     pub cpu_samples: Vec<CpuSample>,
+    /// The API entry point of each runtime or driver call name recorded with a version suffix
+    /// (Nsight Systems tags every CUDA call with the version that introduced it,
+    /// `cudaFree_v3020`; CUDA's versioned entry points read `cuMemAlloc_v2`): (recorded name,
+    /// API name) string ids, sorted. Filled by the readers; read through [`Trace::api_name`].
+    pub api_names: Vec<(StrId, StrId)>,
     /// Indexes; valid after [`Trace::finish`].
     pub index: Indexes,
 }
@@ -705,6 +710,40 @@ impl Trace {
     /// Name of a string id.
     pub fn str(&self, id: StrId) -> &str {
         self.strings.get(id)
+    }
+
+    /// The API that a runtime or driver call recorded as `name` calls, without the version
+    /// suffix of the recorded name: `cudaFree` for `cudaFree_v3020`, the name itself when it
+    /// has none.
+    pub fn api_name(&self, name: StrId) -> &str {
+        match self.api_names.binary_search_by_key(&name, |e| e.0) {
+            Ok(k) => self.str(self.api_names[k].1),
+            Err(_) => self.str(name),
+        }
+    }
+
+    /// Fills [`Trace::api_names`] from the runtime and driver calls' names: a reader calls it
+    /// once its spans are in.
+    pub(crate) fn name_api_calls(&mut self) {
+        let mut seen = vec![false; self.strings.len()];
+        for s in &self.host_spans {
+            if matches!(s.kind, HostKind::Runtime | HostKind::Driver)
+                && let Some(v) = seen.get_mut(s.name as usize)
+            {
+                *v = true;
+            }
+        }
+        let mut names = Vec::new();
+        for (id, _) in seen.iter().enumerate().filter(|(_, v)| **v) {
+            let id = id as StrId;
+            let recorded = self.strings.get(id);
+            let api = without_api_version(recorded);
+            if api.len() < recorded.len() {
+                let api = api.to_string();
+                names.push((id, self.strings.intern(&api)));
+            }
+        }
+        self.api_names = names;
     }
 
     /// Sorts the event vectors, detects steps and builds the indexes.
@@ -963,6 +1002,20 @@ impl Trace {
     }
 }
 
+/// A CUDA API name without its version suffixes, `_v` and digits at the end
+/// (`cudaStreamGetCaptureInfo_v2_v11030` -> `cudaStreamGetCaptureInfo`).
+pub(crate) fn without_api_version(name: &str) -> &str {
+    let mut n = name;
+    while let Some(k) = n.rfind("_v") {
+        let digits = &n[k + 2..];
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            break;
+        }
+        n = &n[..k];
+    }
+    n
+}
+
 /// True for a Python frame that belongs to the user's code rather than torch or a library.
 pub fn is_user_frame(name: &str) -> bool {
     let n = name.trim();
@@ -1001,6 +1054,29 @@ pub fn is_user_frame(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn api_versions() {
+        assert_eq!(without_api_version("cudaFree_v3020"), "cudaFree");
+        assert_eq!(without_api_version("cuMemAlloc_v2"), "cuMemAlloc");
+        assert_eq!(
+            without_api_version("cudaStreamGetCaptureInfo_v2_v11030"),
+            "cudaStreamGetCaptureInfo"
+        );
+        assert_eq!(without_api_version("cuLaunchKernel"), "cuLaunchKernel");
+        assert_eq!(without_api_version("cudaFoo_vx"), "cudaFoo_vx");
+        assert_eq!(without_api_version("_v2"), "");
+        let mut t = Trace::default();
+        let free = t.strings.intern("cudaFree_v3020");
+        let op = t.strings.intern("aten::mm_v2");
+        t.host_spans
+            .push(HostSpan::new(HostKind::Runtime, 1, 1, 0, 5, free));
+        t.host_spans
+            .push(HostSpan::new(HostKind::CpuOp, 1, 1, 0, 9, op));
+        t.name_api_calls();
+        assert_eq!(t.api_name(free), "cudaFree");
+        assert_eq!(t.api_name(op), "aten::mm_v2", "only calls are API names");
+    }
 
     #[test]
     fn user_frames() {

@@ -748,6 +748,9 @@ pub fn parse(path: &Path) -> Result<Trace, LoadError> {
         .filter(|t| ACTIVITY.contains(&t.as_str()) || t.as_str() == "CUDA_GPU_MEMORY_USAGE_EVENTS")
         .cloned()
         .collect();
+    // Every runtime call is tagged with the CUDA version that introduced it
+    // (`cudaFree_v3020`): the model names the API it calls.
+    trace.name_api_calls();
     trace.finish();
     Ok(trace)
 }

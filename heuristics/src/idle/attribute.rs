@@ -3,7 +3,7 @@
 
 use super::calls::*;
 use super::*;
-use crate::names::{api_name, is_sync_call, short_name, span_name};
+use crate::names::{is_sync_call, short_name, span_name};
 use rustc_hash::FxHashSet;
 use std::sync::{Mutex, OnceLock};
 use tracehound_parsers::{HostKind, NONE, Trace, activity::ThreadKey};
@@ -167,7 +167,7 @@ impl<'t> Attributor<'t> {
     fn is_blocking(&self, i: u32) -> bool {
         let s = &self.trace.host_spans[i as usize];
         matches!(s.kind, HostKind::Runtime | HostKind::Driver)
-            && (is_sync_call(self.trace.str(s.name))
+            && (is_sync_call(self.trace.api_name(s.name))
                 || (s.correlation != 0 && self.sync_corr.contains(&s.correlation)))
     }
 
@@ -263,7 +263,7 @@ impl<'t> Attributor<'t> {
                 .any(|&k| {
                     let s = &t.host_spans[k as usize];
                     matches!(s.kind, HostKind::Runtime | HostKind::Driver)
-                        && is_timing_sync(api_name(t.str(s.name)))
+                        && is_timing_sync(t.api_name(s.name))
                 })
         };
         match self.conv_tuned.lock() {
@@ -307,7 +307,7 @@ impl<'t> Attributor<'t> {
         *self.loads_modules.get_or_init(|| {
             trace.host_spans.iter().any(|s| {
                 matches!(s.kind, HostKind::Runtime | HostKind::Driver) && {
-                    let n = api_name(trace.str(s.name));
+                    let n = trace.api_name(s.name);
                     is_module_load_call(n)
                         || (s.dur() >= SLOW_CALL_NS && !is_sync_call(n) && !is_alloc_call(n))
                 }
@@ -372,7 +372,7 @@ impl<'t> Attributor<'t> {
         };
         match s.kind {
             HostKind::Runtime | HostKind::Driver => {
-                let call = api_name(t.str(s.name));
+                let call = t.api_name(s.name);
                 if is_alloc_call(call) {
                     raw(CauseKind::Allocator, Leaf::CallIn(s.name, op_name), frame)
                 } else if is_module_load_call(call) {
@@ -493,13 +493,11 @@ impl<'t> Attributor<'t> {
                     .unwrap_or_default();
                 format!("{}{shape}", t.str(t.host_spans[c as usize].name))
             }
-            Leaf::CallIn(call, op) => in_op(api_name(t.str(call)), op),
-            Leaf::FirstCallIn(call, op) => {
-                in_op(&format!("first call ({})", api_name(t.str(call))), op)
-            }
-            Leaf::OpCall(0, call) => api_name(t.str(call)).to_string(),
-            Leaf::OpCall(op, call) => format!("{} ({})", t.str(op), api_name(t.str(call))),
-            Leaf::Call(call) => api_name(t.str(call)).to_string(),
+            Leaf::CallIn(call, op) => in_op(t.api_name(call), op),
+            Leaf::FirstCallIn(call, op) => in_op(&format!("first call ({})", t.api_name(call)), op),
+            Leaf::OpCall(0, call) => t.api_name(call).to_string(),
+            Leaf::OpCall(op, call) => format!("{} ({})", t.str(op), t.api_name(call)),
+            Leaf::Call(call) => t.api_name(call).to_string(),
             Leaf::FirstOp(op) => format!("first call of {}", t.str(op)),
             Leaf::HostWork(op) => format!("{} (host work)", t.str(op)),
             Leaf::OnCpu(op) => format!("{} on CPU", t.str(op)),
@@ -594,7 +592,7 @@ impl<'t> Attributor<'t> {
         });
         if let Some(sync) = drain {
             let op = t.outermost_cpu_op(sync);
-            let call = api_name(span_name(t, sync, ""));
+            let call = t.api_name(t.host_spans[sync as usize].name);
             gap.drained_by = Some(if op != NONE {
                 format!("{} ({call})", span_name(t, op, ""))
             } else {
