@@ -113,6 +113,156 @@ pub struct TraceMeta {
     pub capture_options: Vec<(String, String)>,
     /// The software stack the trace was captured on, as far as it says.
     pub stack: SoftwareStack,
+    /// What the capture recorded, as its reader found it.
+    pub capture: Capture,
+}
+
+/// What a capture recorded: the kinds of data it holds and how they were sampled, as its
+/// reader found them. Analyses ask this, never the source format. Where a format declares what
+/// was traced (Nsight Systems writes a table per kind of data it traced), the reader says so
+/// from the declaration; elsewhere from the events it read.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Capture {
+    /// GPU kernels were traced. A capture can hold launch calls without kernel records (CUPTI
+    /// range profiling, a filtered export).
+    pub kernels: bool,
+    /// Kernels carry their launch geometry (grid and block).
+    pub launch_geometry: bool,
+    /// Kernels carry an estimated achieved occupancy.
+    pub occupancy: bool,
+    /// CUDA / HIP runtime or driver calls were traced.
+    pub api_calls: bool,
+    /// Framework CPU operators (`aten::mm` ...), as profiler events or as the NVTX ranges
+    /// PyTorch emits per operator.
+    pub cpu_ops: bool,
+    /// Python function frames (`with_stack=True`).
+    pub python_frames: bool,
+    /// Python call stacks written as text on operators (`Call stack`, older traces).
+    pub call_stacks: bool,
+    /// Operator input shapes and types (`record_shapes=True`).
+    pub shapes: bool,
+    /// Allocator events (`profile_memory=True`, CUDA memory-usage tracing).
+    pub memory_events: bool,
+    /// The allocator events carry the caching allocator's allocated total, not only what it
+    /// reserved from the driver.
+    pub allocated_totals: bool,
+    /// User annotations: NVTX ranges, `record_function`, step markers.
+    pub annotations: bool,
+    /// OS runtime calls (`clock_nanosleep`, `futex` ...).
+    pub os_calls: bool,
+    /// Periodic CPU samples with call chains.
+    pub cpu_samples: bool,
+    /// The host threads that have spans, by (pid, tid), with the name the capture gives each.
+    pub host_threads: Vec<HostThread>,
+    /// How often counters were sampled, when the trace has counters.
+    pub counter_period: Option<CounterPeriod>,
+    /// Recording starts a moment into the first profiled step: a window of steps opens with a
+    /// hole that the profiler, not the program, leaves.
+    pub startup_hole: bool,
+    /// For a capture without CPU-side data: what it lacks and how to record it, in the
+    /// capturing tool's terms (`the trace has no CPU operators: profile with ...`). Empty when
+    /// the reader has no words for it.
+    pub no_cpu_data: String,
+}
+
+/// One host thread of a capture.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct HostThread {
+    /// Process id.
+    pub pid: i64,
+    /// Thread id, as in the spans.
+    pub tid: i64,
+    /// The thread's name, when the capture records one (`thread 808 (python3)`, `pt_autograd_0`).
+    pub name: Option<String>,
+}
+
+/// How often counters were sampled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CounterPeriod {
+    /// The interval, ns: a sample stamped S stands for [S, S + interval).
+    pub ns: i64,
+    /// Read from the log's timestamps; false when assumed (a log without times).
+    pub measured: bool,
+}
+
+impl CounterPeriod {
+    /// nvidia-smi's default interval (`dmon`, `--query-gpu -l 1`): 1 s.
+    pub const DEFAULT_NS: i64 = 1_000_000_000;
+
+    /// The default interval, assumed.
+    pub fn assumed() -> Self {
+        CounterPeriod {
+            ns: Self::DEFAULT_NS,
+            measured: false,
+        }
+    }
+}
+
+impl Capture {
+    /// What the events of a finished `trace` show: the part of the description every reader
+    /// derives the same way. A reader calls it after [`Trace::finish`], then sets what only
+    /// its format says (launch geometry, declared tables, thread names, the start-up hole).
+    pub fn from_events(trace: &Trace) -> Capture {
+        let has_span =
+            |kinds: &[HostKind]| trace.host_spans.iter().any(|s| kinds.contains(&s.kind));
+        Capture {
+            kernels: trace.gpu_ops.iter().any(|o| o.kind == GpuOpKind::Kernel),
+            launch_geometry: false,
+            occupancy: trace
+                .gpu_ops
+                .iter()
+                .any(|o| o.kernel.is_some_and(|k| k.occupancy_pct.is_some())),
+            api_calls: has_span(&[HostKind::Runtime, HostKind::Driver]),
+            cpu_ops: has_span(&[HostKind::CpuOp]),
+            python_frames: has_span(&[HostKind::Python]),
+            call_stacks: trace.host_spans.iter().any(|s| s.call_stack != 0),
+            shapes: trace.host_spans.iter().any(|s| s.input_dims != 0),
+            memory_events: !trace.memory.is_empty(),
+            allocated_totals: trace.memory.iter().any(|m| m.total_allocated.is_some()),
+            annotations: has_span(&[HostKind::Annotation, HostKind::GpuAnnotation]),
+            os_calls: has_span(&[HostKind::OsCall]),
+            cpu_samples: !trace.cpu_samples.is_empty(),
+            // Annotations projected onto a GPU stream sit on the stream's lane, not a thread's.
+            host_threads: trace
+                .index
+                .spans_by_thread
+                .iter()
+                .filter(|(_, spans)| {
+                    spans
+                        .iter()
+                        .any(|&i| trace.host_spans[i as usize].kind != HostKind::GpuAnnotation)
+                })
+                .map(|((pid, tid), _)| HostThread {
+                    pid: *pid,
+                    tid: *tid,
+                    name: None,
+                })
+                .collect(),
+            counter_period: None,
+            startup_hole: false,
+            no_cpu_data: String::new(),
+        }
+    }
+
+    /// Names the host threads from `names` ((pid, tid, name) as the capture lists them; the
+    /// first name of a thread wins).
+    pub fn name_threads<'a>(&mut self, names: impl IntoIterator<Item = (i64, i64, &'a str)>) {
+        let mut first: FxHashMap<(i64, i64), &str> = FxHashMap::default();
+        for (pid, tid, name) in names {
+            first.entry((pid, tid)).or_insert(name);
+        }
+        for t in &mut self.host_threads {
+            if let Some(n) = first.get(&(t.pid, t.tid)) {
+                t.name = Some(n.to_string());
+            }
+        }
+    }
+
+    /// The counters' sampling interval, ns: the recorded one, else nvidia-smi's default.
+    pub fn counter_period_ns(&self) -> i64 {
+        self.counter_period
+            .map_or(CounterPeriod::DEFAULT_NS, |p| p.ns)
+    }
 }
 
 /// The software the trace was captured with, as far as the source records it.
