@@ -87,8 +87,9 @@ pub(super) struct Attributor<'t> {
     launched: Vec<u64>,
     /// Whether the trace records CPU operators or Python frames.
     cpu_data: bool,
-    /// What untraced time is called when the trace has no CPU-side data, by format.
-    no_cpu_leaf: &'static str,
+    /// What untraced time is called when the trace has no CPU-side data, in the words of the
+    /// capture's reader.
+    no_cpu_leaf: String,
     /// Whether the trace shows module loading anywhere (a module-load call, or a launch
     /// or runtime call that took milliseconds): only then is host time in the first call of
     /// an operator read as first-call cost. Without it, such time at the start of a Kineto
@@ -132,11 +133,11 @@ impl<'t> Attributor<'t> {
             .host_spans
             .iter()
             .any(|s| matches!(s.kind, HostKind::CpuOp | HostKind::Python));
-        let no_cpu_leaf = if trace.meta.format == Some(tracehound_parsers::SourceFormat::Nsys) {
-            "host code outside CUDA calls (this export has no CPU-side data; capture with `-t cuda,nvtx,osrt --pytorch=autograd-nvtx -s cpu`)"
-        } else {
-            "host code outside CUDA calls (the trace has no CPU operators: profile with ProfilerActivity.CPU and with_stack=True)"
+        let missing = match trace.meta.capture.no_cpu_data.as_str() {
+            "" => "the trace has no CPU-side data",
+            m => m,
         };
+        let no_cpu_leaf = format!("{NO_CPU_DATA} ({missing})");
         Attributor {
             trace,
             main_thread: OnceLock::new(),
@@ -156,11 +157,11 @@ impl<'t> Attributor<'t> {
 
     /// What time no span covers is called: code the profiler did not trace, or, in a trace
     /// without CPU-side data, host code outside CUDA calls with how to capture it.
-    fn untraced_leaf(&self) -> &'static str {
+    fn untraced_leaf(&self) -> &str {
         if self.cpu_data {
             "no span recorded (code the profiler did not trace)"
         } else {
-            self.no_cpu_leaf
+            &self.no_cpu_leaf
         }
     }
 
