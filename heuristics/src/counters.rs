@@ -5,10 +5,13 @@ use crate::scope::Scope;
 use crate::window::Window;
 use tracehound_parsers::{CounterSeries, Trace};
 
-/// dmon prints HH:MM:SS, truncated: the sample stamped S covers the second that starts at S.
-/// (Checked on the H200 captures: a 0.46 s trace starting at 16:35:32.219 shows in the
-/// sample stamped 16:35:32, and the one stamped 16:35:33 reads 0%.)
-pub const SAMPLE_NS: i64 = 1_000_000_000;
+/// The counters' sampling interval, ns, as the capture's reader found it: a sample stamped S
+/// covers the interval that starts at S. (dmon prints HH:MM:SS, truncated: on the H200
+/// captures a 0.46 s trace starting at 16:35:32.219 shows in the sample stamped 16:35:32, and
+/// the one stamped 16:35:33 reads 0%.)
+pub fn period(trace: &Trace) -> i64 {
+    trace.meta.capture.counter_period_ns()
+}
 
 /// The series of `metric` for `gpu`, if recorded.
 pub fn series<'t>(trace: &'t Trace, gpu: i32, metric: &str) -> Option<&'t CounterSeries> {
@@ -18,19 +21,21 @@ pub fn series<'t>(trace: &'t Trace, gpu: i32, metric: &str) -> Option<&'t Counte
         .find(|c| c.gpu == gpu && c.metric == metric)
 }
 
-/// Samples whose second overlaps the window.
-pub fn in_window<'s>(s: &'s CounterSeries, w: &Window) -> &'s [(i64, f64)] {
-    let a = s.samples.partition_point(|x| x.0 + SAMPLE_NS <= w.start);
+/// Samples of `s` (a series of `trace`) whose interval overlaps the window.
+pub fn in_window<'s>(trace: &Trace, s: &'s CounterSeries, w: &Window) -> &'s [(i64, f64)] {
+    let period = period(trace);
+    let a = s.samples.partition_point(|x| x.0 + period <= w.start);
     let b = s.samples.partition_point(|x| x.0 < w.end);
     &s.samples[a..b.max(a)]
 }
 
-/// The sample whose second contains time `t`.
-pub fn value_at(s: &CounterSeries, t: i64) -> Option<f64> {
+/// The sample of `s` (a series of `trace`) whose interval contains time `t`.
+pub fn value_at(trace: &Trace, s: &CounterSeries, t: i64) -> Option<f64> {
+    let period = period(trace);
     let k = s.samples.partition_point(|x| x.0 <= t);
     k.checked_sub(1)
         .map(|k| s.samples[k])
-        .filter(|x| t - x.0 < SAMPLE_NS)
+        .filter(|x| t - x.0 < period)
         .map(|x| x.1)
 }
 
@@ -68,14 +73,14 @@ pub(crate) fn counter_window(cx: &Scope, gpu: i32) -> Option<Window> {
     let last = sm.samples.iter().rev().find(|s| s.1 > 0.0)?.0;
     Some(Window {
         start: first,
-        end: last + SAMPLE_NS,
+        end: last + period(cx.trace),
         source: crate::window::WindowSource::WholeTrace,
     })
 }
 
 pub(crate) fn loaded(t: &Trace, gpu: i32, w: &Window) -> Vec<(i64, f64)> {
     series(t, gpu, "sm")
-        .map(|s| in_window(s, w).to_vec())
+        .map(|s| in_window(t, s, w).to_vec())
         .unwrap_or_default()
 }
 

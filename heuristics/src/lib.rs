@@ -20,7 +20,6 @@ pub mod names;
 pub mod roofline;
 pub mod rules;
 pub mod scope;
-mod shapes;
 pub mod stack;
 pub mod stats;
 pub mod summary;

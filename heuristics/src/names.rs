@@ -12,14 +12,9 @@ pub(crate) fn span_name<'t>(trace: &'t Trace, i: u32, fallback: &'t str) -> &'t 
     }
 }
 
-/// A CUDA API name without the version suffix Nsight Systems adds (`cudaFree_v3020` -> `cudaFree`).
-pub(crate) fn api_name(name: &str) -> &str {
-    name.split("_v").next().unwrap_or(name)
-}
-
-/// CUDA / HIP calls that block the host until the GPU has drained.
-pub fn is_sync_call(name: &str) -> bool {
-    let n = api_name(name);
+/// CUDA / HIP calls that block the host until the GPU has drained, by the API's name
+/// ([`Trace::api_name`](tracehound_parsers::Trace::api_name): no version suffix).
+pub fn is_sync_call(n: &str) -> bool {
     n.ends_with("Synchronize")
         || matches!(
             n,
@@ -99,7 +94,7 @@ mod tests {
             "at::native::vectorized_elementwise_kernel<…>(…)"
         );
         assert!(is_sync_call("cudaStreamSynchronize"));
-        assert!(is_sync_call("cudaDeviceSynchronize_v3020"));
+        assert!(is_sync_call("cudaDeviceSynchronize"));
         assert!(!is_sync_call("cudaMemcpyAsync"));
         assert_eq!(
             most_common(&[Some("b"), None, Some("a"), Some("b")]),

@@ -12,9 +12,9 @@
 use crate::hardware::{Math, MathUnit, Peaks, peaks_for};
 
 use crate::scope::Scope;
-use crate::shapes::{dims, items, numbers};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use tracehound_parsers::shapes::numbers;
 use tracehound_parsers::{HostKind, NONE, Trace};
 
 /// Which roof bounds an operator at its arithmetic intensity. Serialized, and printed, in
@@ -127,7 +127,11 @@ pub(crate) struct Work {
 
 /// FLOPs, minimum elements moved and the shape text of a matrix operator call, from its
 /// name and input dims; `None` for other operators.
-pub(crate) fn matrix_work(name: &str, dims: &[Vec<u64>], concrete: Option<&str>) -> Option<Work> {
+pub(crate) fn matrix_work(
+    name: &str,
+    dims: &[Vec<u64>],
+    concrete: Option<&[String]>,
+) -> Option<Work> {
     let mat = |a: &Vec<u64>, b: &Vec<u64>| -> Option<Work> {
         // [.., M, K] x [.., K, N], with the batch of the first.
         let (&k, &m) = (a.last()?, a.get(a.len().checked_sub(2)?)?);
@@ -240,7 +244,7 @@ pub(crate) fn matrix_work(name: &str, dims: &[Vec<u64>], concrete: Option<&str>)
             // cudnn_convolution(input, weight, padding, stride, dilation, groups, ...);
             // convolution(input, weight, bias, stride, padding, dilation, transposed, ...,
             // groups).
-            let c = items(concrete?);
+            let c = concrete?;
             // (The weight's second dim is already C/groups.)
             let (p, st, dil) = if name == "aten::cudnn_convolution" {
                 (2, 3, 4)
@@ -257,7 +261,7 @@ pub(crate) fn matrix_work(name: &str, dims: &[Vec<u64>], concrete: Option<&str>)
             // (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
             // output_padding, groups, output_mask): grad input and grad weight each cost a
             // forward pass; the output dims are the gradient's.
-            let c = concrete.map(items).unwrap_or_default();
+            let c = concrete.unwrap_or_default();
             let mask = c.get(10).map_or("[True, True, False]", String::as_str);
             let passes = mask
                 .split(',')
@@ -319,7 +323,7 @@ const MATRIX_OPS: &[&str] = &[
 /// Whether an attention call was causal, from its recorded scalars: the position of
 /// `is_causal` (or of the memory-efficient kernels' `custom_mask_type`, non-zero for causal)
 /// in each operator's ATen signature. `None` when not recorded.
-fn attention_causal(name: &str, concrete: Option<&str>) -> Option<bool> {
+fn attention_causal(name: &str, concrete: Option<&[String]>) -> Option<bool> {
     let at = match name {
         "aten::_scaled_dot_product_flash_attention" => 4,
         "aten::_scaled_dot_product_efficient_attention"
@@ -335,7 +339,7 @@ fn attention_causal(name: &str, concrete: Option<&str>) -> Option<bool> {
         | "aten::_efficient_attention_backward" => 14,
         _ => return None,
     };
-    match items(concrete?).get(at)?.trim() {
+    match concrete?.get(at)?.trim() {
         "True" => Some(true),
         "False" | "0" => Some(false),
         v if v.parse::<u64>().is_ok() => Some(true),
@@ -436,8 +440,8 @@ pub(crate) fn matrix_calls(cx: &Scope, device: i32) -> DeviceCalls {
         let s = &t.host_spans[op as usize];
         let work = matrix_work(
             t.str(s.name),
-            &dims(t.str(s.input_dims)),
-            t.concrete_inputs_of(op),
+            &t.input_dims(op),
+            t.concrete_inputs_of(op).as_deref(),
         )?;
         Some((op, (ns, tc, simt, work)))
     });
@@ -446,7 +450,7 @@ pub(crate) fn matrix_calls(cx: &Scope, device: i32) -> DeviceCalls {
         .filter_map(|(op, (ns, tc, simt, work))| {
             let s = &t.host_spans[op as usize];
             let name = t.str(s.name);
-            let types = items(t.str(s.input_types));
+            let types = t.input_types(op);
             // The first matrix input: after the bias of addmm, after the gradient of a backward.
             let first = if name.starts_with("aten::add") || name.starts_with("aten::badd") {
                 types.get(1)
@@ -612,6 +616,7 @@ mod tests {
 
     #[test]
     fn dims_and_work() {
+        use tracehound_parsers::shapes::{dims, items};
         let d = dims("[[1024], [16384, 1024], [1024, 1024], [], []]");
         assert_eq!(
             d,
@@ -639,7 +644,9 @@ mod tests {
         let causal = matrix_work(
             "aten::_cudnn_attention_forward",
             &[q.clone(), q.clone(), q.clone()],
-            Some(r#"["","","","","","","1024","1024","True","0.","True","False",""]"#),
+            Some(&items(
+                r#"["","","","","","","1024","1024","True","0.","True","False",""]"#,
+            )),
         )
         .unwrap();
         assert!(!causal.attention);
@@ -651,14 +658,18 @@ mod tests {
         let w = matrix_work(
             "aten::cudnn_convolution",
             &stem,
-            Some(r#"["","","[3, 3]","[2, 2]","[1, 1]","1","False","False","True"]"#),
+            Some(&items(
+                r#"["","","[3, 3]","[2, 2]","[1, 1]","1","False","False","True"]"#,
+            )),
         )
         .unwrap();
         assert_eq!(w.flops, 2.0 * 64.0 * 64.0 * 112.0 * 112.0 * 3.0 * 49.0);
         let same = matrix_work(
             "aten::convolution",
             &stem,
-            Some(r#"["","","","[2, 2]","[3, 3]","[1, 1]","False","[0, 0]","1"]"#),
+            Some(&items(
+                r#"["","","","[2, 2]","[3, 3]","[1, 1]","False","[0, 0]","1"]"#,
+            )),
         )
         .unwrap();
         assert_eq!(same.flops, w.flops);
@@ -666,7 +677,7 @@ mod tests {
         let b = matrix_work(
             "aten::convolution_backward",
             &[vec![64, 512, 7, 7], vec![64, 512, 7, 7], vec![512, 512, 3, 3]],
-            Some(r#"["","","","[0]","[1, 1]","[1, 1]","[1, 1]","False","[0, 0]","1","[True, True, False]"]"#),
+            Some(&items(r#"["","","","[0]","[1, 1]","[1, 1]","[1, 1]","False","[0, 0]","1","[True, True, False]"]"#)),
         )
         .unwrap();
         assert_eq!(b.flops, 2.0 * 2.0 * 64.0 * 512.0 * 49.0 * 512.0 * 9.0);

@@ -54,7 +54,7 @@ impl TB {
             self.span(HostKind::Runtime, rt, l, l + 1_000);
             self.t.host_spans.last_mut().unwrap().correlation = corr;
         }
-        let (direction, src_kind, dst_kind) = parse_memcpy_name(name);
+        let (direction, src_kind, dst_kind) = kineto::parse_memcpy_name(name);
         let name = self.t.strings.intern(name);
         self.t.gpu_ops.push(GpuOp {
             correlation: corr,

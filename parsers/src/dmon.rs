@@ -102,7 +102,37 @@ pub(crate) fn counter_trace(
     trace.counter_clock = Some(clock);
     trace.counters = builder.finish();
     trace.finish();
+    let mut capture = Capture::from_events(&trace);
+    capture.counter_period = Some(
+        match clock {
+            CounterClock::Wall { .. } => measured_period(&trace.counters),
+            CounterClock::Relative { .. } => None,
+        }
+        .unwrap_or_else(CounterPeriod::assumed),
+    );
+    trace.meta.capture = capture;
     trace
+}
+
+/// The sampling interval the timestamps show: the median step between consecutive samples of
+/// a series, to 10 ms (nvidia-smi's loop adds the query's few milliseconds to the interval it
+/// was asked for; dmon stamps whole seconds). None without two samples in a series.
+fn measured_period(series: &[CounterSeries]) -> Option<CounterPeriod> {
+    let mut steps: Vec<i64> = series
+        .iter()
+        .flat_map(|c| c.samples.windows(2).map(|w| w[1].0 - w[0].0))
+        .filter(|&d| d > 0)
+        .collect();
+    if steps.is_empty() {
+        return None;
+    }
+    let mid = steps.len() / 2;
+    let median = *steps.select_nth_unstable(mid).1;
+    const TO: i64 = 10_000_000;
+    Some(CounterPeriod {
+        ns: ((median + TO / 2) / TO).max(1) * TO,
+        measured: true,
+    })
 }
 
 /// Parses a dmon log.
@@ -335,6 +365,28 @@ garbage here
                 .unit,
             "MB"
         );
+    }
+
+    #[test]
+    fn sampling_period_from_the_timestamps_else_the_default() {
+        // dmon -d 2 -o DT: one GPU, a sample every 2 s (one late by a second).
+        let log = "#Date       Time        gpu     sm\n#YYYYMMDD   HH:MM:SS    Idx      %\n 20261129   16:35:32      0     50\n 20261129   16:35:34      0     60\n 20261129   16:35:37      0     60\n 20261129   16:35:39      0     60\n";
+        let t = parse(log.as_bytes(), "x.log", ClockOptions::default()).unwrap();
+        assert_eq!(
+            t.meta.capture.counter_period,
+            Some(CounterPeriod {
+                ns: 2_000_000_000,
+                measured: true
+            })
+        );
+        let log = "# gpu sm\n# Idx %\n 0 5\n 0 6\n";
+        let t = parse(log.as_bytes(), "x.log", ClockOptions::default()).unwrap();
+        assert_eq!(
+            t.meta.capture.counter_period,
+            Some(CounterPeriod::assumed())
+        );
+        assert_eq!(t.meta.capture.counter_period_ns(), 1_000_000_000);
+        assert!(t.meta.capture.host_threads.is_empty() && !t.meta.capture.kernels);
     }
 
     #[test]

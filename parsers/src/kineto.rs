@@ -379,9 +379,9 @@ struct RawArgs<'a> {
     #[serde(default)]
     bytes: Num,
     #[serde(default)]
-    grid: Dims,
+    grid: Option<Dims>,
     #[serde(default)]
-    block: Dims,
+    block: Option<Dims>,
     #[serde(default, rename = "registers per thread")]
     registers: Num,
     #[serde(default, rename = "shared memory")]
@@ -421,6 +421,9 @@ struct RawArgs<'a> {
     call_stack: LStr<'a>,
     #[serde(borrow, default)]
     kind: LStr<'a>,
+    /// The name a metadata event gives (`thread_name`: the thread's).
+    #[serde(borrow, default)]
+    name: LStr<'a>,
 }
 
 /// The text of a value as written, `None` for `null` (timestamps and ids keep their digits).
@@ -498,6 +501,46 @@ fn category(cat: &str, name: &str, ph: &str) -> Cat {
     }
 }
 
+/// Parses Kineto's name for a copy, `Memcpy HtoD (Pageable -> Device)` (CUPTI's memory kinds;
+/// ROCm writes `Host`), into (direction, source kind, destination kind).
+pub fn parse_memcpy_name(name: &str) -> (CopyDirection, MemKind, MemKind) {
+    let rest = name.strip_prefix("Memcpy ").unwrap_or(name);
+    let (dir, kinds) = match rest.split_once(' ') {
+        Some((d, k)) => (d, k),
+        None => (rest, ""),
+    };
+    let direction = direction_from_label(dir);
+    let kinds = kinds.trim().trim_start_matches('(').trim_end_matches(')');
+    let (src, dst) = match kinds.split_once("->") {
+        Some((s, d)) => (mem_kind(s.trim()), mem_kind(d.trim())),
+        None => (MemKind::Unknown, MemKind::Unknown),
+    };
+    (direction, src, dst)
+}
+
+/// Direction from a label such as `HtoD` (in the copy's name, or ROCm's `args.kind`).
+fn direction_from_label(dir: &str) -> CopyDirection {
+    match dir {
+        "HtoD" => CopyDirection::HtoD,
+        "DtoH" => CopyDirection::DtoH,
+        "DtoD" => CopyDirection::DtoD,
+        "HtoH" => CopyDirection::HtoH,
+        "PtoP" => CopyDirection::PtoP,
+        _ => CopyDirection::Unknown,
+    }
+}
+
+fn mem_kind(s: &str) -> MemKind {
+    match s {
+        "Pageable" => MemKind::Pageable,
+        "Pinned" => MemKind::Pinned,
+        "Device" => MemKind::Device,
+        "Managed" => MemKind::Managed,
+        "Host" => MemKind::Host,
+        _ => MemKind::Unknown,
+    }
+}
+
 struct Builder {
     trace: Trace,
     events: u64,
@@ -510,6 +553,10 @@ struct Builder {
     /// Events whose `dur` is no readable number, kept at zero length.
     bad_dur: u64,
     legacy_categories: bool,
+    /// Kernels with a grid or block written.
+    with_geometry: u64,
+    /// (pid, tid, name) of the `thread_name` metadata events, in file order.
+    thread_names: Vec<(i64, i64, String)>,
 }
 
 impl Builder {
@@ -531,6 +578,8 @@ impl Builder {
             cupti_version: None,
             bad_dur: 0,
             legacy_categories: false,
+            with_geometry: 0,
+            thread_names: Vec::new(),
         }
     }
 
@@ -570,6 +619,8 @@ impl Builder {
         self.bad_dur += c.bad_dur;
         self.with_ph += c.with_ph;
         self.legacy_categories |= c.legacy_categories;
+        self.with_geometry += c.with_geometry;
+        self.thread_names.extend(c.thread_names);
         for (k, v) in c.skipped {
             *self.skipped.entry(k).or_default() += v;
         }
@@ -596,13 +647,22 @@ impl Builder {
             (Cat::Memory, _) => self.add_memory(ev),
             (Cat::Gpu(k), "X") => self.add_gpu(k, ev),
             (Cat::Host(k), "X") => self.add_host(k, ev),
+            (_, "M") => {
+                if name == "thread_name"
+                    && let Some(a) = &ev.args
+                {
+                    let n = a.name.as_str().trim().to_string();
+                    let (pid, tid) = (self.id_of(ev.pid), self.id_of(ev.tid));
+                    self.thread_names.push((pid, tid, n));
+                }
+                self.skip("metadata");
+            }
             _ => {
                 let what = if ph == "X" || ph == "i" {
                     if cat_s.is_empty() { "(no cat)" } else { cat_s }
                 } else {
                     match ph {
                         "s" | "f" | "t" => "flow",
-                        "M" => "metadata",
                         _ => "other ph",
                     }
                 };
@@ -657,9 +717,12 @@ impl Builder {
                 direction = direction_from_label(a.kind.as_str());
             }
         }
+        if kind == GpuOpKind::Kernel && (a.grid.is_some() || a.block.is_some()) {
+            self.with_geometry += 1;
+        }
         let kernel = (kind == GpuOpKind::Kernel).then(|| KernelInfo {
-            grid: a.grid.0,
-            block: a.block.0,
+            grid: a.grid.unwrap_or_default().0,
+            block: a.block.unwrap_or_default().0,
             registers: a.registers.i64().unwrap_or(0).clamp(0, u16::MAX as i64) as u16,
             shared_mem: a.shared_mem.i64().unwrap_or(0).clamp(0, u32::MAX as i64) as u32,
             occupancy_pct: a.occupancy.f64().map(|v| v as f32),
@@ -776,12 +839,28 @@ impl Builder {
             v.push("baseTimeNanoseconds".into());
         }
         self.trace.meta.format_version = v.join(", ");
+        // CUDA's versioned entry points (`cudaGetDeviceProperties_v2`, `cuMemAlloc_v2`): the
+        // model names the API they call.
+        self.trace.name_api_calls();
         if self.events == 0 {
             self.trace
                 .warnings
                 .push("the trace holds no events".to_string());
         }
         self.trace.finish();
+        let mut capture = Capture::from_events(&self.trace);
+        capture.launch_geometry = self.with_geometry > 0;
+        capture.name_threads(
+            self.thread_names
+                .iter()
+                .map(|(pid, tid, n)| (*pid, *tid, n.as_str())),
+        );
+        // Kineto starts its collectors as the first profiled step begins.
+        capture.startup_hole = true;
+        capture.no_cpu_data =
+            "the trace has no CPU operators: profile with ProfilerActivity.CPU and with_stack=True"
+                .into();
+        self.trace.meta.capture = capture;
         self.trace
     }
 }
@@ -830,9 +909,10 @@ fn scan_event<'a>(s: &mut Scan<'a>) -> Scanned<RawEvent<'a>> {
             "ph" => {
                 once(&mut seen, 1)?;
                 ev.ph = s.lstr()?;
-                // Flows and metadata are skipped whatever else they hold (see Builder::add):
-                // a fifth of a torch trace's events need no more reading.
-                if matches!(ev.ph.as_str(), "s" | "f" | "t" | "M") {
+                // Flows are skipped whatever else they hold (see Builder::add): a fifth of a
+                // torch trace's events need no more reading. Metadata is read for the
+                // threads' names.
+                if matches!(ev.ph.as_str(), "s" | "f" | "t") {
                     return Ok(false);
                 }
             }
@@ -865,6 +945,10 @@ fn scan_event<'a>(s: &mut Scan<'a>) -> Scanned<RawEvent<'a>> {
                 match s.peek() {
                     Some(b'{') => scan_args(s, ev.args.insert(RawArgs::default()))?,
                     Some(b'n') => {
+                        s.skip_value()?;
+                    }
+                    // Metadata is read only for the names it gives: odd args are skipped.
+                    _ if ev.ph.as_str() == "M" => {
                         s.skip_value()?;
                     }
                     _ => return Err(Bail),
@@ -906,11 +990,11 @@ fn scan_args<'a>(s: &mut Scan<'a>, a: &mut RawArgs<'a>) -> Scanned<()> {
             }
             "grid" => {
                 once(&mut seen, 1 << 5)?;
-                a.grid = s.dims()?;
+                a.grid = Some(s.dims()?);
             }
             "block" => {
                 once(&mut seen, 1 << 6)?;
-                a.block = s.dims()?;
+                a.block = Some(s.dims()?);
             }
             "registers per thread" => {
                 once(&mut seen, 1 << 7)?;
@@ -967,6 +1051,10 @@ fn scan_args<'a>(s: &mut Scan<'a>, a: &mut RawArgs<'a>) -> Scanned<()> {
             "Concrete Inputs" => {
                 once(&mut seen, 1 << 20)?;
                 a.concrete = s.raw()?;
+            }
+            "name" => {
+                once(&mut seen, 1 << 21)?;
+                a.name = s.lstr()?;
             }
             _ => {
                 s.skip_value()?;
@@ -1181,6 +1269,69 @@ mod tests {
             t.str(t.host_spans[t.index.op_cpu_op[0] as usize].name),
             "aten::add"
         );
+    }
+
+    #[test]
+    fn memcpy_names() {
+        assert_eq!(
+            parse_memcpy_name("Memcpy HtoD (Pageable -> Device)"),
+            (CopyDirection::HtoD, MemKind::Pageable, MemKind::Device)
+        );
+        assert_eq!(
+            parse_memcpy_name("Memcpy DtoH (Device -> Pinned)"),
+            (CopyDirection::DtoH, MemKind::Device, MemKind::Pinned)
+        );
+        assert_eq!(
+            parse_memcpy_name("Memcpy HtoD (Host -> Device)"),
+            (CopyDirection::HtoD, MemKind::Host, MemKind::Device)
+        );
+        assert_eq!(
+            parse_memcpy_name("Memcpy"),
+            (CopyDirection::Unknown, MemKind::Unknown, MemKind::Unknown)
+        );
+    }
+
+    #[test]
+    fn capture_names_threads_and_sees_launch_geometry() {
+        let t = parse_str(
+            r#"{"traceEvents":[
+            {"ph":"M","name":"thread_name","pid":5,"tid":6,"args":{"name":"thread 6 (python3) "}},
+            {"ph":"M","name":"thread_name","pid":5,"tid":6,"args":{"name":"thread 6 (renamed)"}},
+            {"ph":"M","name":"thread_name","pid":0,"tid":7,"args":{"name":"stream 7"}},
+            {"ph":"M","name":"process_labels","pid":5,"tid":0,"args":"odd"},
+            {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":5,"tid":6,"ts":1,"dur":9,"args":{"Input Dims":[[2, 3], [3, 4]]}},
+            {"ph":"X","cat":"cpu_op","name":"aten::add","pid":5,"tid":8,"ts":1,"dur":9},
+            {"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":2,"dur":1,"args":{"device":0}},
+            {"ph":"X","cat":"gpu_user_annotation","name":"step","pid":0,"tid":7,"ts":2,"dur":1}
+        ]}"#,
+        )
+        .unwrap();
+        let c = &t.meta.capture;
+        assert!(c.kernels && !c.launch_geometry && !c.occupancy);
+        assert!(c.cpu_ops && c.shapes && !c.python_frames && !c.api_calls);
+        assert!(c.startup_hole && c.annotations && !c.no_cpu_data.is_empty());
+        assert_eq!(
+            c.host_threads,
+            vec![
+                HostThread {
+                    pid: 5,
+                    tid: 6,
+                    name: Some("thread 6 (python3)".into())
+                },
+                HostThread {
+                    pid: 5,
+                    tid: 8,
+                    name: None
+                }
+            ],
+            "the first name wins; GPU streams are no host threads"
+        );
+        assert_eq!(t.stats.skipped, vec![("metadata".to_string(), 4)]);
+        let t = parse_str(
+            r#"[{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":2,"dur":1,"args":{"grid":[1,1,1],"block":[128,1,1],"est. achieved occupancy %":50}}]"#,
+        )
+        .unwrap();
+        assert!(t.meta.capture.launch_geometry && t.meta.capture.occupancy);
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod lenient;
 pub mod model;
 pub mod nsys;
 pub mod session;
+pub mod shapes;
 pub mod smi_query;
 pub mod smi_xml;
 

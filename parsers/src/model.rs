@@ -155,6 +155,156 @@ pub struct TraceMeta {
     pub capture_options: Vec<(String, String)>,
     /// The software stack the trace was captured on, as far as it says.
     pub stack: SoftwareStack,
+    /// What the capture recorded, as its reader found it.
+    pub capture: Capture,
+}
+
+/// What a capture recorded: the kinds of data it holds and how they were sampled, as its
+/// reader found them. Analyses ask this, never the source format. Where a format declares what
+/// was traced (Nsight Systems writes a table per kind of data it traced), the reader says so
+/// from the declaration; elsewhere from the events it read.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Capture {
+    /// GPU kernels were traced. A capture can hold launch calls without kernel records (CUPTI
+    /// range profiling, a filtered export).
+    pub kernels: bool,
+    /// Kernels carry their launch geometry (grid and block).
+    pub launch_geometry: bool,
+    /// Kernels carry an estimated achieved occupancy.
+    pub occupancy: bool,
+    /// CUDA / HIP runtime or driver calls were traced.
+    pub api_calls: bool,
+    /// Framework CPU operators (`aten::mm` ...), as profiler events or as the NVTX ranges
+    /// PyTorch emits per operator.
+    pub cpu_ops: bool,
+    /// Python function frames (`with_stack=True`).
+    pub python_frames: bool,
+    /// Python call stacks written as text on operators (`Call stack`, older traces).
+    pub call_stacks: bool,
+    /// Operator input shapes and types (`record_shapes=True`).
+    pub shapes: bool,
+    /// Allocator events (`profile_memory=True`, CUDA memory-usage tracing).
+    pub memory_events: bool,
+    /// The allocator events carry the caching allocator's allocated total, not only what it
+    /// reserved from the driver.
+    pub allocated_totals: bool,
+    /// User annotations: NVTX ranges, `record_function`, step markers.
+    pub annotations: bool,
+    /// OS runtime calls (`clock_nanosleep`, `futex` ...).
+    pub os_calls: bool,
+    /// Periodic CPU samples with call chains.
+    pub cpu_samples: bool,
+    /// The host threads that have spans, by (pid, tid), with the name the capture gives each.
+    pub host_threads: Vec<HostThread>,
+    /// How often counters were sampled, when the trace has counters.
+    pub counter_period: Option<CounterPeriod>,
+    /// Recording starts a moment into the first profiled step: a window of steps opens with a
+    /// hole that the profiler, not the program, leaves.
+    pub startup_hole: bool,
+    /// For a capture without CPU-side data: what it lacks and how to record it, in the
+    /// capturing tool's terms (`the trace has no CPU operators: profile with ...`). Empty when
+    /// the reader has no words for it.
+    pub no_cpu_data: String,
+}
+
+/// One host thread of a capture.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct HostThread {
+    /// Process id.
+    pub pid: i64,
+    /// Thread id, as in the spans.
+    pub tid: i64,
+    /// The thread's name, when the capture records one (`thread 808 (python3)`, `pt_autograd_0`).
+    pub name: Option<String>,
+}
+
+/// How often counters were sampled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CounterPeriod {
+    /// The interval, ns: a sample stamped S stands for [S, S + interval).
+    pub ns: i64,
+    /// Read from the log's timestamps; false when assumed (a log without times).
+    pub measured: bool,
+}
+
+impl CounterPeriod {
+    /// nvidia-smi's default interval (`dmon`, `--query-gpu -l 1`): 1 s.
+    pub const DEFAULT_NS: i64 = 1_000_000_000;
+
+    /// The default interval, assumed.
+    pub fn assumed() -> Self {
+        CounterPeriod {
+            ns: Self::DEFAULT_NS,
+            measured: false,
+        }
+    }
+}
+
+impl Capture {
+    /// What the events of a finished `trace` show: the part of the description every reader
+    /// derives the same way. A reader calls it after [`Trace::finish`], then sets what only
+    /// its format says (launch geometry, declared tables, thread names, the start-up hole).
+    pub fn from_events(trace: &Trace) -> Capture {
+        let has_span =
+            |kinds: &[HostKind]| trace.host_spans.iter().any(|s| kinds.contains(&s.kind));
+        Capture {
+            kernels: trace.gpu_ops.iter().any(|o| o.kind == GpuOpKind::Kernel),
+            launch_geometry: false,
+            occupancy: trace
+                .gpu_ops
+                .iter()
+                .any(|o| o.kernel.is_some_and(|k| k.occupancy_pct.is_some())),
+            api_calls: has_span(&[HostKind::Runtime, HostKind::Driver]),
+            cpu_ops: has_span(&[HostKind::CpuOp]),
+            python_frames: has_span(&[HostKind::Python]),
+            call_stacks: trace.host_spans.iter().any(|s| s.call_stack != 0),
+            shapes: trace.host_spans.iter().any(|s| s.input_dims != 0),
+            memory_events: !trace.memory.is_empty(),
+            allocated_totals: trace.memory.iter().any(|m| m.total_allocated.is_some()),
+            annotations: has_span(&[HostKind::Annotation, HostKind::GpuAnnotation]),
+            os_calls: has_span(&[HostKind::OsCall]),
+            cpu_samples: !trace.cpu_samples.is_empty(),
+            // Annotations projected onto a GPU stream sit on the stream's lane, not a thread's.
+            host_threads: trace
+                .index
+                .spans_by_thread
+                .iter()
+                .filter(|(_, spans)| {
+                    spans
+                        .iter()
+                        .any(|&i| trace.host_spans[i as usize].kind != HostKind::GpuAnnotation)
+                })
+                .map(|((pid, tid), _)| HostThread {
+                    pid: *pid,
+                    tid: *tid,
+                    name: None,
+                })
+                .collect(),
+            counter_period: None,
+            startup_hole: false,
+            no_cpu_data: String::new(),
+        }
+    }
+
+    /// Names the host threads from `names` ((pid, tid, name) as the capture lists them; the
+    /// first name of a thread wins).
+    pub fn name_threads<'a>(&mut self, names: impl IntoIterator<Item = (i64, i64, &'a str)>) {
+        let mut first: FxHashMap<(i64, i64), &str> = FxHashMap::default();
+        for (pid, tid, name) in names {
+            first.entry((pid, tid)).or_insert(name);
+        }
+        for t in &mut self.host_threads {
+            if let Some(n) = first.get(&(t.pid, t.tid)) {
+                t.name = Some(n.to_string());
+            }
+        }
+    }
+
+    /// The counters' sampling interval, ns: the recorded one, else nvidia-smi's default.
+    pub fn counter_period_ns(&self) -> i64 {
+        self.counter_period
+            .map_or(CounterPeriod::DEFAULT_NS, |p| p.ns)
+    }
 }
 
 /// The software the trace was captured with, as far as the source records it.
@@ -392,9 +542,11 @@ pub struct HostSpan {
     pub correlation: u64,
     /// Profiler external id (0 when absent).
     pub external_id: u64,
-    /// Input shapes as recorded (`Input Dims`, raw JSON), 0 when absent.
+    /// Input shapes as recorded (`Input Dims`, raw JSON), 0 when absent; read them through
+    /// [`Trace::input_dims`] and [`Trace::input_shapes`].
     pub input_dims: StrId,
-    /// Input types as recorded (`Input type`, raw JSON), 0 when absent.
+    /// Input types as recorded (`Input type`, raw JSON), 0 when absent; read them through
+    /// [`Trace::input_types`].
     pub input_types: StrId,
     /// Python call stack as recorded by old traces (`Call stack`), 0 when absent.
     pub call_stack: StrId,
@@ -594,10 +746,15 @@ pub struct Trace {
     pub warnings: Vec<String>,
     /// `Concrete Inputs` (stride, padding, masks) of convolution and attention operators
     /// (Kineto), keyed by the span's (pid, tid, start, name): nested operators can start at
-    /// the same instant. Sorted; see [`Trace::concrete_inputs_of`].
+    /// the same instant. Sorted; read through [`Trace::concrete_inputs_of`].
     pub concrete_inputs: Vec<((i64, i64, i64, StrId), StrId)>,
     /// CPU samples (Nsight Systems `-s cpu`), sorted by (pid, tid, time).
     pub cpu_samples: Vec<CpuSample>,
+    /// The API entry point of each runtime or driver call name recorded with a version suffix
+    /// (Nsight Systems tags every CUDA call with the version that introduced it,
+    /// `cudaFree_v3020`; CUDA's versioned entry points read `cuMemAlloc_v2`): (recorded name,
+    /// API name) string ids, sorted. Filled by the readers; read through [`Trace::api_name`].
+    pub api_names: Vec<(StrId, StrId)>,
     /// Indexes; valid after [`Trace::finish`].
     pub index: Indexes,
 }
@@ -742,21 +899,43 @@ impl Trace {
         }
     }
 
-    /// The recorded `Concrete Inputs` of span `i` (convolution and attention operators of
-    /// Kineto traces recorded with shapes), e.g. `["","","[3, 3]","[2, 2]","[1, 1]","1"]`.
-    pub fn concrete_inputs_of(&self, i: u32) -> Option<&str> {
-        let s = self.host_spans.get(i as usize)?;
-        let key = (s.pid, s.tid, s.start, s.name);
-        let k = self
-            .concrete_inputs
-            .binary_search_by_key(&key, |e| e.0)
-            .ok()?;
-        Some(self.str(self.concrete_inputs[k].1))
-    }
-
     /// Name of a string id.
     pub fn str(&self, id: StrId) -> &str {
         self.strings.get(id)
+    }
+
+    /// The API that a runtime or driver call recorded as `name` calls, without the version
+    /// suffix of the recorded name: `cudaFree` for `cudaFree_v3020`, the name itself when it
+    /// has none.
+    pub fn api_name(&self, name: StrId) -> &str {
+        match self.api_names.binary_search_by_key(&name, |e| e.0) {
+            Ok(k) => self.str(self.api_names[k].1),
+            Err(_) => self.str(name),
+        }
+    }
+
+    /// Fills [`Trace::api_names`] from the runtime and driver calls' names: a reader calls it
+    /// once its spans are in.
+    pub(crate) fn name_api_calls(&mut self) {
+        let mut seen = vec![false; self.strings.len()];
+        for s in &self.host_spans {
+            if matches!(s.kind, HostKind::Runtime | HostKind::Driver)
+                && let Some(v) = seen.get_mut(s.name as usize)
+            {
+                *v = true;
+            }
+        }
+        let mut names = Vec::new();
+        for (id, _) in seen.iter().enumerate().filter(|(_, v)| **v) {
+            let id = id as StrId;
+            let recorded = self.strings.get(id);
+            let api = without_api_version(recorded);
+            if api.len() < recorded.len() {
+                let api = api.to_string();
+                names.push((id, self.strings.intern(&api)));
+            }
+        }
+        self.api_names = names;
     }
 
     /// Sorts the event vectors, detects steps and builds the indexes.
@@ -1015,6 +1194,20 @@ impl Trace {
     }
 }
 
+/// A CUDA API name without its version suffixes, `_v` and digits at the end
+/// (`cudaStreamGetCaptureInfo_v2_v11030` -> `cudaStreamGetCaptureInfo`).
+pub(crate) fn without_api_version(name: &str) -> &str {
+    let mut n = name;
+    while let Some(k) = n.rfind("_v") {
+        let digits = &n[k + 2..];
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            break;
+        }
+        n = &n[..k];
+    }
+    n
+}
+
 /// True for a Python frame that belongs to the user's code rather than torch or a library.
 pub fn is_user_frame(name: &str) -> bool {
     let n = name.trim();
@@ -1050,67 +1243,31 @@ pub fn is_user_frame(name: &str) -> bool {
         && !n.starts_with("<built-in")
 }
 
-/// Parses `Memcpy HtoD (Pageable -> Device)` into (direction, source kind, destination kind).
-pub fn parse_memcpy_name(name: &str) -> (CopyDirection, MemKind, MemKind) {
-    let rest = name.strip_prefix("Memcpy ").unwrap_or(name);
-    let (dir, kinds) = match rest.split_once(' ') {
-        Some((d, k)) => (d, k),
-        None => (rest, ""),
-    };
-    let direction = direction_from_label(dir);
-    let kinds = kinds.trim().trim_start_matches('(').trim_end_matches(')');
-    let (src, dst) = match kinds.split_once("->") {
-        Some((s, d)) => (mem_kind(s.trim()), mem_kind(d.trim())),
-        None => (MemKind::Unknown, MemKind::Unknown),
-    };
-    (direction, src, dst)
-}
-
-/// Direction from a label such as `HtoD`.
-pub fn direction_from_label(dir: &str) -> CopyDirection {
-    match dir {
-        "HtoD" => CopyDirection::HtoD,
-        "DtoH" => CopyDirection::DtoH,
-        "DtoD" => CopyDirection::DtoD,
-        "HtoH" => CopyDirection::HtoH,
-        "PtoP" => CopyDirection::PtoP,
-        _ => CopyDirection::Unknown,
-    }
-}
-
-fn mem_kind(s: &str) -> MemKind {
-    match s {
-        "Pageable" => MemKind::Pageable,
-        "Pinned" => MemKind::Pinned,
-        "Device" => MemKind::Device,
-        "Managed" => MemKind::Managed,
-        "Host" => MemKind::Host,
-        _ => MemKind::Unknown,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn memcpy_names() {
+    fn api_versions() {
+        assert_eq!(without_api_version("cudaFree_v3020"), "cudaFree");
+        assert_eq!(without_api_version("cuMemAlloc_v2"), "cuMemAlloc");
         assert_eq!(
-            parse_memcpy_name("Memcpy HtoD (Pageable -> Device)"),
-            (CopyDirection::HtoD, MemKind::Pageable, MemKind::Device)
+            without_api_version("cudaStreamGetCaptureInfo_v2_v11030"),
+            "cudaStreamGetCaptureInfo"
         );
-        assert_eq!(
-            parse_memcpy_name("Memcpy DtoH (Device -> Pinned)"),
-            (CopyDirection::DtoH, MemKind::Device, MemKind::Pinned)
-        );
-        assert_eq!(
-            parse_memcpy_name("Memcpy HtoD (Host -> Device)"),
-            (CopyDirection::HtoD, MemKind::Host, MemKind::Device)
-        );
-        assert_eq!(
-            parse_memcpy_name("Memcpy"),
-            (CopyDirection::Unknown, MemKind::Unknown, MemKind::Unknown)
-        );
+        assert_eq!(without_api_version("cuLaunchKernel"), "cuLaunchKernel");
+        assert_eq!(without_api_version("cudaFoo_vx"), "cudaFoo_vx");
+        assert_eq!(without_api_version("_v2"), "");
+        let mut t = Trace::default();
+        let free = t.strings.intern("cudaFree_v3020");
+        let op = t.strings.intern("aten::mm_v2");
+        t.host_spans
+            .push(HostSpan::new(HostKind::Runtime, 1, 1, 0, 5, free));
+        t.host_spans
+            .push(HostSpan::new(HostKind::CpuOp, 1, 1, 0, 9, op));
+        t.name_api_calls();
+        assert_eq!(t.api_name(free), "cudaFree");
+        assert_eq!(t.api_name(op), "aten::mm_v2", "only calls are API names");
     }
 
     #[test]

@@ -461,7 +461,10 @@ pub fn parse(path: &Path) -> Result<Trace, LoadError> {
         )
     };
 
+    let mut kernel_geometry = false;
     if db.has("CUPTI_ACTIVITY_KIND_KERNEL") {
+        let cols = db.columns("CUPTI_ACTIVITY_KIND_KERNEL")?;
+        kernel_geometry = ["gridX", "blockX"].iter().all(|c| cols.contains(*c));
         db.select(
             "CUPTI_ACTIVITY_KIND_KERNEL",
             &[
@@ -748,7 +751,38 @@ pub fn parse(path: &Path) -> Result<Trace, LoadError> {
         .filter(|t| ACTIVITY.contains(&t.as_str()) || t.as_str() == "CUDA_GPU_MEMORY_USAGE_EVENTS")
         .cloned()
         .collect();
+    // Every runtime call is tagged with the CUDA version that introduced it
+    // (`cudaFree_v3020`): the model names the API it calls.
+    trace.name_api_calls();
+    let mut thread_names: Vec<(i64, i64, String)> = Vec::new();
+    if db.has("ThreadNames") {
+        db.select("ThreadNames", &["globalTid", "nameId"], |r| {
+            let (pid, tid) = split_global_tid(r.i(0).unwrap_or(0));
+            let name = trace.strings.get(name_of(r.i(1))).trim();
+            if !name.is_empty() {
+                thread_names.push((pid, tid, name.to_string()));
+            }
+            Ok(())
+        })?;
+    }
     trace.finish();
+    // What was traced is declared by the tables the export holds.
+    let mut capture = Capture::from_events(&trace);
+    capture.kernels = db.has("CUPTI_ACTIVITY_KIND_KERNEL");
+    capture.launch_geometry =
+        kernel_geometry && trace.gpu_ops.iter().any(|o| o.kind == GpuOpKind::Kernel);
+    capture.api_calls = db.has("CUPTI_ACTIVITY_KIND_RUNTIME");
+    capture.annotations = db.has("NVTX_EVENTS");
+    capture.os_calls = db.has("OSRT_API");
+    capture.cpu_samples = db.has("COMPOSITE_EVENTS") && db.has("SAMPLING_CALLCHAINS");
+    capture.memory_events = db.has("CUDA_GPU_MEMORY_USAGE_EVENTS");
+    capture.name_threads(
+        thread_names
+            .iter()
+            .map(|(pid, tid, n)| (*pid, *tid, n.as_str())),
+    );
+    capture.no_cpu_data = "this export has no CPU-side data; capture with `-t cuda,nvtx,osrt --pytorch=autograd-nvtx -s cpu`".into();
+    trace.meta.capture = capture;
     Ok(trace)
 }
 

@@ -60,6 +60,7 @@ pub fn attach(primary: &mut Trace, aux: &Trace) -> Result<String, String> {
         .counters
         .sort_by(|a, b| (a.gpu, &a.metric).cmp(&(b.gpu, &b.metric)));
     primary.counter_clock = aux.counter_clock;
+    primary.meta.capture.counter_period = aux.meta.capture.counter_period;
     Ok(format!(
         "{name}: aligned by wall clock (log time taken as UTC{:+} h; a sample stamped S covers the second from S)",
         offset as f64 / 3600.0

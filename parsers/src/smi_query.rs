@@ -169,4 +169,34 @@ mod tests {
         );
         assert!(t.counters.iter().any(|c| c.metric == "pcie_gen"));
     }
+
+    #[test]
+    fn sampling_period_from_the_timestamps() {
+        // -lms 500 on two GPUs: each GPU's rows are 0.5 s apart plus the query's milliseconds.
+        let mut csv = String::from("timestamp, index, utilization.gpu [%]\n");
+        for k in 0..6 {
+            for gpu in 0..2 {
+                let ms = 500 * k + 3 * (k % 2) + gpu;
+                csv.push_str(&format!(
+                    "2026/11/29 16:35:{:02}.{:03}, {gpu}, 5 %\n",
+                    30 + ms / 1000,
+                    ms % 1000
+                ));
+            }
+        }
+        let t = parse(csv.as_bytes(), "q.csv", ClockOptions::default()).unwrap();
+        assert_eq!(
+            t.meta.capture.counter_period,
+            Some(CounterPeriod {
+                ns: 500_000_000,
+                measured: true
+            })
+        );
+        let csv = "index, utilization.gpu [%]\n0, 5 %\n0, 7 %\n";
+        let t = parse(csv.as_bytes(), "q.csv", ClockOptions::default()).unwrap();
+        assert_eq!(
+            t.meta.capture.counter_period,
+            Some(CounterPeriod::assumed())
+        );
+    }
 }

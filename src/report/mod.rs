@@ -163,6 +163,96 @@ pub fn format_name(t: &Trace) -> (&'static str, &'static str) {
         .describe()
 }
 
+/// `tracehound info`'s lines on what the capture recorded ([`tracehound_parsers::Capture`]).
+fn capture_lines(c: &tracehound_parsers::Capture) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let with = |what: &str, extras: &[(bool, &str)]| {
+        let e: Vec<&str> = extras.iter().filter(|x| x.0).map(|x| x.1).collect();
+        if e.is_empty() {
+            what.to_string()
+        } else {
+            format!("{what} ({})", e.join(", "))
+        }
+    };
+    let kinds: Vec<String> = [
+        (
+            c.kernels,
+            with(
+                "kernels",
+                &[
+                    (c.launch_geometry, "launch geometry"),
+                    (c.occupancy, "occupancy"),
+                ],
+            ),
+        ),
+        (c.api_calls, "runtime/driver calls".to_string()),
+        (c.cpu_ops, "CPU operators".to_string()),
+        (c.python_frames, "Python frames".to_string()),
+        (c.call_stacks, "call stacks".to_string()),
+        (c.shapes, "input shapes".to_string()),
+        (
+            c.memory_events,
+            with(
+                "allocator events",
+                &[(c.allocated_totals, "allocated totals")],
+            ),
+        ),
+        (c.annotations, "annotations".to_string()),
+        (c.os_calls, "OS runtime calls".to_string()),
+        (c.cpu_samples, "CPU samples".to_string()),
+    ]
+    .into_iter()
+    .filter(|k| k.0)
+    .map(|k| k.1)
+    .collect();
+    if !kinds.is_empty() {
+        let _ = writeln!(s, "  capture: {}", kinds.join(", "));
+    }
+    if c.startup_hole {
+        let _ = writeln!(
+            s,
+            "  capture starts inside its first step: the leading hole is the profiler's"
+        );
+    }
+    if !c.host_threads.is_empty() {
+        const SHOWN: usize = 8;
+        let names: Vec<String> = c
+            .host_threads
+            .iter()
+            .take(SHOWN)
+            .map(|h| match &h.name {
+                Some(n) => format!("{}/{} {n}", h.pid, h.tid),
+                None => format!("{}/{}", h.pid, h.tid),
+            })
+            .collect();
+        let more = c.host_threads.len().saturating_sub(SHOWN);
+        let _ = writeln!(
+            s,
+            "  host threads: {}{}",
+            names.join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        );
+    }
+    if let Some(p) = c.counter_period {
+        let _ = writeln!(
+            s,
+            "  counter period: {} ({})",
+            fmt_ns(p.ns),
+            if p.measured {
+                "from the timestamps"
+            } else {
+                "assumed: nvidia-smi's default"
+            }
+        );
+    }
+    s
+}
+
 /// `tracehound info`: what was detected and loaded.
 pub fn info(t: &Trace) -> String {
     use std::fmt::Write;
@@ -350,6 +440,7 @@ pub fn info(t: &Trace) -> String {
             .collect();
         let _ = writeln!(s, "  capture options: {}", opts.join(", "));
     }
+    let _ = write!(s, "{}", capture_lines(&t.meta.capture));
     if !t.stats.skipped.is_empty() {
         let sk: Vec<String> = t
             .stats

@@ -173,7 +173,8 @@ impl Loaded {
                     (top && shown).then(|| Item {
                         start: s.start,
                         end: s.end.max(s.start + 1),
-                        class: if tracehound_heuristics::names::is_sync_call(trace.str(s.name)) {
+                        class: if tracehound_heuristics::names::is_sync_call(trace.api_name(s.name))
+                        {
                             ItemClass::SyncCall
                         } else {
                             ItemClass::HostOp

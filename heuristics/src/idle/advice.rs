@@ -62,7 +62,7 @@ pub fn advice(kind: CauseKind, leaf: &str) -> String {
             "The training thread waits in {leaf}: a sleep, a lock or I/O on the critical path; move it off the training thread."
         ),
         CauseKind::Untraced => {
-            if l.contains("no cpu-side data") || l.contains("no cpu operators") {
+            if leaf.starts_with(super::NO_CPU_DATA) {
                 format!("The trace cannot say what the host did: {leaf}.")
             } else {
                 "Host time the profiler did not break down: record with `with_stack=True` (Kineto) to see the Python frames.".to_string()

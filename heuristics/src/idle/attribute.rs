@@ -3,7 +3,7 @@
 
 use super::calls::*;
 use super::*;
-use crate::names::{api_name, is_sync_call, short_name, span_name};
+use crate::names::{is_sync_call, short_name, span_name};
 use rustc_hash::FxHashSet;
 use std::sync::{Mutex, OnceLock};
 use tracehound_parsers::{HostKind, NONE, Trace, activity::ThreadKey};
@@ -87,8 +87,9 @@ pub(super) struct Attributor<'t> {
     launched: Vec<u64>,
     /// Whether the trace records CPU operators or Python frames.
     cpu_data: bool,
-    /// What untraced time is called when the trace has no CPU-side data, by format.
-    no_cpu_leaf: &'static str,
+    /// What untraced time is called when the trace has no CPU-side data, in the words of the
+    /// capture's reader.
+    no_cpu_leaf: String,
     /// Whether the trace shows module loading anywhere (a module-load call, or a launch
     /// or runtime call that took milliseconds): only then is host time in the first call of
     /// an operator read as first-call cost. Without it, such time at the start of a Kineto
@@ -132,11 +133,11 @@ impl<'t> Attributor<'t> {
             .host_spans
             .iter()
             .any(|s| matches!(s.kind, HostKind::CpuOp | HostKind::Python));
-        let no_cpu_leaf = if trace.meta.format == Some(tracehound_parsers::SourceFormat::Nsys) {
-            "host code outside CUDA calls (this export has no CPU-side data; capture with `-t cuda,nvtx,osrt --pytorch=autograd-nvtx -s cpu`)"
-        } else {
-            "host code outside CUDA calls (the trace has no CPU operators: profile with ProfilerActivity.CPU and with_stack=True)"
+        let missing = match trace.meta.capture.no_cpu_data.as_str() {
+            "" => "the trace has no CPU-side data",
+            m => m,
         };
+        let no_cpu_leaf = format!("{NO_CPU_DATA} ({missing})");
         Attributor {
             trace,
             main_thread: OnceLock::new(),
@@ -156,18 +157,18 @@ impl<'t> Attributor<'t> {
 
     /// What time no span covers is called: code the profiler did not trace, or, in a trace
     /// without CPU-side data, host code outside CUDA calls with how to capture it.
-    fn untraced_leaf(&self) -> &'static str {
+    fn untraced_leaf(&self) -> &str {
         if self.cpu_data {
             "no span recorded (code the profiler did not trace)"
         } else {
-            self.no_cpu_leaf
+            &self.no_cpu_leaf
         }
     }
 
     fn is_blocking(&self, i: u32) -> bool {
         let s = &self.trace.host_spans[i as usize];
         matches!(s.kind, HostKind::Runtime | HostKind::Driver)
-            && (is_sync_call(self.trace.str(s.name))
+            && (is_sync_call(self.trace.api_name(s.name))
                 || (s.correlation != 0 && self.sync_corr.contains(&s.correlation)))
     }
 
@@ -263,7 +264,7 @@ impl<'t> Attributor<'t> {
                 .any(|&k| {
                     let s = &t.host_spans[k as usize];
                     matches!(s.kind, HostKind::Runtime | HostKind::Driver)
-                        && is_timing_sync(api_name(t.str(s.name)))
+                        && is_timing_sync(t.api_name(s.name))
                 })
         };
         match self.conv_tuned.lock() {
@@ -307,7 +308,7 @@ impl<'t> Attributor<'t> {
         *self.loads_modules.get_or_init(|| {
             trace.host_spans.iter().any(|s| {
                 matches!(s.kind, HostKind::Runtime | HostKind::Driver) && {
-                    let n = api_name(trace.str(s.name));
+                    let n = trace.api_name(s.name);
                     is_module_load_call(n)
                         || (s.dur() >= SLOW_CALL_NS && !is_sync_call(n) && !is_alloc_call(n))
                 }
@@ -372,7 +373,7 @@ impl<'t> Attributor<'t> {
         };
         match s.kind {
             HostKind::Runtime | HostKind::Driver => {
-                let call = api_name(t.str(s.name));
+                let call = t.api_name(s.name);
                 if is_alloc_call(call) {
                     raw(CauseKind::Allocator, Leaf::CallIn(s.name, op_name), frame)
                 } else if is_module_load_call(call) {
@@ -482,24 +483,22 @@ impl<'t> Attributor<'t> {
             Leaf::Untraced => self.untraced_leaf().to_string(),
             Leaf::Loader(n) => t.str(n).chars().take(90).collect(),
             Leaf::Conv(c) => {
-                let c = &t.host_spans[c as usize];
                 let shape = t
-                    .str(c.input_dims)
-                    .trim_start_matches('[')
-                    .split(']')
-                    .next()
+                    .input_dims(c)
+                    .first()
                     .filter(|d| !d.is_empty())
-                    .map(|d| format!(" on input [{d}]"))
+                    .map(|d| {
+                        let d: Vec<String> = d.iter().map(u64::to_string).collect();
+                        format!(" on input [{}]", d.join(", "))
+                    })
                     .unwrap_or_default();
-                format!("{}{shape}", t.str(c.name))
+                format!("{}{shape}", t.str(t.host_spans[c as usize].name))
             }
-            Leaf::CallIn(call, op) => in_op(api_name(t.str(call)), op),
-            Leaf::FirstCallIn(call, op) => {
-                in_op(&format!("first call ({})", api_name(t.str(call))), op)
-            }
-            Leaf::OpCall(0, call) => api_name(t.str(call)).to_string(),
-            Leaf::OpCall(op, call) => format!("{} ({})", t.str(op), api_name(t.str(call))),
-            Leaf::Call(call) => api_name(t.str(call)).to_string(),
+            Leaf::CallIn(call, op) => in_op(t.api_name(call), op),
+            Leaf::FirstCallIn(call, op) => in_op(&format!("first call ({})", t.api_name(call)), op),
+            Leaf::OpCall(0, call) => t.api_name(call).to_string(),
+            Leaf::OpCall(op, call) => format!("{} ({})", t.str(op), t.api_name(call)),
+            Leaf::Call(call) => t.api_name(call).to_string(),
             Leaf::FirstOp(op) => format!("first call of {}", t.str(op)),
             Leaf::HostWork(op) => format!("{} (host work)", t.str(op)),
             Leaf::OnCpu(op) => format!("{} on CPU", t.str(op)),
@@ -594,7 +593,7 @@ impl<'t> Attributor<'t> {
         });
         if let Some(sync) = drain {
             let op = t.outermost_cpu_op(sync);
-            let call = api_name(span_name(t, sync, ""));
+            let call = t.api_name(t.host_spans[sync as usize].name);
             gap.drained_by = Some(if op != NONE {
                 format!("{} ({call})", span_name(t, op, ""))
             } else {

@@ -44,13 +44,18 @@ const LAUNCH_LATENCY_NS: i64 = 50_000;
 /// wakes a few µs after the GPU finishes; 20 µs covers the wake-up and the return path.
 const DRAIN_SLACK_NS: i64 = 20_000;
 
-/// The leading gap of a Kineto capture up to this long is the profiler starting up: every
-/// capture we have opens with a 1-4 ms hole; 5 ms leaves room and stays far below the stalls
-/// the rule is for.
+/// The leading gap of a capture that starts recording inside its first step (Kineto's, as
+/// [`Capture::startup_hole`](tracehound_parsers::Capture::startup_hole) says) up to this long
+/// is the profiler starting up: every capture we have opens with a 1-4 ms hole; 5 ms leaves
+/// room and stays far below the stalls the rule is for.
 const PROFILER_STARTUP_NS: i64 = 5_000_000;
 
 /// A gap whose largest category holds less than this share of its time is "mixed".
 const MIXED_BELOW: f64 = 1.0 / 3.0;
+
+/// How untraced host time starts in a trace without CPU-side data; what follows, in
+/// brackets, is the capture reader's note on what is missing.
+const NO_CPU_DATA: &str = "host code outside CUDA calls";
 
 /// Category of host activity during GPU idle time; the advice depends on it and on the leaf.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -286,7 +291,7 @@ pub fn analyse_device(cx: &Scope, device: i32) -> DeviceIdle {
             if s == w.start
                 && e - s <= PROFILER_STARTUP_NS
                 && matches!(w.source, WindowSource::Steps { .. })
-                && trace.meta.format == Some(tracehound_parsers::SourceFormat::Kineto)
+                && trace.meta.capture.startup_hole
             {
                 return finish_gap(Gap {
                     parts: vec![Part {

@@ -95,7 +95,7 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
         {
             continue;
         }
-        let name = crate::names::api_name(t.str(s.name));
+        let name = t.api_name(s.name);
         match name {
             "cudaMalloc" | "hipMalloc" => mallocs += 1,
             "cudaFree" | "hipFree" => frees += 1,

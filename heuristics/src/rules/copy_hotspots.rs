@@ -12,7 +12,6 @@ use super::Rule;
 use crate::context::Ctx;
 use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns, metrics};
 use crate::names::most_common;
-use crate::shapes::items;
 use rustc_hash::FxHashMap;
 use tracehound_parsers::{GpuOpKind, HostKind, NONE, Trace};
 
@@ -68,8 +67,8 @@ fn caller_of(t: &Trace, root: u32) -> Option<&str> {
 /// `[16, 1024, 1024] float -> c10::BFloat16` from an `aten::copy_` (dst, src, ...) record.
 fn shape_dtype(t: &Trace, copy: u32) -> (String, Option<(String, String)>) {
     let s = &t.host_spans[copy as usize];
-    let dims = items(t.str(s.input_dims));
-    let types = items(t.str(s.input_types));
+    let dims = t.input_shapes(copy);
+    let types = t.input_types(copy);
     let shape = dims.first().cloned().unwrap_or_else(|| "?".into());
     let conv = match (types.first(), types.get(1)) {
         (Some(dst), Some(src)) if t.str(s.name) == "aten::copy_" => {

@@ -156,7 +156,7 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     let pwr = crate::counters::series(cx.trace, idle.device, "pwr");
     let cite = |t: i64| {
         let at = |s: Option<&tracehound_parsers::CounterSeries>| {
-            s.and_then(|s| crate::counters::value_at(s, t))
+            s.and_then(|s| crate::counters::value_at(cx.trace, s, t))
         };
         match (at(sm), at(pwr)) {
             (Some(u), Some(p)) => format!(" [nvidia-smi that second: SM {u:.0}%, {p:.0} W]"),
@@ -273,7 +273,9 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
             fmt_ns(idle.short_idle_ns),
             idle.short_count,
             match sm.and_then(|s| crate::counters::mean(
-                crate::counters::in_window(s, w).iter().map(|x| x.1)
+                crate::counters::in_window(cx.trace, s, w)
+                    .iter()
+                    .map(|x| x.1)
             )) {
                 Some(m) => format!("; nvidia-smi SM utilisation over the window {m:.0}%"),
                 None => String::new(),

@@ -35,7 +35,7 @@ impl Rule for LowSmUtilization {
                 continue;
             }
             let low = s.iter().filter(|x| x.1 < 30.0).count();
-            let impact = ((1.0 - m / 100.0) * s.len() as f64 * SAMPLE_NS as f64) as i64;
+            let impact = ((1.0 - m / 100.0) * s.len() as f64 * period(cx.trace) as f64) as i64;
             let share = 1.0 - m / 100.0;
             let mut f = base(
                 ID,

@@ -28,7 +28,7 @@ impl Rule for PowerHeadroom {
             let Some(p) = series(cx.trace, gpu, "pwr") else {
                 continue;
             };
-            let s: Vec<f64> = in_window(p, &w).iter().map(|x| x.1).collect();
+            let s: Vec<f64> = in_window(cx.trace, p, &w).iter().map(|x| x.1).collect();
             let (Some(m), Some(peak)) =
                 (mean(s.iter().copied()), s.iter().copied().reduce(f64::max))
             else {

@@ -47,7 +47,7 @@ impl Rule for Throttling {
                         && c < 0.9 * max
                     {
                         slow += 1;
-                        lost += (1.0 - c / max) * SAMPLE_NS as f64;
+                        lost += (1.0 - c / max) * period(t) as f64;
                     }
                 }
             }
@@ -120,7 +120,8 @@ impl Rule for Throttling {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tracehound_parsers::{CounterSeries, GpuInventory, Trace};
+    use tracehound_parsers::{CounterPeriod, CounterSeries, GpuInventory, Trace};
+    const SAMPLE_NS: i64 = CounterPeriod::DEFAULT_NS;
 
     fn series(metric: &str, values: &[f64]) -> CounterSeries {
         CounterSeries {

@@ -3,7 +3,8 @@
 //! register-heavy by design) with a low estimated occupancy.
 //!
 //! Kineto records grid, block, registers, shared memory and the estimated achieved occupancy
-//! of every kernel; the SM count comes from the trace's device properties. The impact of a
+//! of every kernel (ROCm's carry no grid: the capture says so, and their block count is not
+//! judged); the SM count comes from the trace's device properties. The impact of a
 //! kernel with `b ≤ SMs/2` blocks is its duration × (1 − b/SMs): the share of the GPU it left
 //! unused. Kernels under 10 µs on average are left to the launch-bound rule (their cost is the
 //! launch, not the fill), collectives are left out (NCCL uses few blocks by design), and the
@@ -68,7 +69,8 @@ impl Rule for UnderfilledKernels {
                 let low_occ = cx.kernel_class(op.name).unit.is_none()
                     && k.occupancy_pct
                         .is_some_and(|o| o > 0.0 && o < LOW_OCCUPANCY_PCT);
-                let underfilled = 2 * blocks <= u64::from(sms);
+                // A kernel without a recorded grid (ROCm's, in Kineto) is no one-block launch.
+                let underfilled = t.meta.capture.launch_geometry && 2 * blocks <= u64::from(sms);
                 if !underfilled && !low_occ
                     || crate::collectives::is_collective_kernel(t.str(op.name))
                 {

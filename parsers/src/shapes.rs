@@ -1,10 +1,53 @@
-//! The lists Kineto records per operator with `record_shapes`: `Input Dims`
-//! (`[[16, 1024], []]`), `Input type` (`["float", "Scalar"]`) and `Concrete Inputs`
-//! (`["", "[3, 3]", "1"]`).
+//! Operator inputs as the profiler recorded them: the lists Kineto writes per operator with
+//! `record_shapes`, `Input Dims` (`[[16, 1024], []]`), `Input type` (`["float", "Scalar"]`)
+//! and `Concrete Inputs` (`["", "[3, 3]", "1"]`), kept as text on the spans and read here into
+//! positions, so that analyses ask the trace for an operator's shapes and never parse the
+//! profiler's text themselves.
+
+use crate::model::Trace;
+
+impl Trace {
+    /// The dims of each input of span `i` by position (`[[16, 1024], []]` gives
+    /// `[[16, 1024], []]`); empty when the trace recorded no shapes for it.
+    pub fn input_dims(&self, i: u32) -> Vec<Vec<u64>> {
+        self.host_spans
+            .get(i as usize)
+            .map_or_else(Vec::new, |s| dims(self.str(s.input_dims)))
+    }
+
+    /// The shape of each input of span `i` as text, by position (`[16, 1024]`, `[]`), spaced
+    /// the same however the trace wrote it; empty when not recorded.
+    pub fn input_shapes(&self, i: u32) -> Vec<String> {
+        self.host_spans
+            .get(i as usize)
+            .map_or_else(Vec::new, |s| items(self.str(s.input_dims)))
+    }
+
+    /// The type of each input of span `i`, by position (`float`, `c10::BFloat16`, `Scalar`);
+    /// empty when not recorded.
+    pub fn input_types(&self, i: u32) -> Vec<String> {
+        self.host_spans
+            .get(i as usize)
+            .map_or_else(Vec::new, |s| items(self.str(s.input_types)))
+    }
+
+    /// The recorded scalar inputs of span `i` by position (`Concrete Inputs` of convolution and
+    /// attention operators recorded with shapes): `""` for a tensor, `[3, 3]`, `1`, `True`.
+    /// `None` when not recorded; read numbers out of an item with [`numbers`].
+    pub fn concrete_inputs_of(&self, i: u32) -> Option<Vec<String>> {
+        let s = self.host_spans.get(i as usize)?;
+        let key = (s.pid, s.tid, s.start, s.name);
+        let k = self
+            .concrete_inputs
+            .binary_search_by_key(&key, |e| e.0)
+            .ok()?;
+        Some(items(self.str(self.concrete_inputs[k].1)))
+    }
+}
 
 /// Top-level items of a recorded list as text: quotes dropped, whitespace normalised
 /// (`[16384,32000]` reads `[16384, 32000]`); empty for text that is no list.
-pub(crate) fn items(s: &str) -> Vec<String> {
+pub fn items(s: &str) -> Vec<String> {
     let s = s.trim();
     let Some(inner) = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')) else {
         return Vec::new();
@@ -40,7 +83,7 @@ fn item(s: &str) -> String {
 }
 
 /// The non-negative integers written in an item (`[4096, 8192]`, `3`).
-pub(crate) fn numbers(s: &str) -> Vec<u64> {
+pub fn numbers(s: &str) -> Vec<u64> {
     let mut out = Vec::new();
     let mut num: Option<u64> = None;
     for c in s.chars() {
@@ -59,7 +102,7 @@ pub(crate) fn numbers(s: &str) -> Vec<u64> {
 }
 
 /// Dims of a recorded `Input Dims` list: the dims of each input, by position.
-pub(crate) fn dims(s: &str) -> Vec<Vec<u64>> {
+pub fn dims(s: &str) -> Vec<Vec<u64>> {
     items(s).iter().map(|i| numbers(i)).collect()
 }
 
