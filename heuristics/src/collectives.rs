@@ -11,18 +11,62 @@ use crate::window::Window;
 use serde::{Deserialize, Serialize};
 use tracehound_parsers::{GpuOpKind, Trace};
 
-/// Whether a kernel name is a collective-communication kernel.
+/// Whether a kernel name is a communication kernel: NCCL's and RCCL's collectives (every
+/// naming scheme), MSCCL's, NVSHMEM's, DeepEP's expert-parallel dispatch and combine
+/// (`deep_ep::internode::combine`, DeepSeek's `dpsk::ep::…`), and the all-reduce and
+/// all-gather kernels that frameworks write over symmetric or peer memory (PyTorch's
+/// `multimem_all_reduce_kernel`, vLLM's `cross_device_reduce_1stage`). They run on purpose on
+/// few SMs beside compute, so the compute-efficiency rules leave them out.
 pub fn is_collective_kernel(name: &str) -> bool {
     let n = name.trim_start_matches("void ");
-    n.starts_with("ncclKernel")
+    if n.starts_with("ncclKernel")
         || n.starts_with("ncclDevKernel")
         || n.starts_with("nccl::")
         || n.starts_with("rccl")
+        || n.starts_with("msccl")
         || n.contains("ncclKernel_")
+        || n.contains("nvshmem")
+    {
+        return true;
+    }
+    // DeepEP's kernels move tokens between ranks, except the layout it computes locally.
+    if (n.contains("ep::internode::") || n.contains("ep::intranode::"))
+        && !n.contains("get_dispatch_layout")
+    {
+        return true;
+    }
+    // The name before its template and argument lists, so that arguments naming a type
+    // (`AllReduceParams`) do not count.
+    let head = name_head(n);
+    [
+        "all_reduce",
+        "allreduce",
+        "all_gather",
+        "allgather",
+        "reduce_scatter",
+        "reducescatter",
+        "all_to_all",
+        "alltoall",
+        "cross_device_reduce",
+    ]
+    .iter()
+    .any(|k| head.contains(k))
+}
+
+/// A kernel's name before its template and argument lists, lowercase, with anonymous
+/// namespaces left out (`(anonymous namespace)::multimem_all_reduce_kernel<…>(…)` →
+/// `multimem_all_reduce_kernel`).
+fn name_head(n: &str) -> String {
+    let n = n.replace("(anonymous namespace)::", "");
+    n.split(['<', '('])
+        .next()
+        .unwrap_or("")
+        .to_ascii_lowercase()
 }
 
 /// The collective a kernel runs, from its name: `AllReduce`, `AllGather`, `ReduceScatter`,
-/// `Broadcast`, `Reduce`, `SendRecv`, `AllToAll`, or `Generic`.
+/// `Broadcast`, `Reduce`, `SendRecv`, `AllToAll`, or `Generic`; DeepEP's dispatch and
+/// combine are the all-to-all of expert parallelism.
 pub fn collective_kind(name: &str) -> &'static str {
     const KINDS: [&str; 8] = [
         "AllReduce",
@@ -39,11 +83,30 @@ pub fn collective_kind(name: &str) -> &'static str {
         .strip_prefix("ncclDevKernel_")
         .or_else(|| n.strip_prefix("ncclKernel_"))
         .unwrap_or(n);
-    KINDS
-        .iter()
-        .find(|k| rest.starts_with(*k))
-        .copied()
-        .unwrap_or("Other")
+    if let Some(k) = KINDS.iter().find(|k| rest.starts_with(*k)) {
+        return k;
+    }
+    if n.contains("ep::internode::") || n.contains("ep::intranode::") {
+        return "AllToAll";
+    }
+    let head = name_head(n);
+    for (keys, kind) in [
+        (
+            ["all_reduce", "allreduce", "cross_device_reduce"],
+            "AllReduce",
+        ),
+        (["all_gather", "allgather", "all_gather"], "AllGather"),
+        (
+            ["reduce_scatter", "reducescatter", "reduce_scatter"],
+            "ReduceScatter",
+        ),
+        (["all_to_all", "alltoall", "all_to_all"], "AllToAll"),
+    ] {
+        if keys.iter().any(|k| head.contains(k)) {
+            return kind;
+        }
+    }
+    "Other"
 }
 
 /// One collective kernel a rank ran.
@@ -265,6 +328,38 @@ fn covered(u: &[(i64, i64)], a: i64, b: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn communication_beyond_nccl() {
+        for n in [
+            "void dpsk::ep::internode::combine<false, 8, __nv_bfloat16, 8, 2, 16, 24>(int4*, float*)",
+            "void deep_ep::intranode::dispatch<8, 768, 8192>(int4*, float*)",
+            "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>(c10::BFloat16*)",
+            "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*)",
+            "nvshmemi_transfer_rma_kernel(void*)",
+            "mscclKernel_Sum_float_Simple(ncclDevComm*)",
+        ] {
+            assert!(is_collective_kernel(n), "{n}");
+        }
+        for n in [
+            "void dpsk::ep::cuda::get_dispatch_layout<256, 32, 8>(long const*, int*)",
+            "void at::native::reduce_kernel<512, 1>(at::native::ReduceOp<float>)",
+            "sm90_xmma_gemm_bf16bf16_bf16f32(AllReduceParams)",
+            "triton_poi_fused_add_0",
+        ] {
+            assert!(!is_collective_kernel(n), "{n}");
+        }
+        assert_eq!(
+            collective_kind("void dpsk::ep::internode::combine<false, 8>(int4*)"),
+            "AllToAll"
+        );
+        assert_eq!(
+            collective_kind(
+                "void (anonymous namespace)::multimem_all_reduce_kernel<c10::BFloat16, 16>"
+            ),
+            "AllReduce"
+        );
+    }
 
     #[test]
     fn names_across_nccl_versions() {

@@ -17,6 +17,7 @@ pub mod idle;
 pub mod intern;
 pub mod job;
 pub mod names;
+pub mod phases;
 pub mod roofline;
 pub mod rules;
 pub mod scope;

@@ -111,17 +111,22 @@ pub fn stack_facts(cx: &Scope) -> Vec<StackFact> {
         let Some(g) = t.meta.gpus.iter().find(|g| g.id == d) else {
             continue;
         };
-        let mut v = g.name.clone();
+        // A trace may list a GPU without its name (ROCm's deviceProperties): say what it does
+        // list, without an empty name before it.
+        let mut parts: Vec<String> = Vec::new();
+        if !g.name.is_empty() {
+            parts.push(g.name.clone());
+        }
         if let Some((a, b)) = g.compute_capability {
-            v.push_str(&format!(", compute capability {a}.{b}"));
+            parts.push(format!("compute capability {a}.{b}"));
         }
         if let Some(n) = g.sm_count {
-            v.push_str(&format!(", {n} SMs"));
+            parts.push(format!("{n} SMs"));
         }
         if let Some(m) = g.memory_bytes {
-            v.push_str(&format!(", {}", fmt_bytes(m)));
+            parts.push(fmt_bytes(m));
         }
-        out.push(fact("gpu", format!("GPU {d}: {v}"), None));
+        out.push(fact("gpu", format!("GPU {d}: {}", parts.join(", ")), None));
         let Some((a, b)) = g.compute_capability else {
             continue;
         };

@@ -7,7 +7,7 @@ use crate::idle::CauseKind;
 use crate::names::short_name;
 use crate::window::{Window, memory_in_window};
 use serde::{Deserialize, Serialize};
-use tracehound_parsers::GpuOpKind;
+use tracehound_parsers::{GpuOpKind, HostKind};
 
 /// Per-device activity over the window.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -75,6 +75,15 @@ pub enum Bound {
     /// No GPU activity in the trace or the window.
     #[serde(rename = "no GPU activity")]
     NoGpuActivity,
+    /// Copies between host and device take most of the GPU's busy time.
+    #[serde(rename = "transfer-bound")]
+    Transfer,
+    /// The capture holds no kernel records, so GPU time cannot be judged.
+    #[serde(rename = "kernels not recorded")]
+    NotRecorded,
+    /// Most of the window is CUDA/HIP graph capture: launches recorded, not run.
+    #[serde(rename = "graph capture")]
+    GraphCapture,
 }
 
 impl Bound {
@@ -88,6 +97,9 @@ impl Bound {
             Bound::Underutilised => "underutilised",
             Bound::Snapshot => "snapshot",
             Bound::NoGpuActivity => "no GPU activity",
+            Bound::Transfer => "transfer-bound",
+            Bound::NotRecorded => "kernels not recorded",
+            Bound::GraphCapture => "graph capture",
         }
     }
 }
@@ -158,7 +170,7 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
                 .meta
                 .gpus
                 .iter()
-                .find(|g| g.id == d)
+                .find(|g| g.id == d && !g.name.is_empty())
                 .map(|g| g.name.clone()),
             busy_share: w.share(busy),
             kernels: k,
@@ -204,7 +216,94 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
     }
 }
 
+/// Kernel launches among the recorded runtime and driver calls (graph launches included).
+fn kernel_launches(cx: &Ctx) -> usize {
+    let t = cx.trace;
+    let launch: Vec<bool> = t
+        .strings
+        .matching(|n| n.contains("Launch") && (n.starts_with("cu") || n.starts_with("hip")));
+    t.host_spans
+        .iter()
+        .filter(|s| matches!(s.kind, HostKind::Runtime | HostKind::Driver))
+        .filter(|s| launch.get(s.name as usize).copied().unwrap_or(false))
+        .count()
+}
+
+/// When the capture recorded no kernels: what it holds instead, and why nothing can be said
+/// about kernel time. None when kernels were recorded.
+fn kernels_not_recorded(cx: &Ctx, devices: &[DeviceSummary]) -> Option<(Bound, String)> {
+    if cx.trace.meta.capture.kernels {
+        return None;
+    }
+    let launches = kernel_launches(cx);
+    let copies: u64 = devices.iter().map(|d| d.memcpys + d.memsets).sum();
+    if launches == 0 && copies == 0 {
+        return None;
+    }
+    let mut held = Vec::new();
+    if launches > 0 {
+        held.push(format!("{launches} kernel launches"));
+    }
+    if copies > 0 {
+        held.push(format!("{copies} copies and memsets"));
+    }
+    Some((
+        Bound::NotRecorded,
+        format!(
+            "kernels not recorded: the capture holds {} but no kernel records, so it cannot say where GPU time went. GPU kernel tracing was off or could not run (nsys profile without -t cuda, CUPTI unavailable as under WSL2, a profiler run without ProfilerActivity.CUDA): capture again with kernel activity on.",
+            held.join(" and ")
+        ),
+    ))
+}
+
+/// Share of the window `device` spends in copies and memsets, and in kernels (each the union
+/// of its intervals).
+fn copy_and_kernel_share(cx: &Ctx, device: i32) -> (f64, f64) {
+    let t = cx.trace;
+    let w = &cx.window;
+    let union = |pick: &dyn Fn(GpuOpKind) -> bool| {
+        let mut total = 0i64;
+        let mut last: Option<(i64, i64)> = None;
+        for &i in t.device_ops(device) {
+            let op = &t.gpu_ops[i as usize];
+            if !pick(op.kind) {
+                continue;
+            }
+            let (s, e) = (op.start.max(w.start), op.end.min(w.end));
+            if e <= s {
+                continue;
+            }
+            match &mut last {
+                Some(l) if s <= l.1 => l.1 = l.1.max(e),
+                _ => {
+                    if let Some(l) = last {
+                        total += l.1 - l.0;
+                    }
+                    last = Some((s, e));
+                }
+            }
+        }
+        total += last.map_or(0, |l| l.1 - l.0);
+        w.share(total)
+    };
+    (
+        union(&|k| matches!(k, GpuOpKind::Memcpy | GpuOpKind::Memset)),
+        union(&|k| k == GpuOpKind::Kernel),
+    )
+}
+
+/// Graph capture holding at least half the window makes the window a warm-up phase.
+const CAPTURE_SHARE: f64 = 0.5;
+
+/// Copies hold the GPU for at least half the window (and twice as long as kernels): the run
+/// is moving data more than computing. Below half, what the rest of the window holds (idle
+/// time, kernels) bounds the run and the copies are a finding of their own.
+const TRANSFER_SHARE: f64 = 0.5;
+
 fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
+    if let Some(v) = kernels_not_recorded(cx, devices) {
+        return v;
+    }
     let Some(main) = devices.iter().max_by(|a, b| {
         a.busy_share
             .total_cmp(&b.busy_share)
@@ -234,12 +333,43 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
                 "An nvidia-smi snapshot: inventory checks only, no activity over time.".into(),
             );
         }
+        if !cx.trace.counters.is_empty() {
+            return (
+                Bound::NoGpuActivity,
+                "The nvidia-smi log shows no period of GPU activity to judge.".into(),
+            );
+        }
         return (
             Bound::NoGpuActivity,
-            "No GPU activity in the trace: CPU-only profile.".into(),
+            "No GPU activity recorded: the capture holds no kernel, copy or GPU API records, so it says nothing about the GPU (the profiler recorded the CPU only, or GPU tracing was off: ProfilerActivity.CUDA, nsys profile -t cuda).".into(),
         );
     };
     let busy = main.busy_share;
+    let captures = crate::phases::graph_captures(cx.trace);
+    let (capture_ns, captured) = (captures.in_window(&cx.window), captures.launches);
+    if cx.window.share(capture_ns) >= CAPTURE_SHARE {
+        return (
+            Bound::GraphCapture,
+            format!(
+                "graph capture: {:.0}% of the window is CUDA/HIP graph capture ({captured} launches recorded into a graph, not run), a one-time warm-up: GPU {}'s idle time here says nothing about the steady state. Profile the steps that replay the graph.",
+                100.0 * cx.window.share(capture_ns),
+                main.device
+            ),
+        );
+    }
+    let (copy_share, kernel_share) = copy_and_kernel_share(cx, main.device);
+    if copy_share >= TRANSFER_SHARE && copy_share >= 2.0 * kernel_share {
+        return (
+            Bound::Transfer,
+            format!(
+                "transfer-bound: GPU {} is busy {:.0}% of the window, {:.0}% of the window copying data and {:.0}% running kernels: keep data on the GPU between steps instead of copying it back and forth, copy from pinned memory with non_blocking=True so copies overlap compute, and batch many small copies into few large ones.",
+                main.device,
+                100.0 * busy,
+                100.0 * copy_share,
+                100.0 * kernel_share
+            ),
+        );
+    }
     // Collectives that run with nothing beside them may be spinning while other ranks arrive:
     // busy, but not with this rank's work.
     if busy >= 0.7

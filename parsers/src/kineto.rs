@@ -717,7 +717,8 @@ impl Builder {
                 direction = direction_from_label(a.kind.as_str());
             }
         }
-        if kind == GpuOpKind::Kernel && (a.grid.is_some() || a.block.is_some()) {
+        let geometry = a.grid.is_some() || a.block.is_some();
+        if kind == GpuOpKind::Kernel && geometry {
             self.with_geometry += 1;
         }
         let kernel = (kind == GpuOpKind::Kernel).then(|| KernelInfo {
@@ -726,6 +727,7 @@ impl Builder {
             registers: a.registers.i64().unwrap_or(0).clamp(0, u16::MAX as i64) as u16,
             shared_mem: a.shared_mem.i64().unwrap_or(0).clamp(0, u32::MAX as i64) as u32,
             occupancy_pct: a.occupancy.f64().map(|v| v as f32),
+            geometry,
         });
         self.trace.gpu_ops.push(GpuOp {
             kind,

@@ -423,6 +423,10 @@ pub struct KernelInfo {
     pub shared_mem: u32,
     /// Estimated achieved occupancy in percent, when recorded.
     pub occupancy_pct: Option<f32>,
+    /// Whether the trace recorded this kernel's grid and block. Kernels replayed from a CUDA
+    /// or HIP graph, and ROCm's in Kineto, carry none; their `grid` and `block` then read
+    /// 1 × 1 × 1 and say nothing about the launch.
+    pub geometry: bool,
 }
 
 /// One operation on a GPU: kernel, memcpy, memset or sync.

@@ -297,7 +297,18 @@ pub fn parse(path: &Path) -> Result<Trace, LoadError> {
         "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
         "NVTX_EVENTS",
     ];
-    if !db.has("StringIds") || !ACTIVITY.iter().any(|t| db.has(t)) {
+    // An export of a capture that traced no CUDA, NVTX or OS-runtime activity still has the
+    // export's own tables (metadata, session start, GPUs): it is an export, of nothing on the
+    // GPU, and is said so rather than refused.
+    let is_export = [
+        "META_DATA_EXPORT",
+        "EXPORT_META_DATA",
+        "TARGET_INFO_SESSION_START_TIME",
+    ]
+    .iter()
+    .any(|t| db.has(t));
+    let has_activity = ACTIVITY.iter().any(|t| db.has(t));
+    if !db.has("StringIds") || !(has_activity || is_export) {
         return Err(LoadError::NotATrace {
             path: source,
             why: "an SQLite database, but not an Nsight Systems export (no StringIds and CUPTI_ACTIVITY_KIND_* / NVTX_EVENTS tables)".into(),
@@ -308,6 +319,11 @@ pub fn parse(path: &Path) -> Result<Trace, LoadError> {
         ..Default::default()
     };
     trace.meta.format = Some(SourceFormat::Nsys);
+    if !has_activity {
+        trace.warnings.push(
+            "the export holds no CUDA, NVTX or OS-runtime activity: the capture traced no GPU work (record with nsys profile -t cuda,nvtx)".into(),
+        );
+    }
     trace.strings.intern("");
     trace.stats.bytes_total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     trace.stats.bytes_parsed = trace.stats.bytes_total;
@@ -501,6 +517,7 @@ pub fn parse(path: &Path) -> Result<Trace, LoadError> {
                     registers: r.i(13).unwrap_or(0).clamp(0, u16::MAX as i64) as u16,
                     shared_mem: u(14).saturating_add(u(15)),
                     occupancy_pct: None,
+                    geometry: u(7) > 0 && u(10) > 0,
                 });
                 trace.gpu_ops.push(op);
                 Ok(())

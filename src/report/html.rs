@@ -101,6 +101,7 @@ pub fn cause_color(k: CauseKind) -> &'static str {
         CauseKind::GpuWait => "#ffb703",
         CauseKind::Unknown => "#cccccc",
         CauseKind::ProfilerStartup => "#e0e0e0",
+        CauseKind::GraphCapture => "#d9d9d9",
     }
 }
 

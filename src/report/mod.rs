@@ -144,7 +144,7 @@ pub fn gpu_names(t: &Trace) -> String {
             t.meta
                 .gpus
                 .iter()
-                .find(|g| g.id == *d)
+                .find(|g| g.id == *d && !g.name.is_empty())
                 .map(|g| format!("GPU {d} {}", g.name))
                 .unwrap_or_else(|| format!("GPU {d}"))
         })

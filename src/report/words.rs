@@ -73,9 +73,12 @@ impl Markup for Html {
 
 /// A worst instance: `at +12.34 ms, 1.2 ms: what — op @ frame` (the operator only `with_op`).
 pub fn instance(i: &Instance, m: &dyn Markup, with_op: bool) -> String {
+    // An instance before the window's start (work queued before the capture began) has a
+    // negative offset: `at -7.65 ms`, never `+-7.65`.
     let mut s = format!(
-        "at +{:.2} ms, {}: {}",
-        i.offset_ms,
+        "at {}{:.2} ms, {}: {}",
+        if i.offset_ms < 0.0 { "-" } else { "+" },
+        i.offset_ms.abs(),
         fmt_ns(i.dur_ns),
         m.text(&i.what)
     );
@@ -207,5 +210,10 @@ mod tests {
             instance(&i, &Plain, false),
             "at +1.50 ms, 2.0 ms: gap <x> @ train.py(3): step"
         );
+        let before = Instance {
+            offset_ms: -148.44,
+            ..inst()
+        };
+        assert!(instance(&before, &Plain, false).starts_with("at -148.44 ms,"));
     }
 }

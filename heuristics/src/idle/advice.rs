@@ -71,5 +71,6 @@ pub fn advice(kind: CauseKind, leaf: &str) -> String {
         CauseKind::GpuWait => "Work was queued but the GPU still waited: check cross-stream event waits and collectives on other streams, and whether a previous stream blocks this one.".to_string(),
         CauseKind::Unknown => "The launching thread is not in the trace: profile with ProfilerActivity.CPU so gaps can be attributed.".to_string(),
         CauseKind::ProfilerStartup => "Not a cost of the program: Kineto starts recording a moment into the first profiled step.".to_string(),
+        CauseKind::GraphCapture => "Not a steady-state cost: capturing a CUDA/HIP graph records its launches once, at warm-up, and the GPU idles meanwhile. Profile the steps that replay the graph (torch.profiler.schedule(wait, warmup, active) with warm-up past the capture).".to_string(),
     }
 }

@@ -89,11 +89,14 @@ pub enum CauseKind {
     /// The hole Kineto leaves at the start of the first profiled step while the profiler
     /// starts (1-4 ms on every capture we have): not the program's cost, so not in the impact.
     ProfilerStartup,
+    /// The host was capturing a CUDA/HIP graph: launches are recorded, not run, once, at
+    /// warm-up; not the steady state's cost, so not in the impact.
+    GraphCapture,
 }
 
 impl CauseKind {
     /// Every category, in order.
-    pub const ALL: [CauseKind; 14] = [
+    pub const ALL: [CauseKind; 15] = [
         CauseKind::HostSync,
         CauseKind::Allocator,
         CauseKind::ModuleLoad,
@@ -108,6 +111,7 @@ impl CauseKind {
         CauseKind::GpuWait,
         CauseKind::Unknown,
         CauseKind::ProfilerStartup,
+        CauseKind::GraphCapture,
     ];
 
     /// The category of a stable id ([`CauseKind::id`]).
@@ -132,7 +136,14 @@ impl CauseKind {
             CauseKind::GpuWait => "GPU-side waits",
             CauseKind::Unknown => "unknown host activity",
             CauseKind::ProfilerStartup => "profiler start-up",
+            CauseKind::GraphCapture => "CUDA-graph capture",
         }
+    }
+
+    /// Whether gaps of this kind are a one-time phase (profiler start-up, graph capture)
+    /// rather than the program's steady-state cost.
+    pub fn is_warm_up(self) -> bool {
+        matches!(self, CauseKind::ProfilerStartup | CauseKind::GraphCapture)
     }
 
     /// Stable snake_case id, for JSON metrics and tests.
@@ -152,6 +163,7 @@ impl CauseKind {
             CauseKind::GpuWait => "gpu_wait",
             CauseKind::Unknown => "unknown",
             CauseKind::ProfilerStartup => "profiler_startup",
+            CauseKind::GraphCapture => "graph_capture",
         }
     }
 }
@@ -217,16 +229,14 @@ impl DeviceIdle {
     pub fn gap_ns(&self) -> i64 {
         self.gaps
             .iter()
-            .filter(|g| g.kind != CauseKind::ProfilerStartup)
+            .filter(|g| !g.kind.is_warm_up())
             .map(|g| g.end - g.start)
             .sum()
     }
 
     /// Gaps that cost the program time (all but the profiler's start-up hole).
     pub fn costly_gaps(&self) -> impl Iterator<Item = &Gap> {
-        self.gaps
-            .iter()
-            .filter(|g| g.kind != CauseKind::ProfilerStartup)
+        self.gaps.iter().filter(|g| !g.kind.is_warm_up())
     }
 
     /// A launch-bound run: kernels so short that the idle time between them, in gaps below
@@ -284,10 +294,27 @@ pub fn analyse_device(cx: &Scope, device: i32) -> DeviceIdle {
     }
     // Gaps are independent: classify them in parallel (collect keeps their order).
     use rayon::prelude::*;
+    let captures = crate::phases::graph_captures(trace);
     let gaps: Vec<Gap> = long
         .par_iter()
         .map(|&(s, e)| {
             let gap = attr.classify(device, s, e);
+            // A gap mostly inside a graph capture: the host records launches, none run.
+            let captured = captures.overlap(s, e);
+            if 2 * captured >= e - s {
+                return finish_gap(Gap {
+                    parts: vec![Part {
+                        kind: CauseKind::GraphCapture,
+                        leaf: format!(
+                            "capturing a CUDA/HIP graph ({} launches recorded, not run)",
+                            captures.launches
+                        ),
+                        frame: None,
+                        ns: e - s,
+                    }],
+                    ..gap
+                });
+            }
             if s == w.start
                 && e - s <= PROFILER_STARTUP_NS
                 && matches!(w.source, WindowSource::Steps { .. })

@@ -69,8 +69,9 @@ impl Rule for UnderfilledKernels {
                 let low_occ = cx.kernel_class(op.name).unit.is_none()
                     && k.occupancy_pct
                         .is_some_and(|o| o > 0.0 && o < LOW_OCCUPANCY_PCT);
-                // A kernel without a recorded grid (ROCm's, in Kineto) is no one-block launch.
-                let underfilled = t.meta.capture.launch_geometry && 2 * blocks <= u64::from(sms);
+                // A kernel without a recorded grid (replayed from a graph, or ROCm's in Kineto)
+                // is no one-block launch: only what the trace recorded is judged.
+                let underfilled = k.geometry && 2 * blocks <= u64::from(sms);
                 if !underfilled && !low_occ
                     || crate::collectives::is_collective_kernel(t.str(op.name))
                 {

@@ -1,0 +1,77 @@
+//! Framework phases that the program passes through once and that are not its steady state:
+//! CUDA/HIP graph capture today. The idle engine names gaps inside them as what they are
+//! and keeps them out of the steady-state idle time; the verdict says when one fills the
+//! window.
+
+use crate::window::Window;
+use tracehound_parsers::{HostKind, Trace};
+
+/// The host's CUDA/HIP graph captures: each from a `StreamBeginCapture` call to the next
+/// `StreamEndCapture` on the same thread, sorted, and the kernel launches recorded into them
+/// (launches inside a capture are recorded into the graph, not run).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GraphCaptures {
+    /// (start, end) of each capture, ns, sorted by start.
+    pub intervals: Vec<(i64, i64)>,
+    /// Kernel launches made while a capture was open on their thread.
+    pub launches: usize,
+}
+
+impl GraphCaptures {
+    /// Time of `[start, end)` covered by a capture.
+    pub fn overlap(&self, start: i64, end: i64) -> i64 {
+        self.intervals
+            .iter()
+            .map(|&(a, b)| (b.min(end) - a.max(start)).max(0))
+            .sum()
+    }
+
+    /// Capture time inside the window.
+    pub fn in_window(&self, w: &Window) -> i64 {
+        self.overlap(w.start, w.end)
+    }
+}
+
+/// The graph captures of the trace's runtime and driver calls.
+pub fn graph_captures(trace: &Trace) -> GraphCaptures {
+    let mut calls: Vec<(i64, i64, u8)> = trace
+        .host_spans
+        .iter()
+        .filter(|s| matches!(s.kind, HostKind::Runtime | HostKind::Driver))
+        .filter_map(|s| {
+            let n = trace.api_name(s.name);
+            let what = if n.ends_with("StreamBeginCapture") {
+                0
+            } else if n.ends_with("StreamEndCapture") {
+                1
+            } else if n.contains("Launch") && !n.contains("GraphLaunch") {
+                2
+            } else {
+                return None;
+            };
+            Some((s.start, s.tid, what))
+        })
+        .collect();
+    calls.sort_unstable();
+    let mut open: rustc_hash::FxHashMap<i64, i64> = Default::default();
+    let mut out = GraphCaptures::default();
+    for (ts, tid, what) in calls {
+        match what {
+            0 => {
+                open.insert(tid, ts);
+            }
+            1 => {
+                if let Some(begin) = open.remove(&tid) {
+                    out.intervals.push((begin, ts));
+                }
+            }
+            _ => {
+                if open.contains_key(&tid) {
+                    out.launches += 1;
+                }
+            }
+        }
+    }
+    out.intervals.sort_unstable();
+    out
+}
