@@ -436,3 +436,51 @@ fn absurd_values_are_repaired_with_a_warning_or_refused_never_a_crash_or_an_absu
     assert_eq!(strip(&a), strip(&b));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn a_gzipped_nsys_export_reads_as_its_database() {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let gz = root.join("sample-traces/kineto-jobs/h200_ddp_straggler_nsys/rank0.sqlite.gz");
+    let dir = common::tmpdir("sqlite-gz");
+    let plain = dir.join("rank0.sqlite");
+    let mut dec = flate2::read::GzDecoder::new(std::fs::File::open(&gz).expect("sample"));
+    let mut f = std::fs::File::create(&plain).expect("temporary file");
+    std::io::copy(&mut dec, &mut f).expect("inflate");
+    let before = std::fs::read(&gz).expect("sample");
+    let a = common::analyze_json(&gz, &[]);
+    let b = common::analyze_json(&plain, &[]);
+    assert_eq!(
+        std::fs::read(&gz).expect("sample"),
+        before,
+        "the user's file is untouched"
+    );
+    // The same database, read in place or inflated into a temporary file: the same analysis.
+    assert_eq!(a["traces"][0]["findings"], b["traces"][0]["findings"]);
+    assert_eq!(a["traces"][0]["summary"], b["traces"][0]["summary"]);
+    assert_eq!(a["traces"][0]["format"], "nsys");
+    assert!(
+        a["traces"][0]["source"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("rank0.sqlite.gz")),
+        "{}",
+        a["traces"][0]["source"]
+    );
+    // No temporary database is left behind.
+    let left = std::fs::read_dir(std::env::temp_dir())
+        .expect("temp dir")
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            // The binary's own temporary databases: tracehound-PID-N.sqlite.
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.strip_prefix("tracehound-")
+                .and_then(|r| r.strip_suffix(".sqlite"))
+                .is_some_and(|r| {
+                    r.split('-').count() == 2
+                        && r.split('-')
+                            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                })
+        })
+        .count();
+    assert_eq!(left, 0);
+    let _ = std::fs::remove_dir_all(dir);
+}

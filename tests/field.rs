@@ -67,19 +67,9 @@ const OPEN: &[(&str, &str, &str)] = &[
         "verdict calls a cold first pass 'host does not queue work fast enough'",
     ),
     (
-        "tracelens_hf_bert_small_mi300x_infer.json.gz",
-        "device_name_any",
-        "kernel device id 2 not matched to deviceProperties id 0: GPU name dropped",
-    ),
-    (
         "tracelens_hf_qwen05b_h100_infer.json.gz",
         "no_finding",
         "idle_gaps advice says 'move it off the training thread (DataLoader workers ...)' on an inference trace",
-    ),
-    (
-        "tracelens_hf_qwen05b_mi300x_infer.json.gz",
-        "device_name_any",
-        "kernel device id 2 not matched to deviceProperties id 0: GPU name dropped",
     ),
     (
         "tracelens_hf_qwen05b_mi300x_infer.json.gz",
@@ -113,11 +103,6 @@ const OPEN: &[(&str, &str, &str)] = &[
     ),
     (
         "tracelens_sglang_qwen3_mi300x_decode_graph_replay.json.gz",
-        "device_name_any",
-        "kernel device id 9 not matched to deviceProperties id 0: GPU name dropped",
-    ),
-    (
-        "tracelens_sglang_qwen3_mi300x_decode_graph_replay.json.gz",
         "first_any",
         "idle_gaps does not name the single blocking hipMemcpyWithStream stall",
     ),
@@ -132,29 +117,14 @@ const OPEN: &[(&str, &str, &str)] = &[
         "verdict says the host does not queue work fast enough",
     ),
     (
-        "tracelens_sglang_qwen3_mi300x_graph_capture.json.gz",
-        "device_name_any",
-        "kernel device id 9 not matched to deviceProperties id 0: GPU name dropped",
-    ),
-    (
         "tracelens_sglang_qwen3_mi300x_prefill_decode.json.gz",
         "bound_not_in",
         "one 493 ms startup stall then GPU-bound prefill reported as launch/host bound",
     ),
     (
         "tracelens_sglang_qwen3_mi300x_prefill_decode.json.gz",
-        "device_name_any",
-        "kernel device id 9 not matched to deviceProperties id 0: GPU name dropped",
-    ),
-    (
-        "tracelens_sglang_qwen3_mi300x_prefill_decode.json.gz",
         "verdict_none",
         "verdict says the host does not queue work fast enough (one stall, not a rate problem)",
-    ),
-    (
-        "tracelens_torch_compile_triton_mi300x_tiny.json.gz",
-        "device_name_any",
-        "kernel device id 2 not matched to deviceProperties: GPU name dropped",
     ),
     (
         "tracelens_vllm_gptoss_b200_tp8_eager_multimem.json.gz",
@@ -163,28 +133,13 @@ const OPEN: &[(&str, &str, &str)] = &[
     ),
     (
         "tracelens_vllm_mi300_decode_full_graph_capture.pt.trace.json.gz",
-        "any_of",
-        "verdict now names the graph capture, but high idle_gaps stays first and memory_pressure is medium",
-    ),
-    (
-        "tracelens_vllm_mi300_decode_full_graph_capture.pt.trace.json.gz",
         "no_finding",
         "memory_pressure medium for vLLM's KV-cache reservation (with FSDP advice), idle_gaps high with training-thread advice",
     ),
     (
         "tracelens_xdit_flux_mi300x_diffusion.json.gz",
-        "device_name_any",
-        "kernel device id 2 not matched to deviceProperties id 0: GPU name dropped",
-    ),
-    (
-        "tracelens_xdit_flux_mi300x_diffusion.json.gz",
         "no_finding",
         "idle_gaps advice says 'move it off the training thread (DataLoader workers ...)' on inference",
-    ),
-    (
-        "tracelens_xdit_sd35_mi300x_diffusion.json.gz",
-        "device_name_any",
-        "kernel device id 2 not matched to deviceProperties id 0: GPU name dropped",
     ),
 ];
 

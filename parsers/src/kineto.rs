@@ -850,6 +850,7 @@ impl Builder {
                 .push("the trace holds no events".to_string());
         }
         self.trace.finish();
+        match_the_listed_gpu(&mut self.trace);
         let mut capture = Capture::from_events(&self.trace);
         capture.launch_geometry = self.with_geometry > 0;
         capture.name_threads(
@@ -865,6 +866,27 @@ impl Builder {
         self.trace.meta.capture = capture;
         self.trace
     }
+}
+
+/// ROCm's traces list the one visible GPU by its logical id (0) in `deviceProperties` but
+/// tag its work with the physical id (9): one listed GPU and work on one other device are
+/// the same GPU. Its allocator events, which carry the logical id, follow it.
+fn match_the_listed_gpu(t: &mut Trace) {
+    let used = t.devices();
+    let ([g], [d]) = (t.meta.gpus.as_mut_slice(), used.as_slice()) else {
+        return;
+    };
+    if g.id == *d {
+        return;
+    }
+    let (listed, d) = (g.id, *d);
+    g.id = d;
+    for m in t.memory.iter_mut().filter(|m| m.device == listed) {
+        m.device = d;
+    }
+    t.stats.notes.push(format!(
+        "deviceProperties lists one GPU as {listed} and its work runs on device {d} (ROCm's logical and physical ids): read as one GPU, {d}"
+    ));
 }
 
 /// Whether chunks are read with the [`crate::json_scan`] fast path (the default) before

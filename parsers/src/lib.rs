@@ -255,6 +255,9 @@ pub fn load_with(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> 
         return Err(LoadError::Empty { path: name });
     }
     let format = sniff(&head);
+    if gz && format == Some(Format::Nsys) {
+        return gunzipped_sqlite(path, &name, head, reader, options.memory_limit);
+    }
     if format == Some(Format::Kineto) {
         let chained = std::io::Cursor::new(head).chain(reader);
         return kineto::parse_reader(chained, &name, Vec::new());
@@ -291,6 +294,72 @@ pub fn load_with(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> 
     }?;
     warnings.append(&mut trace.warnings);
     trace.warnings = warnings;
+    Ok(trace)
+}
+
+/// A temporary file that is removed when dropped (also when parsing fails).
+struct TempFile(std::path::PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A gzip-compressed Nsight Systems export (`.sqlite.gz`): SQLite reads a file in place, so
+/// the database is inflated into a temporary file (the user's file is never touched), checked
+/// against the memory limit at its inflated size, read, and the temporary file removed.
+fn gunzipped_sqlite(
+    path: &Path,
+    name: &str,
+    head: Vec<u8>,
+    mut rest: Box<dyn Read + Send>,
+    limit: budget::MemoryLimit,
+) -> Result<Trace, LoadError> {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    let tmp = TempFile(std::env::temp_dir().join(format!(
+        "tracehound-{}-{}.sqlite",
+        std::process::id(),
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )));
+    let io = |what: &str, e: std::io::Error| LoadError::Gzip {
+        path: name.to_string(),
+        msg: format!("{what} {}: {e}", tmp.0.display()),
+    };
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp.0)
+        .map_err(|e| io("creating the temporary file", e))?;
+    out.write_all(&head)
+        .map_err(|e| io("writing the temporary file", e))?;
+    let copied = std::io::copy(&mut rest, &mut out);
+    match copied {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            return Err(LoadError::Gzip {
+                path: name.to_string(),
+                msg: "the gzip stream ends early: a cut-short SQLite database cannot be read"
+                    .into(),
+            });
+        }
+        Err(e) => {
+            return Err(LoadError::Gzip {
+                path: name.to_string(),
+                msg: e.to_string(),
+            });
+        }
+    }
+    drop(out);
+    let len = std::fs::metadata(&tmp.0).map_or(0, |m| m.len());
+    check_memory(path, name, len, &head[..head.len().min(16)], limit)?;
+    let mut trace = nsys::parse_named(&tmp.0, name.to_string())?;
+    trace.stats.notes.push(format!(
+        "decompressed from gzip into a temporary file ({})",
+        fmt_bytes(len)
+    ));
     Ok(trace)
 }
 

@@ -261,7 +261,12 @@ pub fn split_global_tid(g: i64) -> (i64, i64) {
 
 /// Loads an Nsight Systems SQLite export.
 pub fn parse(path: &Path) -> Result<Trace, LoadError> {
-    let source = path.display().to_string();
+    parse_named(path, path.display().to_string())
+}
+
+/// [`parse`] of a database at `path` that the user knows as `source` (a `.sqlite.gz` they
+/// gave, decompressed to a temporary file): messages and the trace name `source`.
+pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
         | OpenFlags::SQLITE_OPEN_URI
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;

@@ -44,7 +44,23 @@ impl Rule for MemoryPressure {
         let t = cx.trace;
         let w = &cx.window;
         let mut out = Vec::new();
-        for d in memory_devices(t) {
+        let devices = memory_devices(t);
+        if devices.is_empty() {
+            return out;
+        }
+        // A backward pass or an optimizer step marks training; without either the trace is
+        // inference, whose servers hold memory on purpose.
+        let training = {
+            let marks = t.strings.matching(|n| {
+                n.contains("Backward")
+                    || n.starts_with("autograd::engine")
+                    || n.contains("Optimizer.step")
+            });
+            t.host_spans
+                .iter()
+                .any(|s| marks.get(s.name as usize).copied().unwrap_or(false))
+        };
+        for d in devices {
             // In time order: the model sorts the allocator events.
             let samples: Vec<_> = memory_in_window(t, w, d).collect();
             let capacity = t
@@ -106,10 +122,29 @@ impl Rule for MemoryPressure {
                 } else {
                     Severity::Medium
                 };
-                f.advice = vec![
-                    "Cut activation memory: activation checkpointing (torch.utils.checkpoint) on the largest blocks, bf16 autocast, or a smaller micro-batch with gradient accumulation.".into(),
-                    "Cut optimizer and weight memory: FSDP/ZeRO sharding, or a fused/8-bit optimizer; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces fragmentation near the limit.".into(),
-                ];
+                if training {
+                    f.advice = vec![
+                        "Cut activation memory: activation checkpointing (torch.utils.checkpoint) on the largest blocks, bf16 autocast, or a smaller micro-batch with gradient accumulation.".into(),
+                        "Cut optimizer and weight memory: FSDP/ZeRO sharding, or a fused/8-bit optimizer; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces fragmentation near the limit.".into(),
+                    ];
+                } else {
+                    // Inference servers reserve most of the memory on purpose (the KV cache):
+                    // near the limit with no OOM is their design, not a problem to fix.
+                    if ooms == 0 {
+                        f.severity = Severity::Low;
+                    }
+                    f.advice = vec![
+                        format!(
+                            "No backward pass in the trace: this is inference. A server that preallocates its KV cache (vLLM's gpu_memory_utilization, SGLang's mem_fraction_static, TensorRT-LLM's free_gpu_memory_fraction) holds most of the GPU's memory by design; {}",
+                            if ooms == 0 {
+                                "with no out-of-memory event here, lower that fraction only if other processes on this GPU need memory."
+                            } else {
+                                "out-of-memory events here mean the fraction leaves too little for activations: lower it, or the batch size or context length."
+                            }
+                        ),
+                        "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces fragmentation near the limit.".into(),
+                    ];
+                }
                 f.metrics = metrics([
                     ("capacity_bytes", c as f64),
                     ("peak_bytes", p as f64),
