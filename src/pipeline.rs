@@ -356,11 +356,13 @@ pub fn read_job(
             .collect()
     });
     let mut ranks = Vec::new();
+    let mut facts = Vec::new();
     for r in results {
         match r {
-            Ok(RankFile::Rank(s, known, w)) => {
+            Ok(RankFile::Rank(s, known, w, f)) => {
                 ranks.push((*s, known));
                 msgs.warnings.extend(w);
+                facts.push(f);
             }
             Ok(RankFile::Skipped(why)) => msgs.notes.push(format!("skipped {why}")),
             Err(e) => msgs.errors.push(e.to_string()),
@@ -372,17 +374,80 @@ pub fn read_job(
             dir.display()
         ));
     }
+    let (errors, warnings) = one_job(&facts);
+    msgs.errors.extend(errors);
+    msgs.warnings.extend(warnings);
     if !msgs.errors.is_empty() {
         return Ok((None, msgs));
     }
     Ok((Some(assemble(ranks)), msgs))
 }
 
+/// Whether the traces of a directory form one job: each recorded rank once and one world size
+/// (else the errors say which files disagree), on one GPU model (else a warning). A directory
+/// of unrelated traces would otherwise be compared as ranks of one job ("rank 0 is 603%
+/// slower").
+pub fn one_job(facts: &[JobFacts]) -> (Vec<String>, Vec<String>) {
+    let (mut errors, mut warnings) = (Vec::new(), Vec::new());
+    let mut by_rank: std::collections::BTreeMap<i64, Vec<&str>> = Default::default();
+    for f in facts {
+        if let Some(r) = f.rank {
+            by_rank.entry(r).or_default().push(&f.source);
+        }
+    }
+    for (r, files) in &by_rank {
+        if files.len() > 1 {
+            errors.push(format!(
+                "{} all record rank {r}: these are not the ranks of one job (give each rank's trace once, or analyse the traces one by one)",
+                files.join(", ")
+            ));
+        }
+    }
+    let sizes: std::collections::BTreeSet<i64> =
+        facts.iter().filter_map(|f| f.world_size).collect();
+    if sizes.len() > 1 {
+        let each: Vec<String> = facts
+            .iter()
+            .filter_map(|f| {
+                f.world_size
+                    .map(|w| format!("{} (world size {w})", f.source))
+            })
+            .collect();
+        errors.push(format!(
+            "the traces record different world sizes, so they are not one job: {}",
+            each.join(", ")
+        ));
+    }
+    let gpus: std::collections::BTreeSet<&str> =
+        facts.iter().filter_map(|f| f.gpu.as_deref()).collect();
+    if gpus.len() > 1 {
+        warnings.push(format!(
+            "the ranks ran on different GPU models ({}): a job's ranks usually share one; compare their times with care",
+            gpus.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    (errors, warnings)
+}
+
+/// What a rank's trace says about the job it belongs to, to check that the files of a
+/// directory form one job.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobFacts {
+    /// The file.
+    pub source: String,
+    /// The rank it records.
+    pub rank: Option<i64>,
+    /// The world size it records.
+    pub world_size: Option<i64>,
+    /// The GPU model its work ran on.
+    pub gpu: Option<String>,
+}
+
 /// One file of a job, as the job reads it.
 pub enum RankFile {
     /// A rank trace: its summary, whether the trace recorded the rank (else the summary says
-    /// rank 0), and the loader's warnings, each naming the file.
-    Rank(Box<RankSummary>, bool, Vec<String>),
+    /// rank 0), the loader's warnings, each naming the file, and what it says of its job.
+    Rank(Box<RankSummary>, bool, Vec<String>, JobFacts),
     /// Not a rank trace (a truth file, a counter log, not a trace at all): why, naming the
     /// file. A job skips it.
     Skipped(String),
@@ -415,10 +480,23 @@ pub fn read_rank(
         .collect();
     let a = tracehound_heuristics::analyze(&t, config);
     let summary = RankSummary::new(&t, t.meta.rank.unwrap_or(0), &a);
+    let devices = t.devices();
+    let facts = JobFacts {
+        source: path.display().to_string(),
+        rank: t.meta.rank,
+        world_size: t.meta.world_size,
+        gpu: t
+            .meta
+            .gpus
+            .iter()
+            .find(|g| devices.contains(&g.id) && !g.name.is_empty())
+            .map(|g| g.name.clone()),
+    };
     Ok(RankFile::Rank(
         Box::new(summary),
         t.meta.rank.is_some(),
         warnings,
+        facts,
     ))
 }
 
@@ -559,4 +637,48 @@ pub fn diff(
         diffs.push(tracehound_heuristics::diff::compare(&tb, &ab, &ta, &aa));
     }
     Ok(diffs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rank(source: &str, rank: Option<i64>, world: Option<i64>, gpu: &str) -> JobFacts {
+        JobFacts {
+            source: source.into(),
+            rank,
+            world_size: world,
+            gpu: Some(gpu.into()),
+        }
+    }
+
+    #[test]
+    fn files_that_are_not_one_job_are_refused() {
+        let ok = [
+            rank("r0", Some(0), Some(2), "NVIDIA H200"),
+            rank("r1", Some(1), Some(2), "NVIDIA H200"),
+        ];
+        assert_eq!(one_job(&ok), (vec![], vec![]));
+        // Three unrelated traces: two record rank 0, world sizes 64, 8 and none, GPU models
+        // of three kinds.
+        let mixed = [
+            rank("a", Some(0), Some(64), "NVIDIA A100-SXM4-80GB"),
+            rank("b", Some(0), Some(8), "Tesla V100-SXM2-16GB"),
+            rank("c", None, None, "NVIDIA H100"),
+        ];
+        let (errors, warnings) = one_job(&mixed);
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(
+            errors[0].starts_with("a, b all record rank 0"),
+            "{}",
+            errors[0]
+        );
+        assert!(
+            errors[1].contains("a (world size 64), b (world size 8)"),
+            "{}",
+            errors[1]
+        );
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].contains("different GPU models"));
+    }
 }

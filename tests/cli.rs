@@ -455,15 +455,19 @@ fn a_gzipped_nsys_export_reads_as_its_database() {
         "the user's file is untouched"
     );
     // The same database, read in place or inflated into a temporary file: the same analysis.
-    assert_eq!(a["traces"][0]["findings"], b["traces"][0]["findings"]);
-    assert_eq!(a["traces"][0]["summary"], b["traces"][0]["summary"]);
-    assert_eq!(a["traces"][0]["format"], "nsys");
+    assert_eq!(a["findings"], b["findings"]);
+    assert_eq!(a["summary"], b["summary"]);
+    assert_eq!(a["format"], "nsys");
     assert!(
-        a["traces"][0]["source"]
+        a["findings"].as_array().is_some_and(|f| !f.is_empty()),
+        "the straggler rank's export has findings"
+    );
+    assert!(
+        a["source"]
             .as_str()
             .is_some_and(|s| s.ends_with("rank0.sqlite.gz")),
         "{}",
-        a["traces"][0]["source"]
+        a["source"]
     );
     // No temporary database is left behind.
     let left = std::fs::read_dir(std::env::temp_dir())

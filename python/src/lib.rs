@@ -333,7 +333,7 @@ fn summarise(
     let file =
         pipeline::read_rank(path, &config, opts.load_options().map_err(err)?).map_err(err)?;
     Ok(match file {
-        pipeline::RankFile::Rank(mut summary, recorded, _) => {
+        pipeline::RankFile::Rank(mut summary, recorded, _, _) => {
             // The trace's own rank wins; `rank` stands in for a rank it does not record.
             if let (false, Some(r)) = (recorded, rank) {
                 summary.rank = r;
