@@ -16,7 +16,8 @@ use tracehound_parsers::{GpuOpKind, Trace};
 /// (`deep_ep::internode::combine`, DeepSeek's `dpsk::ep::…`), and the all-reduce and
 /// all-gather kernels that frameworks write over symmetric or peer memory (PyTorch's
 /// `multimem_all_reduce_kernel`, vLLM's `cross_device_reduce_1stage`). They run on purpose on
-/// few SMs beside compute, so the compute-efficiency rules leave them out.
+/// few SMs beside compute, so the compute-efficiency rules leave them out. Called for every
+/// kernel of a trace: it allocates nothing.
 pub fn is_collective_kernel(name: &str) -> bool {
     let n = name.trim_start_matches("void ");
     if n.starts_with("ncclKernel")
@@ -35,33 +36,71 @@ pub fn is_collective_kernel(name: &str) -> bool {
     {
         return true;
     }
-    // The name before its template and argument lists, so that arguments naming a type
-    // (`AllReduceParams`) do not count.
-    let head = name_head(n);
-    [
-        "all_reduce",
-        "allreduce",
-        "all_gather",
-        "allgather",
-        "reduce_scatter",
-        "reducescatter",
-        "all_to_all",
-        "alltoall",
-        "cross_device_reduce",
-    ]
-    .iter()
-    .any(|k| head.contains(k))
+    framework_collective(n).is_some()
 }
 
-/// A kernel's name before its template and argument lists, lowercase, with anonymous
-/// namespaces left out (`(anonymous namespace)::multimem_all_reduce_kernel<…>(…)` →
-/// `multimem_all_reduce_kernel`).
-fn name_head(n: &str) -> String {
-    let n = n.replace("(anonymous namespace)::", "");
-    n.split(['<', '('])
-        .next()
-        .unwrap_or("")
-        .to_ascii_lowercase()
+/// Per string id, whether it names a communication kernel ([`is_collective_kernel`]), each
+/// distinct kernel name judged once: a trace has millions of kernels and a few thousand
+/// names.
+pub fn communication_names(trace: &Trace) -> Vec<bool> {
+    let mut comm = vec![false; trace.strings.len()];
+    let mut seen = vec![false; trace.strings.len()];
+    for o in trace.gpu_ops.iter().filter(|o| o.kind == GpuOpKind::Kernel) {
+        let k = o.name as usize;
+        if let Some(s) = seen.get_mut(k)
+            && !*s
+        {
+            *s = true;
+            comm[k] = is_collective_kernel(trace.str(o.name));
+        }
+    }
+    comm
+}
+
+/// Whether op `o` is a communication kernel, by the table of [`communication_names`].
+fn is_comm(comm: &[bool], o: &tracehound_parsers::GpuOp) -> bool {
+    o.kind == GpuOpKind::Kernel && comm.get(o.name as usize).copied().unwrap_or(false)
+}
+
+/// The name before its template and argument lists (so that an argument type such as
+/// `AllReduceParams` does not count), anonymous namespaces kept:
+/// `(anonymous namespace)::multimem_all_reduce_kernel<…>(…)` →
+/// `(anonymous namespace)::multimem_all_reduce_kernel`.
+fn name_head(n: &str) -> &str {
+    const ANON: &str = "(anonymous namespace)";
+    let mut from = 0;
+    while let Some(k) = n[from..].find(['<', '(']).map(|k| k + from) {
+        if n[k..].starts_with(ANON) {
+            from = k + ANON.len();
+        } else {
+            return &n[..k];
+        }
+    }
+    n
+}
+
+/// The collective a framework's own communication kernel runs, from words in its name.
+fn framework_collective(n: &str) -> Option<&'static str> {
+    const WORDS: [(&str, &str); 13] = [
+        ("all_reduce", "AllReduce"),
+        ("allreduce", "AllReduce"),
+        ("AllReduce", "AllReduce"),
+        ("cross_device_reduce", "AllReduce"),
+        ("all_gather", "AllGather"),
+        ("allgather", "AllGather"),
+        ("AllGather", "AllGather"),
+        ("reduce_scatter", "ReduceScatter"),
+        ("reducescatter", "ReduceScatter"),
+        ("ReduceScatter", "ReduceScatter"),
+        ("all_to_all", "AllToAll"),
+        ("alltoall", "AllToAll"),
+        ("AllToAll", "AllToAll"),
+    ];
+    let head = name_head(n);
+    WORDS
+        .iter()
+        .find(|(w, _)| head.contains(w))
+        .map(|(_, kind)| *kind)
 }
 
 /// The collective a kernel runs, from its name: `AllReduce`, `AllGather`, `ReduceScatter`,
@@ -89,24 +128,7 @@ pub fn collective_kind(name: &str) -> &'static str {
     if n.contains("ep::internode::") || n.contains("ep::intranode::") {
         return "AllToAll";
     }
-    let head = name_head(n);
-    for (keys, kind) in [
-        (
-            ["all_reduce", "allreduce", "cross_device_reduce"],
-            "AllReduce",
-        ),
-        (["all_gather", "allgather", "all_gather"], "AllGather"),
-        (
-            ["reduce_scatter", "reducescatter", "reduce_scatter"],
-            "ReduceScatter",
-        ),
-        (["all_to_all", "alltoall", "all_to_all"], "AllToAll"),
-    ] {
-        if keys.iter().any(|k| head.contains(k)) {
-            return kind;
-        }
-    }
-    "Other"
+    framework_collective(n).unwrap_or("Other")
 }
 
 /// One collective kernel a rank ran.
@@ -147,22 +169,18 @@ impl CollectiveRecord {
 
 /// The collectives of a trace that start inside the window, in start order.
 pub fn records(trace: &Trace, window: &Window) -> Vec<CollectiveRecord> {
+    let comm = communication_names(trace);
     let mut ops: Vec<(usize, &tracehound_parsers::GpuOp)> = trace
         .gpu_ops
         .iter()
         .enumerate()
-        .filter(|(_, o)| {
-            o.kind == GpuOpKind::Kernel
-                && o.start >= window.start
-                && o.start < window.end
-                && is_collective_kernel(trace.str(o.name))
-        })
+        .filter(|(_, o)| o.start >= window.start && o.start < window.end && is_comm(&comm, o))
         .collect();
     ops.sort_by_key(|(_, o)| (o.start, o.device, o.stream));
     let mut work: rustc_hash::FxHashMap<i32, Vec<(i64, i64)>> = Default::default();
     for (_, o) in &ops {
         work.entry(o.device)
-            .or_insert_with(|| compute_union(trace, o.device));
+            .or_insert_with(|| compute_union(trace, &comm, o.device));
     }
     let mut seen: rustc_hash::FxHashMap<(&'static str, Option<i64>), u32> =
         rustc_hash::FxHashMap::default();
@@ -198,16 +216,13 @@ pub fn records(trace: &Trace, window: &Window) -> Vec<CollectiveRecord> {
 }
 
 /// Sorted disjoint union of a device's GPU work other than collectives.
-fn compute_union(trace: &Trace, device: i32) -> Vec<(i64, i64)> {
+fn compute_union(trace: &Trace, comm: &[bool], device: i32) -> Vec<(i64, i64)> {
     union(
         trace
             .device_ops(device)
             .iter()
             .map(|&i| &trace.gpu_ops[i as usize])
-            .filter(|o| {
-                o.is_work()
-                    && !(o.kind == GpuOpKind::Kernel && is_collective_kernel(trace.str(o.name)))
-            })
+            .filter(|o| o.is_work() && !is_comm(comm, o))
             .map(|o| (o.start, o.end))
             .collect(),
     )
@@ -246,6 +261,7 @@ pub struct Exposure {
 
 /// Exposed collective time per device that ran collectives in the window.
 pub fn exposure(trace: &Trace, window: &Window) -> Vec<Exposure> {
+    let comm_names = communication_names(trace);
     let mut out = Vec::new();
     for d in trace.devices() {
         let mut comm: Vec<(i64, i64, &'static str)> = Vec::new();
@@ -259,9 +275,8 @@ pub fn exposure(trace: &Trace, window: &Window) -> Vec<Exposure> {
             if e <= s {
                 continue;
             }
-            let name = trace.str(o.name);
-            if o.kind == GpuOpKind::Kernel && is_collective_kernel(name) {
-                comm.push((s, e, collective_kind(name)));
+            if is_comm(&comm_names, o) {
+                comm.push((s, e, collective_kind(trace.str(o.name))));
             } else {
                 work.push((s, e));
             }

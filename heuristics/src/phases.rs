@@ -34,22 +34,34 @@ impl GraphCaptures {
 
 /// The graph captures of the trace's runtime and driver calls.
 pub fn graph_captures(trace: &Trace) -> GraphCaptures {
-    let mut calls: Vec<(i64, i64, u8)> = trace
-        .host_spans
-        .iter()
-        .filter(|s| matches!(s.kind, HostKind::Runtime | HostKind::Driver))
-        .filter_map(|s| {
-            let n = trace.api_name(s.name);
-            let what = if n.ends_with("StreamBeginCapture") {
+    // What each distinct name is, decided once per name, not once per call: a trace has
+    // millions of calls and a few hundred names.
+    const OTHER: u8 = 3;
+    let what: Vec<u8> = (0..trace.strings.len())
+        .map(|id| {
+            let n = trace.api_name(id as tracehound_parsers::StrId);
+            if n.ends_with("StreamBeginCapture") {
                 0
             } else if n.ends_with("StreamEndCapture") {
                 1
             } else if n.contains("Launch") && !n.contains("GraphLaunch") {
                 2
             } else {
-                return None;
-            };
-            Some((s.start, s.tid, what))
+                OTHER
+            }
+        })
+        .collect();
+    // Without a capture call there is nothing to find.
+    if !what.contains(&0) {
+        return GraphCaptures::default();
+    }
+    let mut calls: Vec<(i64, i64, u8)> = trace
+        .host_spans
+        .iter()
+        .filter(|s| matches!(s.kind, HostKind::Runtime | HostKind::Driver))
+        .filter_map(|s| {
+            let w = what.get(s.name as usize).copied().unwrap_or(OTHER);
+            (w != OTHER).then_some((s.start, s.tid, w))
         })
         .collect();
     calls.sort_unstable();

@@ -20,6 +20,9 @@ pub struct Scope<'a> {
     kernel_classes: std::sync::OnceLock<
         rustc_hash::FxHashMap<tracehound_parsers::StrId, crate::hardware::KernelClass>,
     >,
+    /// The trace's CUDA/HIP graph captures, found on first use (the idle engine of every
+    /// device and the verdict read them).
+    graph_captures: std::sync::OnceLock<crate::phases::GraphCaptures>,
 }
 
 impl<'a> Scope<'a> {
@@ -30,7 +33,14 @@ impl<'a> Scope<'a> {
             config,
             window: crate::window::analysed_window(trace, config),
             kernel_classes: std::sync::OnceLock::new(),
+            graph_captures: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The trace's CUDA/HIP graph captures ([`crate::phases::graph_captures`]).
+    pub fn graph_captures(&self) -> &crate::phases::GraphCaptures {
+        self.graph_captures
+            .get_or_init(|| crate::phases::graph_captures(self.trace))
     }
 
     /// What the name of a kernel says about its math (see [`crate::hardware::classify`]).

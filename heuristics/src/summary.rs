@@ -345,7 +345,7 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
         );
     };
     let busy = main.busy_share;
-    let captures = crate::phases::graph_captures(cx.trace);
+    let captures = cx.graph_captures();
     let (capture_ns, captured) = (captures.in_window(&cx.window), captures.launches);
     if cx.window.share(capture_ns) >= CAPTURE_SHARE {
         return (

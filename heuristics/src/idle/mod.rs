@@ -294,7 +294,7 @@ pub fn analyse_device(cx: &Scope, device: i32) -> DeviceIdle {
     }
     // Gaps are independent: classify them in parallel (collect keeps their order).
     use rayon::prelude::*;
-    let captures = crate::phases::graph_captures(trace);
+    let captures = cx.graph_captures();
     let gaps: Vec<Gap> = long
         .par_iter()
         .map(|&(s, e)| {
