@@ -341,7 +341,7 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
         }
         return (
             Bound::NoGpuActivity,
-            "No GPU activity recorded: the capture holds no kernel, copy or GPU API records, so it says nothing about the GPU (the profiler recorded the CPU only, or GPU tracing was off: ProfilerActivity.CUDA, nsys profile -t cuda).".into(),
+            "No GPU activity recorded: the capture holds no kernel, copy or kernel-launch records, so it says nothing about the GPU (the profiler recorded the CPU only, or GPU tracing was off: ProfilerActivity.CUDA, nsys profile -t cuda).".into(),
         );
     };
     let busy = main.busy_share;
