@@ -37,16 +37,6 @@ use std::process::Command;
 const OPEN: &[(&str, &str, &str)] = &[
     // Filled in from the current results; see docs/field-accuracy.md.
     (
-        "kineto_tbplugin_resnet50_v100_2021_memory.pt.trace.json.gz",
-        "busy_share",
-        "window is first..last GPU op: the 6 ProfilerStep# events of the legacy 'Operator' category are not recognised as steps",
-    ),
-    (
-        "kineto_tbplugin_resnet50_v100_2021_memory.pt.trace.json.gz",
-        "window_source",
-        "legacy 'Operator'-category ProfilerStep# markers not recognised as steps",
-    ),
-    (
         "switchtransformers_moe_a100_infer.json",
         "first_any",
         "first finding is generic idle_gaps, not the cold start",

@@ -993,7 +993,9 @@ impl Trace {
     fn detect_steps(&mut self) {
         let mut steps: Vec<Step> = Vec::new();
         for s in &self.host_spans {
-            if s.kind != HostKind::Annotation {
+            // 2021 Kineto traces put the step markers in the `Operator` category, read as CPU
+            // operators; later ones make them user annotations.
+            if !matches!(s.kind, HostKind::Annotation | HostKind::CpuOp) {
                 continue;
             }
             let name = self.strings.get(s.name);
