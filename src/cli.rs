@@ -359,15 +359,7 @@ fn analyze(args: AnalyzeArgs, base: Options) -> Result<i32> {
         );
     }
     let traces = load_session(&args.files, &opts)?;
-    let analyses = pipeline::analyze(&traces, &opts)?;
-    let reports: Vec<TraceReport> = traces
-        .iter()
-        .zip(analyses)
-        .map(|(trace, analysis)| TraceReport {
-            trace,
-            analysis: std::borrow::Cow::Owned(analysis),
-        })
-        .collect();
+    let reports = analysed(&traces, &opts)?;
     let format = match args.format {
         OutFormat::Table => Format::Table,
         OutFormat::Json => Format::Json,
@@ -390,6 +382,19 @@ fn analyze(args: AnalyzeArgs, base: Options) -> Result<i32> {
         args.fail_on,
         reports.iter().flat_map(|r| r.analysis.findings.iter()),
     )
+}
+
+/// Each trace with its analysis, for the printers.
+fn analysed<'t>(traces: &'t [Trace], opts: &Options) -> Result<Vec<TraceReport<'t>>> {
+    let analyses = pipeline::analyze(traces, opts)?;
+    Ok(traces
+        .iter()
+        .zip(analyses)
+        .map(|(trace, analysis)| TraceReport {
+            trace,
+            analysis: std::borrow::Cow::Owned(analysis),
+        })
+        .collect())
 }
 
 /// Writes the report to stdout; the exit code is 1 when `--fail-on` is set and a finding
@@ -638,15 +643,7 @@ fn report_cmd(args: ReportArgs, base: Options) -> Result<i32> {
         }
     };
     let traces = load_session(&args.files, &opts)?;
-    let analyses = pipeline::analyze(&traces, &opts)?;
-    let reports: Vec<TraceReport> = traces
-        .iter()
-        .zip(analyses)
-        .map(|(trace, analysis)| TraceReport {
-            trace,
-            analysis: std::borrow::Cow::Owned(analysis),
-        })
-        .collect();
+    let reports = analysed(&traces, &opts)?;
     let fmt = match format {
         ReportFormat::Md => Format::Markdown,
         ReportFormat::Json => Format::Json,

@@ -1,6 +1,8 @@
 //! The house's floors, checked from the source: no import circles between the top-level
-//! modules of any crate, rules that read the core and never another rule, and a Python
-//! package that calls the library's pipeline, not the command line.
+//! modules of any crate, rules that read the core and never another rule, heuristics that
+//! never ask which format a trace came from (what a capture recorded is data on the model,
+//! `TraceMeta::capture`, filled by each reader), and a Python package that calls the
+//! library's pipeline, not the command line.
 //!
 //! Module references are read from the code (`crate::x`, `use crate::{x, y}`), with comments
 //! and `#[cfg(test)]` code left out: tests may reach across floors, the product may not.
@@ -240,4 +242,52 @@ fn the_python_package_calls_the_pipeline_not_the_command_line() {
             f.display()
         );
     }
+}
+
+/// What product code must not name, in `code` (read without whitespace: a chain of calls
+/// may break `meta` and `.format` over lines).
+fn format_branches(code: &str) -> Vec<&'static str> {
+    let squeezed: String = code.split_whitespace().collect();
+    ["SourceFormat", "meta.format"]
+        .into_iter()
+        .filter(|p| squeezed.contains(p))
+        .collect()
+}
+
+#[test]
+fn heuristics_never_ask_the_format() {
+    let src = root().join("heuristics/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    assert!(files.len() > 30, "files read: {}", files.len());
+    let mut found = Vec::new();
+    for f in &files {
+        let name = f.file_name().expect("file name").to_string_lossy();
+        // Test-only files (declared under #[cfg(test)]).
+        if name == "tests.rs" || name == "testutil.rs" {
+            continue;
+        }
+        let code = product_code(&std::fs::read_to_string(f).expect("source file"));
+        for p in format_branches(&code) {
+            found.push(format!("{}: {p}", f.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the heuristics ask the format; ask trace.meta.capture instead:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_check_sees_a_format_branch() {
+    let code = product_code(
+        "let k = trace.meta.format == Some(tracehound_parsers::SourceFormat::Kineto);\n\
+         // trace.meta.format in a comment\n\
+         #[cfg(test)]\nmod tests { SourceFormat }",
+    );
+    assert_eq!(format_branches(&code), vec!["SourceFormat", "meta.format"]);
+    let split = "let v = t\n    .meta\n    .format_version;";
+    assert_eq!(format_branches(split), vec!["meta.format"]);
+    assert!(format_branches("t.meta.capture.startup_hole").is_empty());
 }

@@ -5,7 +5,7 @@ use crate::context::Ctx;
 use crate::finding::fmt_ns;
 use crate::idle::CauseKind;
 use crate::names::short_name;
-use crate::window::{Window, memory_in_window};
+use crate::window::{Window, busy_intervals_of, memory_in_window, total};
 use serde::{Deserialize, Serialize};
 use tracehound_parsers::{GpuOpKind, HostKind};
 
@@ -259,36 +259,13 @@ fn kernels_not_recorded(cx: &Ctx, devices: &[DeviceSummary]) -> Option<(Bound, S
 /// Share of the window `device` spends in copies and memsets, and in kernels (each the union
 /// of its intervals).
 fn copy_and_kernel_share(cx: &Ctx, device: i32) -> (f64, f64) {
-    let t = cx.trace;
-    let w = &cx.window;
-    let union = |pick: &dyn Fn(GpuOpKind) -> bool| {
-        let mut total = 0i64;
-        let mut last: Option<(i64, i64)> = None;
-        for &i in t.device_ops(device) {
-            let op = &t.gpu_ops[i as usize];
-            if !pick(op.kind) {
-                continue;
-            }
-            let (s, e) = (op.start.max(w.start), op.end.min(w.end));
-            if e <= s {
-                continue;
-            }
-            match &mut last {
-                Some(l) if s <= l.1 => l.1 = l.1.max(e),
-                _ => {
-                    if let Some(l) = last {
-                        total += l.1 - l.0;
-                    }
-                    last = Some((s, e));
-                }
-            }
-        }
-        total += last.map_or(0, |l| l.1 - l.0);
-        w.share(total)
+    let share = |pick: &dyn Fn(GpuOpKind) -> bool| {
+        let busy = busy_intervals_of(cx.trace, device, &cx.window, |op| pick(op.kind));
+        cx.window.share(total(&busy))
     };
     (
-        union(&|k| matches!(k, GpuOpKind::Memcpy | GpuOpKind::Memset)),
-        union(&|k| k == GpuOpKind::Kernel),
+        share(&|k| matches!(k, GpuOpKind::Memcpy | GpuOpKind::Memset)),
+        share(&|k| k == GpuOpKind::Kernel),
     )
 }
 

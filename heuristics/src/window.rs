@@ -151,10 +151,20 @@ pub fn analysed_window(trace: &Trace, config: &Config) -> Window {
 /// The union of GPU work (kernels, copies, memsets; all streams) on `device`, clipped to
 /// the window, as sorted disjoint intervals.
 pub fn busy_intervals(trace: &Trace, device: i32, window: &Window) -> Vec<(i64, i64)> {
+    busy_intervals_of(trace, device, window, |op| op.is_work())
+}
+
+/// [`busy_intervals`] of the operations `pick` keeps (only kernels, only copies ...).
+pub fn busy_intervals_of(
+    trace: &Trace,
+    device: i32,
+    window: &Window,
+    pick: impl Fn(&tracehound_parsers::GpuOp) -> bool,
+) -> Vec<(i64, i64)> {
     let mut out: Vec<(i64, i64)> = Vec::new();
     for &i in trace.device_ops(device) {
         let op = &trace.gpu_ops[i as usize];
-        if !op.is_work() {
+        if !pick(op) {
             continue;
         }
         let (s, e) = (op.start.max(window.start), op.end.min(window.end));
