@@ -23,6 +23,8 @@ pub fn is_sync_call(n: &str) -> bool {
                 | "cudaFree"
                 | "cudaFreeHost"
                 | "hipMemcpy"
+                | "hipMemcpyWithStream"
+                | "hipMemcpyDtoH"
                 | "hipFree"
                 | "cudaMemset"
                 | "cuMemcpyDtoH"

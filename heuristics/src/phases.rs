@@ -87,3 +87,34 @@ pub fn graph_captures(trace: &Trace) -> GraphCaptures {
     out.intervals.sort_unstable();
     out
 }
+
+/// What the profiled program was doing, as far as the trace shows: the advice differs (a
+/// training loop has DataLoader workers and an optimizer; a server has neither).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// A backward pass or an optimizer step is in the trace.
+    Training,
+    /// CPU operators are recorded, with no backward pass and no optimizer step.
+    Inference,
+    /// The trace records no CPU operators (an nsys export without NVTX operator ranges): it
+    /// cannot say.
+    Unknown,
+}
+
+/// Whether the trace shows training, inference, or cannot say.
+pub fn workload(trace: &Trace) -> Workload {
+    let marks = trace.strings.matching(|n| {
+        n.contains("Backward")
+            || n.starts_with("autograd::engine")
+            || n.contains("Optimizer.step")
+            || n.contains("Optimizer.zero_grad")
+    });
+    let marked = |s: &tracehound_parsers::HostSpan| marks.get(s.name as usize).copied().unwrap_or(false);
+    if trace.host_spans.iter().any(marked) {
+        Workload::Training
+    } else if trace.meta.capture.cpu_ops {
+        Workload::Inference
+    } else {
+        Workload::Unknown
+    }
+}

@@ -23,6 +23,8 @@ pub struct Scope<'a> {
     /// The trace's CUDA/HIP graph captures, found on first use (the idle engine of every
     /// device and the verdict read them).
     graph_captures: std::sync::OnceLock<crate::phases::GraphCaptures>,
+    /// Training, inference or unknown, found on first use (advice depends on it).
+    workload: std::sync::OnceLock<crate::phases::Workload>,
 }
 
 impl<'a> Scope<'a> {
@@ -34,6 +36,7 @@ impl<'a> Scope<'a> {
             window: crate::window::analysed_window(trace, config),
             kernel_classes: std::sync::OnceLock::new(),
             graph_captures: std::sync::OnceLock::new(),
+            workload: std::sync::OnceLock::new(),
         }
     }
 
@@ -41,6 +44,13 @@ impl<'a> Scope<'a> {
     pub fn graph_captures(&self) -> &crate::phases::GraphCaptures {
         self.graph_captures
             .get_or_init(|| crate::phases::graph_captures(self.trace))
+    }
+
+    /// Whether the trace shows training or inference ([`crate::phases::workload`]).
+    pub fn workload(&self) -> crate::phases::Workload {
+        *self
+            .workload
+            .get_or_init(|| crate::phases::workload(self.trace))
     }
 
     /// What the name of a kernel says about its math (see [`crate::hardware::classify`]).

@@ -84,6 +84,13 @@ pub enum Bound {
     /// Most of the window is CUDA/HIP graph capture: launches recorded, not run.
     #[serde(rename = "graph capture")]
     GraphCapture,
+    /// The GPU idles mostly in first calls (module loading, library initialisation): the
+    /// window is a cold start, not the steady state.
+    #[serde(rename = "cold start")]
+    ColdStart,
+    /// One gap holds most of the idle time: a one-time stall, not a launch-rate problem.
+    #[serde(rename = "one-off stall")]
+    Stall,
 }
 
 impl Bound {
@@ -100,6 +107,8 @@ impl Bound {
             Bound::Transfer => "transfer-bound",
             Bound::NotRecorded => "kernels not recorded",
             Bound::GraphCapture => "graph capture",
+            Bound::ColdStart => "cold start",
+            Bound::Stall => "one-off stall",
         }
     }
 }
@@ -397,6 +406,12 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
         None => "idle time spread over short gaps".into(),
     };
     let median = median_kernel_ns(cx, main.device);
+    if let Some(v) = cold_start(cx, main, idle) {
+        return v;
+    }
+    if let Some(v) = one_off_stall(cx, main, idle) {
+        return v;
+    }
     if loading * 2 >= gap_ns + short && loading > 0 {
         return (
             Bound::Input,
@@ -418,6 +433,71 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
             fmt_ns(cx.config.gap_threshold_ns),
             fmt_ns(median)
         ),
+    )
+}
+
+/// The advice for a window that is not the steady state: what to profile instead.
+const PROFILE_PAST_IT: &str = "profile past it with torch.profiler.schedule(wait=1, warmup=2, active=3) (or warm-up iterations before nsys's capture range)";
+
+fn cold_start(
+    cx: &Ctx,
+    main: &DeviceSummary,
+    idle: &crate::idle::DeviceIdle,
+) -> Option<(Bound, String)> {
+    let first_calls = idle.cold_start_ns()?;
+    let rest = rest_busy(cx, main, first_calls, "them");
+    Some((
+        Bound::ColdStart,
+        format!(
+            "cold start: GPU {} idles {:.0}% of the window, and {:.0}% of that idle time is first calls (module loading, library and handle start-up, JIT: {}) — paid once, not the steady state{rest}. Warm up before measuring: {PROFILE_PAST_IT}; CUDA_MODULE_LOADING=EAGER moves module loading to start-up.",
+            main.device,
+            100.0 * (1.0 - main.busy_share),
+            100.0 * first_calls as f64 / idle.idle_ns() as f64,
+            fmt_ns(first_calls),
+        ),
+    ))
+}
+
+fn one_off_stall(
+    cx: &Ctx,
+    main: &DeviceSummary,
+    idle: &crate::idle::DeviceIdle,
+) -> Option<(Bound, String)> {
+    let g = idle.one_off_stall()?;
+    let len = g.end - g.start;
+    let rest = rest_busy(cx, main, len, "it");
+    Some((
+        Bound::Stall,
+        format!(
+            "one-off stall: a single {} gap {} holds {:.0}% of GPU {}'s idle time ({}){rest}. A stall that happens once is a first call or a wait on work outside the capture, not a launch-rate problem: {PROFILE_PAST_IT}, and if it recurs, see what the host waited on.",
+            fmt_ns(len),
+            crate::idle::gap_position(&cx.window, g),
+            100.0 * len as f64 / idle.idle_ns() as f64,
+            main.device,
+            g.label
+        ),
+    ))
+}
+
+/// How busy the GPU is in the window without `excluded_ns` of idle time, and what that
+/// makes the rest: "; outside it GPU 0 is busy 95% (GPU-bound there)".
+fn rest_busy(cx: &Ctx, main: &DeviceSummary, excluded_ns: i64, pronoun: &str) -> String {
+    let rest = cx.window.len() - excluded_ns;
+    if rest <= 0 {
+        return String::new();
+    }
+    let busy_ns = main.busy_share * cx.window.len() as f64;
+    let share = (busy_ns / rest as f64).min(1.0);
+    let what = if share >= 0.7 {
+        "GPU-bound there"
+    } else {
+        "the host holds it back there too"
+    };
+    format!(
+        "; outside {pronoun} GPU {} is busy {:.0}% of the remaining {} ({what})",
+        main.device,
+        100.0 * share,
+        fmt_ns(rest)
     )
 }
 

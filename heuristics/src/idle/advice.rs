@@ -1,10 +1,19 @@
 //! What to do about each cause of idle time, following the measured leaf.
 
 use super::CauseKind;
+use crate::phases::Workload;
 
-/// Advice for a measured leaf of a category: the concrete change, not the class.
-pub fn advice(kind: CauseKind, leaf: &str) -> String {
+/// Advice for a measured leaf of a category: the concrete change, not the class. Where the
+/// work can go depends on the program: a training loop has DataLoader workers, a server or
+/// a script does not.
+pub fn advice(kind: CauseKind, leaf: &str, workload: Workload) -> String {
     let l = leaf.to_ascii_lowercase();
+    let training = workload == Workload::Training;
+    let thread = if training {
+        "the training thread"
+    } else {
+        "the thread that launches GPU work"
+    };
     match kind {
         CauseKind::HostSync => {
             let what = if l.contains("aten::item") || l.contains("aten::_local_scalar_dense") {
@@ -32,34 +41,51 @@ pub fn advice(kind: CauseKind, leaf: &str) -> String {
             }
         }
         CauseKind::ModuleLoad => format!(
-            "{leaf}: first-call cost (lazy module loading, library and handle start-up, JIT). Run warm-up steps before profiling or timing; if it recurs in the steady state, something recompiles (changing shapes under torch.compile, new kernels), and `CUDA_MODULE_LOADING=EAGER` moves loading to start-up."
+            "{leaf}: first-call cost (lazy module loading, library and handle start-up, JIT). Run warm-up steps before profiling or timing; if it recurs after warm-up, something recompiles (changing shapes under torch.compile, new kernels), and `CUDA_MODULE_LOADING=EAGER` moves loading to start-up."
         ),
         CauseKind::Autotune => format!(
             "{leaf}: cuDNN autotuning (`torch.backends.cudnn.benchmark=True`) runs again for every new input shape. Keep shapes fixed (pad or bucket sizes, `drop_last=True`) or set `cudnn.benchmark=False` when shapes vary."
         ),
         CauseKind::LaunchOverhead => "The GPU finishes each kernel faster than the host launches the next: batch more work per kernel (larger batch), fuse operators with torch.compile, or replay the step as a CUDA graph (torch.compile(mode=\"reduce-overhead\") or torch.cuda.CUDAGraph).".to_string(),
-        CauseKind::CpuOp => format!(
-            "{leaf} runs on the training thread while the GPU waits: do it on the GPU (move the tensor first), in DataLoader workers (num_workers>0), or once outside the loop."
-        ),
+        CauseKind::CpuOp => {
+            if training {
+                format!(
+                    "{leaf} runs on the training thread while the GPU waits: do it on the GPU (move the tensor first), in DataLoader workers (num_workers>0), or once outside the loop."
+                )
+            } else {
+                format!(
+                    "{leaf} runs on {thread} while the GPU waits: do it on the GPU (move the tensor first), ahead of time on another thread or process, or once outside the loop."
+                )
+            }
+        }
         CauseKind::Python => {
             if l.contains("sleep") {
                 format!("{leaf}: the loop sleeps while the GPU idles; remove the sleep (or move throttling and polling to another thread).")
             } else if l.contains("built-in method tensor") || l.contains("as_tensor") || l.contains("from_numpy") {
-                format!("{leaf}: inputs are built from Python objects on the training thread; build them on the GPU (torch.arange/randn(device=...)), or in DataLoader workers from NumPy arrays into pinned memory.")
+                if training {
+                    format!("{leaf}: inputs are built from Python objects on the training thread; build them on the GPU (torch.arange/randn(device=...)), or in DataLoader workers from NumPy arrays into pinned memory.")
+                } else {
+                    format!("{leaf}: tensors are built from Python objects on {thread}; build them on the GPU (torch.arange/full(device=...)), reuse preallocated buffers, or copy from pinned NumPy arrays with non_blocking=True.")
+                }
             } else if l.contains("logging") || l.contains("print") || l.contains("write") {
                 format!("{leaf}: logging in the loop; log every N steps, asynchronously, from values already on the host.")
             } else if tracehound_parsers::is_user_frame(leaf) {
                 format!("{leaf}: your Python code runs while the GPU has nothing queued; move it out of the step, do it every N steps or on another thread, or express it as tensor operations on the GPU.")
             } else {
-                format!("{leaf}: host-side Python work while the GPU idles; move it off the training thread (DataLoader workers, a background thread) or onto the GPU.")
+                if training {
+                    format!("{leaf}: host-side Python work while the GPU idles; move it off the training thread (DataLoader workers, a background thread) or onto the GPU.")
+                } else {
+                    format!("{leaf}: host-side Python work while the GPU idles; move it off {thread} (a background thread or process), out of the loop, or onto the GPU.")
+                }
             }
         }
         CauseKind::DataLoading => "Feed the GPU faster: DataLoader(num_workers>0, pin_memory=True, persistent_workers=True, prefetch_factor=4); move augmentation to the GPU (e.g. torchvision.transforms.v2 on CUDA tensors) or pre-process the dataset offline.".to_string(),
         CauseKind::Sampled => format!(
-            "{leaf}: the host runs this between CUDA calls while the GPU idles (from CPU samples); move it off the training thread, out of the loop, or onto the GPU."
+            "{leaf}: the host runs this between CUDA calls while the GPU idles (from CPU samples); move it off {thread}, out of the loop, or onto the GPU."
         ),
         CauseKind::OsCall => format!(
-            "The training thread waits in {leaf}: a sleep, a lock or I/O on the critical path; move it off the training thread."
+            "{} waits in {leaf}: a sleep, a lock or I/O on the critical path; move it off that thread.",
+            upper_first(thread)
         ),
         CauseKind::Untraced => {
             if leaf.starts_with(super::NO_CPU_DATA) {
@@ -73,4 +99,12 @@ pub fn advice(kind: CauseKind, leaf: &str) -> String {
         CauseKind::ProfilerStartup => "Not a cost of the program: Kineto starts recording a moment into the first profiled step.".to_string(),
         CauseKind::GraphCapture => "Not a steady-state cost: capturing a CUDA/HIP graph records its launches once, at warm-up, and the GPU idles meanwhile. Profile the steps that replay the graph (torch.profiler.schedule(wait, warmup, active) with warm-up past the capture).".to_string(),
     }
+}
+
+/// `the training thread` -> `The training thread`.
+fn upper_first(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
 }

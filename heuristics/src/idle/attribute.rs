@@ -44,6 +44,9 @@ enum Leaf {
     LaunchLatency,
     /// Launched, not started.
     Queued,
+    /// Launched, not started, while the host blocked in a synchronising call (name) inside
+    /// an operator (name, 0 for none).
+    QueuedBehind(u32, u32),
     /// Launch time after a sync that drained the queue: the sync's cost.
     Drained,
     /// Untraced time where CPU samples name a function (symbol, module).
@@ -310,7 +313,10 @@ impl<'t> Attributor<'t> {
                 matches!(s.kind, HostKind::Runtime | HostKind::Driver) && {
                     let n = trace.api_name(s.name);
                     is_module_load_call(n)
-                        || (s.dur() >= SLOW_CALL_NS && !is_sync_call(n) && !is_alloc_call(n))
+                        || (s.dur() >= SLOW_CALL_NS
+                            && !is_sync_call(n)
+                            && !is_alloc_call(n)
+                            && !n.contains("GraphLaunch"))
                 }
             })
         })
@@ -380,7 +386,7 @@ impl<'t> Attributor<'t> {
                     raw(CauseKind::ModuleLoad, Leaf::CallIn(s.name, op_name), frame)
                 } else if self.is_blocking(i) {
                     raw(CauseKind::HostSync, Leaf::OpCall(op_name, s.name), frame)
-                } else if s.dur() >= SLOW_CALL_NS {
+                } else if s.dur() >= SLOW_CALL_NS && !call.contains("GraphLaunch") {
                     raw(
                         CauseKind::ModuleLoad,
                         Leaf::FirstCallIn(s.name, op_name),
@@ -414,6 +420,56 @@ impl<'t> Attributor<'t> {
                     raw(CauseKind::Untraced, Leaf::Inside(s.name), frame)
                 }
             }
+        }
+    }
+
+    /// The innermost user annotation on `thread` at `at`, step markers left out.
+    fn region(&self, thread: ThreadKey, at: i64) -> Option<String> {
+        let t = self.trace;
+        let (_, chain) = t.chain_at(t.thread_spans(thread), at);
+        chain.into_iter().find_map(|i| {
+            let s = &t.host_spans[i as usize];
+            let n = t.str(s.name);
+            (s.kind == HostKind::Annotation && s.end > at && !n.starts_with("ProfilerStep#"))
+                .then(|| short_name(n, 60))
+        })
+    }
+
+    /// The user frame around span `i`, as [`Self::categorize`] names it.
+    fn frame_of(&self, i: u32, memo: &mut FxHashMap<u32, Around>) -> Option<&'t str> {
+        let t = self.trace;
+        let f = self.around(i, memo).frame;
+        if f != NONE {
+            Some(t.str(t.host_spans[f as usize].name))
+        } else if self.call_stacks() {
+            t.user_frame(i)
+        } else {
+            None
+        }
+    }
+
+    /// What queued-but-not-started time in `[a, b)` is called: when the launching thread
+    /// sat in a synchronising call through most of it, the host was waiting on the same
+    /// GPU, so both waited on work the trace does not show.
+    fn queued_leaf(&self, thread: ThreadKey, a: i64, b: i64) -> Leaf {
+        let t = self.trace;
+        let spans = t.thread_spans(thread);
+        let (_, chain) = t.chain_at(spans, a + (b - a) / 2);
+        let blocked = chain.into_iter().find(|&i| {
+            let s = &t.host_spans[i as usize];
+            self.is_blocking(i) && 2 * (s.end.min(b) - s.start.max(a)) >= b - a
+        });
+        match blocked {
+            Some(i) => {
+                let op = t.outermost_cpu_op(i);
+                let op_name = if op == NONE {
+                    0
+                } else {
+                    t.host_spans[op as usize].name
+                };
+                Leaf::QueuedBehind(t.host_spans[i as usize].name, op_name)
+            }
+            None => Leaf::Queued,
         }
     }
 
@@ -510,6 +566,14 @@ impl<'t> Attributor<'t> {
             Leaf::Queued => {
                 "launched but not started (a dependency, an event or another stream held it)".into()
             }
+            Leaf::QueuedBehind(call, op) => format!(
+                "launched but not started while the host blocked in {}: the GPU waited on work the trace does not show running (an event, another stream, or work queued before the capture began)",
+                if op == 0 {
+                    t.api_name(call).to_string()
+                } else {
+                    format!("{} ({})", t.str(op), t.api_name(call))
+                }
+            ),
             Leaf::Drained => drained
                 .unwrap_or("the sync that drained the queue")
                 .to_string(),
@@ -556,6 +620,7 @@ impl<'t> Attributor<'t> {
             frame: None,
             next_op,
             drained_by: None,
+            region: None,
             parts: Vec::new(),
         };
         let Some(thread) = thread else {
@@ -576,6 +641,7 @@ impl<'t> Attributor<'t> {
             )];
             return finish_gap(gap);
         }
+        gap.region = self.region(thread, a + (b - a) / 2);
         // A synchronising call around the moment the GPU ran dry: the chain containing `a`,
         // and the few spans that ended just before it (the host returns a moment after).
         let spans = t.thread_spans(thread);
@@ -611,20 +677,47 @@ impl<'t> Attributor<'t> {
             .into_iter()
             .map(|(i, ns)| self.categorize(i, ns, &mut memo))
             .collect();
-        if b > host_end {
-            let latency = (b - host_end).min(LAUNCH_LATENCY_NS);
+        // A launch call of milliseconds is the first call of its kernel loading the module
+        // (or JIT): the GPU waits for the call itself, not for anything queued.
+        let mut queued_from = host_end;
+        if launch != NONE {
+            let l = &t.host_spans[launch as usize];
+            let slow_until = l.end.min(b);
+            // A graph launch queues every node of the graph: milliseconds are its work.
+            if l.dur() >= SLOW_CALL_NS
+                && slow_until > host_end
+                && !t.api_name(l.name).contains("GraphLaunch")
+            {
+                let op = t.outermost_cpu_op(launch);
+                let op_name = if op == NONE {
+                    0
+                } else {
+                    t.host_spans[op as usize].name
+                };
+                raws.push(Raw {
+                    kind: CauseKind::ModuleLoad,
+                    leaf: Leaf::FirstCallIn(l.name, op_name),
+                    frame: self.frame_of(launch, &mut memo),
+                    ns: slow_until - host_end,
+                });
+                queued_from = slow_until;
+            }
+        }
+        if b > queued_from {
+            let latency = (b - queued_from).min(LAUNCH_LATENCY_NS);
             raws.push(Raw {
                 kind: CauseKind::LaunchOverhead,
                 leaf: Leaf::LaunchLatency,
                 frame: None,
                 ns: latency,
             });
-            if b - host_end > latency {
+            if b - queued_from > latency {
+                let from = queued_from + latency;
                 raws.push(Raw {
                     kind: CauseKind::GpuWait,
-                    leaf: Leaf::Queued,
+                    leaf: self.queued_leaf(thread, from, b),
                     frame: None,
-                    ns: b - host_end - latency,
+                    ns: b - from,
                 });
             }
         }

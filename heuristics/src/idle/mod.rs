@@ -50,6 +50,15 @@ const DRAIN_SLACK_NS: i64 = 20_000;
 /// room and stays far below the stalls the rule is for.
 const PROFILER_STARTUP_NS: i64 = 5_000_000;
 
+/// First calls (module loading, library and handle start-up, JIT) holding at least half the
+/// idle time make the window a cold start: that idle time is paid once, so the steady state
+/// cannot be judged from it.
+const COLD_SHARE: f64 = 0.5;
+
+/// One gap holding at least half of all idle time (gaps and short idle) is a one-off stall:
+/// it alone decides the picture, and a rate (launches, syncs per step) cannot explain it.
+const STALL_SHARE: f64 = 0.5;
+
 /// A gap whose largest category holds less than this share of its time is "mixed".
 const MIXED_BELOW: f64 = 1.0 / 3.0;
 
@@ -203,6 +212,9 @@ pub struct Gap {
     pub next_op: Option<u32>,
     /// The synchronising call that returned just before the gap and drained the queue.
     pub drained_by: Option<String>,
+    /// The innermost user annotation (`record_function`, NVTX range; not a step marker) on
+    /// the launching thread at the gap's middle: the region of the program it fell in.
+    pub region: Option<String>,
     /// Measured time by category and leaf, largest first; adds up to the gap.
     pub parts: Vec<Part>,
 }
@@ -247,6 +259,35 @@ impl DeviceIdle {
             && self.short_idle_ns * 10 >= window_ns
     }
 
+    /// All idle time of the window: gaps that cost time and short idle.
+    pub fn idle_ns(&self) -> i64 {
+        self.gap_ns() + self.short_idle_ns
+    }
+
+    /// Time in first calls (module loading, library start-up, JIT) when it holds at least
+    /// half the idle time: the window is a cold start. None otherwise.
+    pub fn cold_start_ns(&self) -> Option<i64> {
+        let first_calls: i64 = self
+            .costly_gaps()
+            .flat_map(|g| &g.parts)
+            .filter(|p| p.kind == CauseKind::ModuleLoad)
+            .map(|p| p.ns)
+            .sum();
+        (self.idle_ns() > 0 && first_calls as f64 >= COLD_SHARE * self.idle_ns() as f64)
+            .then_some(first_calls)
+    }
+
+    /// The one gap that holds at least half the idle time, when there is one.
+    pub fn one_off_stall(&self) -> Option<&Gap> {
+        let g = self.costly_gaps().max_by(|a, b| {
+            (a.end - a.start)
+                .cmp(&(b.end - b.start))
+                .then(b.start.cmp(&a.start))
+        })?;
+        (self.idle_ns() > 0 && (g.end - g.start) as f64 >= STALL_SHARE * self.idle_ns() as f64)
+            .then_some(g)
+    }
+
     /// Measured gap time by category, largest first.
     pub fn by_kind(&self) -> Vec<(CauseKind, i64)> {
         let mut m: FxHashMap<CauseKind, i64> = FxHashMap::default();
@@ -256,6 +297,19 @@ impl DeviceIdle {
         let mut v: Vec<(CauseKind, i64)> = m.into_iter().collect();
         v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         v
+    }
+}
+
+/// Where a gap lies, in words: "at the start of the window" or "at +12.30 ms" / "at -3.00 ms".
+pub fn gap_position(w: &crate::window::Window, g: &Gap) -> String {
+    if g.start <= w.start + (g.end - g.start) / 100 {
+        return "at the start of the window".into();
+    }
+    let ms = w.offset_ms(g.start);
+    if ms < 0.0 {
+        format!("at -{:.2} ms", -ms)
+    } else {
+        format!("at +{ms:.2} ms")
     }
 }
 

@@ -81,10 +81,12 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
     };
     let unalloc_share = unalloc as f64 / peak_reserved as f64;
     let ooms: Vec<_> = samples.iter().filter(|m| m.oom).collect();
-    // Steady state: after the first profiled step (or the first tenth of the window).
+    // Steady state: after the first profiled step. Without two steps there is none: a
+    // window of one pass (or no step markers) cannot tell the allocator's growth from churn,
+    // so its cudaMalloc/cudaFree calls are left to the idle-gap attribution.
     let steady_from = match t.steps.first() {
         Some(s) if t.steps.len() > 1 => s.end,
-        _ => w.start + w.len() / 10,
+        _ => i64::MAX,
     };
     let (mut mallocs, mut frees, mut call_ns) = (0u64, 0u64, 0i64);
     let mut calls: Vec<(i64, i64, String)> = Vec::new();

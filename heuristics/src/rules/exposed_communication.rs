@@ -73,9 +73,7 @@ impl Rule for ExposedCommunication {
                     })
                     .collect(),
                 instances: Vec::new(),
-                advice: vec![
-                    "Overlap communication with compute: let DistributedDataParallel all-reduce gradient buckets during backward instead of all-reducing gradients after it (no manual dist.all_reduce loop over parameters; tune bucket_cap_mb so the first bucket starts early), use FSDP/ZeRO prefetching, and check that no synchronising call sits between backward and the optimizer step.".to_string(),
-                ],
+                advice: vec![advice(cx.workload())],
                 metrics: metrics([
                     ("collective_ns", e.collective_ns as f64),
                     ("exposed_ns", e.exposed_ns as f64),
@@ -84,5 +82,16 @@ impl Rule for ExposedCommunication {
             });
         }
         out
+    }
+}
+
+/// What to do about exposed collectives: training overlaps gradient communication with
+/// backward; inference's tensor-parallel collectives sit between the layers that need
+/// their result, so there the collective itself must get cheaper.
+fn advice(workload: crate::phases::Workload) -> String {
+    if workload == crate::phases::Workload::Inference {
+        "No backward pass in the trace: these are inference collectives (tensor- or expert-parallel), which the next layer waits for and which rarely overlap. Make each one cheaper: a lower tensor-parallel degree (or expert/data parallelism), a one-shot or symmetric-memory all-reduce for small messages (vLLM's custom all-reduce, NCCL NVLS), the all-reduce fused with the norm after it, or two micro-batches overlapping one's communication with the other's compute.".to_string()
+    } else {
+        "Overlap communication with compute: let DistributedDataParallel all-reduce gradient buckets during backward instead of all-reducing gradients after it (no manual dist.all_reduce loop over parameters; tune bucket_cap_mb so the first bucket starts early), use FSDP/ZeRO prefetching, and check that no synchronising call sits between backward and the optimizer step.".to_string()
     }
 }

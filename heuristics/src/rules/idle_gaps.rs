@@ -41,6 +41,39 @@ fn tuning_steps(cx: &Ctx, idle: &DeviceIdle) -> String {
     )
 }
 
+/// `; in annotated regions: BatchNorm 31%, GroupNorm 20%`: the user annotations the gaps fell
+/// in, by share of the gap time, when annotations cover at least half of it (the names the
+/// program gave its own phases say more than any operator).
+fn regions(idle: &DeviceIdle) -> String {
+    let total = idle.gap_ns().max(1);
+    let mut by: FxHashMap<&str, i64> = FxHashMap::default();
+    for g in idle.costly_gaps() {
+        if let Some(r) = &g.region {
+            *by.entry(r.as_str()).or_default() += g.end - g.start;
+        }
+    }
+    let covered: i64 = by.values().sum();
+    if covered * 2 < total {
+        return String::new();
+    }
+    let mut by: Vec<(&str, i64)> = by.into_iter().collect();
+    by.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let list: Vec<String> = by
+        .iter()
+        .take(4)
+        .map(|(r, ns)| format!("'{r}' {:.0}%", 100.0 * *ns as f64 / total as f64))
+        .collect();
+    format!(
+        "; in annotated regions: {}{}",
+        list.join(", "),
+        if by.len() > 4 {
+            format!(" and {} more", by.len() - 4)
+        } else {
+            String::new()
+        }
+    )
+}
+
 impl Rule for IdleGaps {
     fn id(&self) -> &'static str {
         ID
@@ -186,13 +219,13 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     let main = kinds.first().map(|k| k.0).unwrap_or(CauseKind::Unknown);
     let mut advice_list: Vec<String> = Vec::new();
     for (k, ns) in kinds.iter().take(3) {
-        let a = advice(*k, &leaf_of(*k));
+        let a = advice(*k, &leaf_of(*k), cx.workload());
         if *ns * 5 >= gap_ns && !advice_list.contains(&a) {
             advice_list.push(a);
         }
     }
     if advice_list.is_empty() {
-        advice_list.push(advice(main, &leaf_of(main)));
+        advice_list.push(advice(main, &leaf_of(main), cx.workload()));
     }
     // The sync that drained the queue before a third or more of the idle time is the second
     // fact of those gaps: removing it lets the GPU run ahead of the host.
@@ -207,7 +240,7 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
         .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
         && ns * 3 >= gap_ns
     {
-        let a = advice(CauseKind::HostSync, d);
+        let a = advice(CauseKind::HostSync, d, cx.workload());
         if !advice_list.contains(&a) {
             advice_list.push(a);
         }
@@ -231,13 +264,41 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
         .collect();
     let impact = gap_ns;
     let share = w.share(impact);
+    // What dominates the idle time, when one thing does: a single stall, or first calls.
+    let stall = idle.one_off_stall();
+    let cold = idle.cold_start_ns();
+    let headline = match (stall, cold) {
+        (_, Some(ns)) => format!(
+            ", {:.0}% of it first calls (a cold start)",
+            100.0 * ns as f64 / idle.idle_ns().max(1) as f64
+        ),
+        (Some(g), None) => format!(
+            ", {:.0}% of it one {} stall {}",
+            100.0 * (g.end - g.start) as f64 / idle.idle_ns().max(1) as f64,
+            fmt_ns(g.end - g.start),
+            crate::idle::gap_position(w, g)
+        ),
+        (None, None) => String::new(),
+    };
+    if let Some(ns) = cold {
+        advice_list.insert(0, format!(
+            "Cold start: {} of first calls (module loading, library and handle start-up, JIT) is paid once; it says nothing about the steady state. Warm up before measuring (torch.profiler.schedule(wait=1, warmup=2, active=3), or run a few iterations before the capture starts) and profile again.",
+            fmt_ns(ns)
+        ));
+    } else if let Some(g) = stall {
+        advice_list.insert(0, format!(
+            "One stall of {} holds most of the idle time: a one-off (a first call, or a wait on work outside the capture), not a launch-rate problem. Profile past it (torch.profiler.schedule(wait=1, warmup=2, active=3)) to see whether it recurs; if it does, look at what the host waited on: {}.",
+            fmt_ns(g.end - g.start),
+            g.label
+        ));
+    }
     Finding {
         rule: ID,
         subject: None,
         id: String::new(),
         title: if launch_bound {
             format!(
-                "GPU {} idle {:.0}% of the window: {} gaps ≥ {} cost {}; {} more in gaps between tiny kernels (see launch_bound)",
+                "GPU {} idle {:.0}% of the window{headline}: {} gaps ≥ {} cost {}; {} more in gaps between tiny kernels (see launch_bound)",
                 idle.device,
                 100.0 * idle_share,
                 n_gaps,
@@ -247,7 +308,7 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
             )
         } else {
             format!(
-                "GPU {} idle {:.0}% of the window: {} gaps ≥ {} cost {}",
+                "GPU {} idle {:.0}% of the window{headline}: {} gaps ≥ {} cost {}",
                 idle.device,
                 100.0 * idle_share,
                 n_gaps,
@@ -280,7 +341,8 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
                 Some(m) => format!("; nvidia-smi SM utilisation over the window {m:.0}%"),
                 None => String::new(),
             }
-        ) + &tuning_steps(cx, idle),
+        ) + &tuning_steps(cx, idle)
+            + &regions(idle),
         breakdown: rows,
         instances,
         advice: advice_list,

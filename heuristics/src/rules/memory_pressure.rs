@@ -48,18 +48,9 @@ impl Rule for MemoryPressure {
         if devices.is_empty() {
             return out;
         }
-        // A backward pass or an optimizer step marks training; without either the trace is
-        // inference, whose servers hold memory on purpose.
-        let training = {
-            let marks = t.strings.matching(|n| {
-                n.contains("Backward")
-                    || n.starts_with("autograd::engine")
-                    || n.contains("Optimizer.step")
-            });
-            t.host_spans
-                .iter()
-                .any(|s| marks.get(s.name as usize).copied().unwrap_or(false))
-        };
+        // Without a backward pass or an optimizer step the trace is inference, whose servers
+        // hold memory on purpose.
+        let training = cx.workload() == crate::phases::Workload::Training;
         for d in devices {
             // In time order: the model sorts the allocator events.
             let samples: Vec<_> = memory_in_window(t, w, d).collect();
