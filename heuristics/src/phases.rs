@@ -6,6 +6,24 @@
 use crate::window::Window;
 use tracehound_parsers::{HostKind, Trace};
 
+/// Whether a span is torch.compile compiling: the spans its `dynamo_timed` instrumentation
+/// records (`… (dynamo_timed)`), the outer `dynamo` operator around a frame's compilation,
+/// and the whole-compile spans of a frame and of the lazy backward.
+pub fn is_compile_span(name: &str) -> bool {
+    name.ends_with("(dynamo_timed)")
+        || matches!(
+            name,
+            "dynamo" | "entire_frame_compile" | "entire_backward_compile"
+        )
+}
+
+/// Whether a span is Inductor benchmarking kernel configurations (autotuning a new shape).
+pub fn is_inductor_tuning(name: &str) -> bool {
+    name.starts_with("CachingAutotuner.benchmark_all_configs")
+        || name.starts_with("AlgorithmSelectorCache.benchmark")
+        || name.starts_with("AlgorithmSelectorCache.autotune")
+}
+
 /// The host's CUDA/HIP graph captures: each from a `StreamBeginCapture` call to the next
 /// `StreamEndCapture` on the same thread, sorted, and the kernel launches recorded into them
 /// (launches inside a capture are recorded into the graph, not run).
@@ -117,4 +135,162 @@ pub fn workload(trace: &Trace) -> Workload {
     } else {
         Workload::Unknown
     }
+}
+
+/// What one torch.compile compilation compiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompileKind {
+    /// A frame: Dynamo traced it and Inductor compiled its forward (`entire_frame_compile`).
+    Frame,
+    /// The backward graph, compiled lazily at its first backward (`entire_backward_compile`).
+    Backward,
+}
+
+/// One compilation in the trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compilation {
+    /// Frame or backward.
+    pub kind: CompileKind,
+    /// Start and end, ns.
+    pub start: i64,
+    /// End, ns.
+    pub end: i64,
+    /// The compiled graph's id (`0/1`: frame 0, its second compilation), from the
+    /// `Torch-Compiled Region: 0/1` that first ran it; None when no region follows.
+    pub graph: Option<String>,
+    /// The input shapes it was compiled for that the previous compilation of the same kind did
+    /// not have (`[16, 192, 256]`), or all of them for the first; empty without shapes.
+    pub new_shapes: Vec<String>,
+}
+
+impl Compilation {
+    /// Whether this compiled a graph again (a graph id `N/k` with k ≥ 1): a recompilation.
+    pub fn is_recompile(&self) -> bool {
+        self.graph
+            .as_deref()
+            .and_then(|g| g.split('/').nth(1))
+            .and_then(|k| k.trim().parse::<u32>().ok())
+            .is_some_and(|k| k >= 1)
+    }
+}
+
+/// The torch.compile compilations of the trace, in time order: each `entire_frame_compile`
+/// and `entire_backward_compile` span, with the graph it produced and the input shapes that
+/// differ from the compiled code that ran before it on the same thread.
+pub fn compilations(trace: &Trace) -> Vec<Compilation> {
+    // A trace has millions of spans and a few thousand names: look at names first.
+    let compiled = trace
+        .strings
+        .matching(|n| n == "entire_frame_compile" || n == "entire_backward_compile");
+    if !compiled.contains(&true) {
+        return Vec::new();
+    }
+    let named = |n: &str| -> Vec<u32> {
+        let ids = trace.strings.matching(|x| x == n);
+        let mut v: Vec<u32> = (0..trace.host_spans.len() as u32)
+            .filter(|&k| {
+                ids.get(trace.host_spans[k as usize].name as usize)
+                    .copied()
+                    .unwrap_or(false)
+            })
+            .collect();
+        v.sort_by_key(|&k| trace.host_spans[k as usize].start);
+        v
+    };
+    let frames = named("entire_frame_compile");
+    let backwards = named("entire_backward_compile");
+    // Compiled code as it ran: a region (with the CompiledFunction inside it carrying the
+    // shapes) for forwards, CompiledFunctionBackward for backwards.
+    let region_ids = trace
+        .strings
+        .matching(|n| n.starts_with("Torch-Compiled Region: "));
+    let regions: Vec<(u32, String)> = (0..trace.host_spans.len() as u32)
+        .filter(|&k| {
+            region_ids
+                .get(trace.host_spans[k as usize].name as usize)
+                .copied()
+                .unwrap_or(false)
+        })
+        .filter_map(|k| {
+            let n = trace.str(trace.host_spans[k as usize].name);
+            n.strip_prefix("Torch-Compiled Region: ")
+                .map(|id| (k, id.trim().to_string()))
+        })
+        .collect();
+    let region_shapes = |r: u32| -> Vec<String> {
+        let s = &trace.host_spans[r as usize];
+        trace
+            .thread_spans((s.pid, s.tid))
+            .iter()
+            .copied()
+            .find(|&k| {
+                let c = &trace.host_spans[k as usize];
+                c.start >= s.start && c.end <= s.end && trace.str(c.name) == "CompiledFunction"
+            })
+            .map(|k| trace.input_shapes(k))
+            .unwrap_or_default()
+    };
+    let bw_runs = named("CompiledFunctionBackward");
+    let changed = |now: &[String], before: &[String]| -> Vec<String> {
+        if before.is_empty() {
+            return Vec::new();
+        }
+        let mut v: Vec<String> = now
+            .iter()
+            .enumerate()
+            .filter(|(k, sh)| before.get(*k) != Some(*sh))
+            .map(|(_, sh)| sh.clone())
+            .collect();
+        v.dedup();
+        v
+    };
+    let mut out = Vec::new();
+    for &f in &frames {
+        let s = &trace.host_spans[f as usize];
+        let same_thread = |r: &&(u32, String)| {
+            let h = &trace.host_spans[r.0 as usize];
+            (h.pid, h.tid) == (s.pid, s.tid)
+        };
+        let next = regions
+            .iter()
+            .filter(same_thread)
+            .find(|r| trace.host_spans[r.0 as usize].start >= s.end);
+        let before = regions
+            .iter()
+            .filter(same_thread)
+            .filter(|r| trace.host_spans[r.0 as usize].end <= s.start)
+            .last();
+        let now = next.map(|r| region_shapes(r.0)).unwrap_or_default();
+        let was = before.map(|r| region_shapes(r.0)).unwrap_or_default();
+        out.push(Compilation {
+            kind: CompileKind::Frame,
+            start: s.start,
+            end: s.end,
+            graph: next.map(|r| r.1.clone()),
+            new_shapes: changed(&now, &was),
+        });
+    }
+    for &b in &backwards {
+        let s = &trace.host_spans[b as usize];
+        let run = std::iter::once(b)
+            .chain(trace.ancestors(b))
+            .find(|&k| trace.str(trace.host_spans[k as usize].name) == "CompiledFunctionBackward");
+        let now = run.map(|k| trace.input_shapes(k)).unwrap_or_default();
+        let was = bw_runs
+            .iter()
+            .copied()
+            .filter(|&k| trace.host_spans[k as usize].end <= s.start)
+            .last()
+            .map(|k| trace.input_shapes(k))
+            .unwrap_or_default();
+        out.push(Compilation {
+            kind: CompileKind::Backward,
+            start: s.start,
+            end: s.end,
+            graph: None,
+            new_shapes: changed(&now, &was),
+        });
+    }
+    out.sort_by(|a, b| a.start.cmp(&b.start).then(a.end.cmp(&b.end)));
+    out
 }

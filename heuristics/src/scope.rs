@@ -25,6 +25,8 @@ pub struct Scope<'a> {
     graph_captures: std::sync::OnceLock<crate::phases::GraphCaptures>,
     /// Training, inference or unknown, found on first use (advice depends on it).
     workload: std::sync::OnceLock<crate::phases::Workload>,
+    /// torch.compile's compilations, found on first use.
+    compilations: std::sync::OnceLock<Vec<crate::phases::Compilation>>,
 }
 
 impl<'a> Scope<'a> {
@@ -37,6 +39,7 @@ impl<'a> Scope<'a> {
             kernel_classes: std::sync::OnceLock::new(),
             graph_captures: std::sync::OnceLock::new(),
             workload: std::sync::OnceLock::new(),
+            compilations: std::sync::OnceLock::new(),
         }
     }
 
@@ -51,6 +54,12 @@ impl<'a> Scope<'a> {
         *self
             .workload
             .get_or_init(|| crate::phases::workload(self.trace))
+    }
+
+    /// torch.compile's compilations in the trace ([`crate::phases::compilations`]).
+    pub fn compilations(&self) -> &[crate::phases::Compilation] {
+        self.compilations
+            .get_or_init(|| crate::phases::compilations(self.trace))
     }
 
     /// What the name of a kernel says about its math (see [`crate::hardware::classify`]).

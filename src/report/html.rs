@@ -102,6 +102,9 @@ pub fn cause_color(k: CauseKind) -> &'static str {
         CauseKind::Unknown => "#cccccc",
         CauseKind::ProfilerStartup => "#e0e0e0",
         CauseKind::GraphCapture => "#d9d9d9",
+        CauseKind::Compile => "#b5179e",
+        CauseKind::GarbageCollection => "#4a4e69",
+        CauseKind::Gil => "#e76f51",
     }
 }
 

@@ -97,6 +97,19 @@ pub fn advice(kind: CauseKind, leaf: &str, workload: Workload) -> String {
         CauseKind::GpuWait => "Work was queued but the GPU still waited: check cross-stream event waits and collectives on other streams, and whether a previous stream blocks this one.".to_string(),
         CauseKind::Unknown => "The launching thread is not in the trace: profile with ProfilerActivity.CPU so gaps can be attributed.".to_string(),
         CauseKind::ProfilerStartup => "Not a cost of the program: Kineto starts recording a moment into the first profiled step.".to_string(),
+        CauseKind::Compile => {
+            if l.contains("autotun") || l.contains("benchmark") {
+                format!("{leaf}: Inductor benchmarks kernel configurations for every new shape it compiles. Fix the shapes (pad or bucket to a few sizes) so it tunes once, or keep the autotuning results between runs (TORCHINDUCTOR_FX_GRAPH_CACHE=1, the default cache dir kept).")
+            } else {
+                format!("{leaf}: torch.compile compiles while the GPU waits; once at start is expected (warm up before profiling), again in the loop means recompilation. See why with TORCH_LOGS=recompiles; for changing input sizes use torch.compile(dynamic=True) or torch._dynamo.mark_dynamic(x, dim) on the varying dimension, or pad/bucket inputs to a few fixed shapes.")
+            }
+        }
+        CauseKind::GarbageCollection => format!(
+            "{leaf}: a full garbage collection walks every tracked object while the GPU waits. Collect every N steps outside the step, call gc.freeze() once after start-up so long-lived objects (datasets, models) are not scanned again, and avoid building reference cycles per step."
+        ),
+        CauseKind::Gil => format!(
+            "{leaf}: the launching thread needs the GIL to queue work, and another thread of the process kept it. Move that work to a separate process (multiprocessing, a logging/metrics service), make it release the GIL (C extensions, I/O), or run it between steps."
+        ),
         CauseKind::GraphCapture => "Not a steady-state cost: capturing a CUDA/HIP graph records its launches once, at warm-up, and the GPU idles meanwhile. Profile the steps that replay the graph (torch.profiler.schedule(wait, warmup, active) with warm-up past the capture).".to_string(),
     }
 }

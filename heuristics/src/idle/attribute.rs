@@ -51,6 +51,12 @@ enum Leaf {
     Drained,
     /// Untraced time where CPU samples name a function (symbol, module).
     Sampled(u32, u32),
+    /// Inside torch.compile's compilation: the outermost compile span (name).
+    Compiling(u32),
+    /// Inductor autotuning (span name).
+    Tuning(u32),
+    /// A garbage collection (frame name).
+    Collecting(u32),
 }
 
 /// A measured slice before its words are spelled out.
@@ -61,10 +67,14 @@ struct Raw<'t> {
     ns: i64,
 }
 
-/// Name flags: the DataLoader, a convolution, a user's Python frame.
+/// Name flags: the DataLoader, a convolution, a user's Python frame, torch.compile compiling,
+/// Inductor autotuning, a garbage collection.
 const LOADER: u8 = 1;
 const CONV: u8 = 2;
 const USER_FRAME: u8 = 4;
+const COMPILE: u8 = 8;
+const INDUCTOR_TUNE: u8 = 16;
+const GC: u8 = 32;
 /// The name's flags have been worked out.
 const KNOWN: u8 = 0x80;
 
@@ -79,6 +89,12 @@ struct Around {
     op: u32,
     /// The innermost user Python frame.
     frame: u32,
+    /// The outermost torch.compile compilation span.
+    compile: u32,
+    /// The outermost Inductor autotuning span.
+    tune: u32,
+    /// The outermost garbage collection frame.
+    gc: u32,
 }
 
 pub(super) struct Attributor<'t> {
@@ -201,7 +217,14 @@ impl<'t> Attributor<'t> {
                     USER_FRAME
                 } else {
                     0
-                });
+                })
+                | (if is_compile(n) { COMPILE } else { 0 })
+                | (if is_inductor_tuning(n) {
+                    INDUCTOR_TUNE
+                } else {
+                    0
+                })
+                | (if is_gc(n) { GC } else { 0 });
             slot.store(v, Relaxed);
         }
         v & f != 0
@@ -221,6 +244,9 @@ impl<'t> Attributor<'t> {
                     conv: NONE,
                     op: NONE,
                     frame: NONE,
+                    compile: NONE,
+                    tune: NONE,
+                    gc: NONE,
                 };
             }
             if let Some(a) = memo.get(&k) {
@@ -235,6 +261,15 @@ impl<'t> Attributor<'t> {
             let s = &t.host_spans[k as usize];
             if a.loader == NONE && self.flag(s.name, LOADER) {
                 a.loader = k;
+            }
+            if a.compile == NONE && self.flag(s.name, COMPILE) {
+                a.compile = k;
+            }
+            if a.tune == NONE && self.flag(s.name, INDUCTOR_TUNE) {
+                a.tune = k;
+            }
+            if a.gc == NONE && self.flag(s.name, GC) {
+                a.gc = k;
             }
             match s.kind {
                 HostKind::CpuOp => {
@@ -370,6 +405,22 @@ impl<'t> Attributor<'t> {
         }
         if around.conv != NONE && self.is_tuned(around.conv) {
             return raw(CauseKind::Autotune, Leaf::Conv(around.conv), frame);
+        }
+        // Framework phases before the operator they run: a compile launches benchmark
+        // kernels and runs Python, and all of it is the compile's cost.
+        let name_of = |k: u32| t.host_spans[k as usize].name;
+        if around.tune != NONE {
+            return raw(CauseKind::Compile, Leaf::Tuning(name_of(around.tune)), frame);
+        }
+        if around.compile != NONE {
+            return raw(CauseKind::Compile, Leaf::Compiling(name_of(around.compile)), frame);
+        }
+        if around.gc != NONE {
+            return raw(
+                CauseKind::GarbageCollection,
+                Leaf::Collecting(name_of(around.gc)),
+                frame,
+            );
         }
         let op = around.op;
         let op_name = if op == NONE {
@@ -577,6 +628,20 @@ impl<'t> Attributor<'t> {
             Leaf::Drained => drained
                 .unwrap_or("the sync that drained the queue")
                 .to_string(),
+            Leaf::Compiling(n) => {
+                let n = t.str(n);
+                let what = match n {
+                    "entire_backward_compile" => "compiling the backward graph (lazily, at the first backward of a new graph)",
+                    "dynamo" | "entire_frame_compile" => "compiling a frame (Dynamo, AOTAutograd, Inductor)",
+                    _ => "compiling",
+                };
+                format!("{what}: {}", n.trim_end_matches(" (dynamo_timed)"))
+            }
+            Leaf::Tuning(n) => format!(
+                "Inductor autotuning: {}",
+                t.str(n).trim_end_matches(" (dynamo_timed)")
+            ),
+            Leaf::Collecting(n) => format!("gc.collect() ({})", clean_frame(t.str(n))),
             Leaf::Sampled(sym, module) => {
                 let m = t.str(module);
                 format!(

@@ -48,6 +48,24 @@ pub(super) fn is_loader(name: &str) -> bool {
     name.contains("DataLoader") || name.contains("dataloader.py")
 }
 
+/// torch.compile's own work, as its `dynamo_timed` spans name it: Dynamo tracing a frame,
+/// AOTAutograd and Inductor compiling it (`entire_frame_compile`), and the lazy backward
+/// compilation inside `CompiledFunctionBackward` (`entire_backward_compile`).
+pub(super) fn is_compile(name: &str) -> bool {
+    crate::phases::is_compile_span(name)
+}
+
+/// Inductor benchmarking kernel configurations for a new shape (`CachingAutotuner`,
+/// max-autotune's `AlgorithmSelectorCache`).
+pub(super) fn is_inductor_tuning(name: &str) -> bool {
+    crate::phases::is_inductor_tuning(name)
+}
+
+/// A garbage collection the program asked for: `gc.collect()`'s frame.
+pub(super) fn is_gc(name: &str) -> bool {
+    name == "<built-in function collect>"
+}
+
 /// Convolution operators (cuDNN / MIOpen autotune inside them).
 pub(super) fn is_conv(name: &str) -> bool {
     let n = name.to_ascii_lowercase();

@@ -101,11 +101,20 @@ pub enum CauseKind {
     /// The host was capturing a CUDA/HIP graph: launches are recorded, not run, once, at
     /// warm-up; not the steady state's cost, so not in the impact.
     GraphCapture,
+    /// torch.compile compiling (Dynamo, AOTAutograd, Inductor) or Inductor autotuning a new
+    /// shape: once at start, again on every recompilation.
+    Compile,
+    /// A garbage collection (`gc.collect()`).
+    GarbageCollection,
+    /// Another thread of the process ran Python through the gap while the launching thread
+    /// waited: the GIL (inferred from Python frames in Kineto; from the GIL's condition wait
+    /// in Nsight Systems' OS runtime trace).
+    Gil,
 }
 
 impl CauseKind {
     /// Every category, in order.
-    pub const ALL: [CauseKind; 15] = [
+    pub const ALL: [CauseKind; 18] = [
         CauseKind::HostSync,
         CauseKind::Allocator,
         CauseKind::ModuleLoad,
@@ -121,6 +130,9 @@ impl CauseKind {
         CauseKind::Unknown,
         CauseKind::ProfilerStartup,
         CauseKind::GraphCapture,
+        CauseKind::Compile,
+        CauseKind::GarbageCollection,
+        CauseKind::Gil,
     ];
 
     /// The category of a stable id ([`CauseKind::id`]).
@@ -146,6 +158,9 @@ impl CauseKind {
             CauseKind::Unknown => "unknown host activity",
             CauseKind::ProfilerStartup => "profiler start-up",
             CauseKind::GraphCapture => "CUDA-graph capture",
+            CauseKind::Compile => "torch.compile compilation",
+            CauseKind::GarbageCollection => "garbage collection",
+            CauseKind::Gil => "GIL held by another thread",
         }
     }
 
@@ -173,6 +188,9 @@ impl CauseKind {
             CauseKind::Unknown => "unknown",
             CauseKind::ProfilerStartup => "profiler_startup",
             CauseKind::GraphCapture => "graph_capture",
+            CauseKind::Compile => "compile",
+            CauseKind::GarbageCollection => "garbage_collection",
+            CauseKind::Gil => "gil",
         }
     }
 }

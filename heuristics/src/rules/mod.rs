@@ -47,6 +47,7 @@ rules! {
     optimizer_overhead => OptimizerOverhead,
     memory_pressure => MemoryPressure,
     step_outliers => StepOutliers,
+    recompilation => Recompilation,
     software_stack => SoftwareStack,
     low_sm_utilization => LowSmUtilization,
     memory_bandwidth_bound => MemoryBandwidthBound,

@@ -1,12 +1,15 @@
-//! Steps much slower than the median, and what was different in them.
+//! Steps much slower than the typical fast step, and what was different in them.
 //!
-//! Reads the step markers (`ProfilerStep#N`) in the window. A step is an outlier when it
-//! takes at least 1.5× the median step and at least 1 ms more (a 50% jump is well outside
+//! Reads the step markers (`ProfilerStep#N`) in the window. The baseline is the typical fast
+//! step: the median of the faster half of the steps, so that half the steps being slow (a
+//! recompilation every other step) still leaves a baseline they are compared with; in a
+//! steady loop it is within jitter of the median. A step is an outlier when it
+//! takes at least 1.5× the baseline and at least 1 ms more (a 50% jump is well outside
 //! step-to-step jitter, which is a few percent in a steady loop; the floor keeps sub-ms
 //! steps from reporting noise). What was different is measured, not guessed: the idle gaps
 //! inside the step with their measured causes (a checkpoint's copies, `gc.collect`, a sync),
-//! GPU copies the median step does not have, and recompilation markers (TorchDynamo). The
-//! impact is each outlier's time beyond the median; it overlaps the `idle_gaps` finding when
+//! GPU copies the baseline step does not have, and torch.compile compilations. The
+//! impact is each outlier's time beyond the baseline; it overlaps the `idle_gaps` finding when
 //! the extra time is GPU idle (as it usually is). Needs 5 steps or more; the first step in the
 //! window is not reported (profiler start-up and first calls land there).
 
@@ -14,7 +17,8 @@ use super::Rule;
 use crate::context::{Ctx, new_finding, rows_by_time};
 use crate::finding::{Confidence, Finding, Instance, fmt_bytes, fmt_ns, metrics};
 use std::collections::BTreeMap;
-use tracehound_parsers::{GpuOpKind, HostKind};
+use crate::idle::CauseKind;
+use tracehound_parsers::GpuOpKind;
 
 /// The rule's id: in its findings, their stable ids and `--rules`.
 pub const ID: &str = "step_outliers";
@@ -35,7 +39,7 @@ impl Rule for StepOutliers {
     }
 
     fn description(&self) -> &'static str {
-        "steps much slower than the median step, with what was different in them"
+        "steps much slower than the typical fast step, with what was different in them"
     }
 
     fn uses_idle(&self) -> bool {
@@ -55,22 +59,24 @@ impl Rule for StepOutliers {
         }
         let mut durs: Vec<i64> = steps.iter().map(|s| s.end - s.start).collect();
         durs.sort_unstable();
+        // The typical fast step: the median of the faster half.
         let median = crate::stats::median(durs.clone());
+        let baseline = crate::stats::median(durs[..durs.len().div_ceil(2)].to_vec());
         let p90 = crate::stats::percentile(&durs, 0.9);
         // The first step of a capture carries the profiler's start-up (and often first-call
-        // costs): it counts in the median but is not reported.
+        // costs): it counts in the baseline but is not reported.
         let outliers: Vec<_> = steps
             .iter()
             .skip(1)
             .filter(|s| {
                 let d = s.end - s.start;
-                d as f64 >= RATIO * median as f64 && d - median >= MIN_EXTRA_NS
+                d as f64 >= RATIO * baseline as f64 && d - baseline >= MIN_EXTRA_NS
             })
             .collect();
         if outliers.is_empty() {
             return Vec::new();
         }
-        let impact: i64 = outliers.iter().map(|s| s.end - s.start - median).sum();
+        let impact: i64 = outliers.iter().map(|s| s.end - s.start - baseline).sum();
         let slowest = outliers
             .iter()
             .max_by(|a, b| {
@@ -103,11 +109,11 @@ impl Rule for StepOutliers {
                 }
             }
         }
-        // Copies and compilation in the slowest step that the median step lacks.
+        // Copies and compilation in the slowest step that the baseline step lacks.
         let in_step = |a: i64, st: &tracehound_parsers::Step| a >= st.start && a < st.end;
         let median_step = steps
             .iter()
-            .min_by_key(|s| ((s.end - s.start) - median).abs())
+            .min_by_key(|s| ((s.end - s.start) - baseline).abs())
             .copied();
         let copies = |st: &tracehound_parsers::Step| -> (u64, u64, i64) {
             let mut c = (0u64, 0u64, 0i64);
@@ -127,54 +133,86 @@ impl Rule for StepOutliers {
         let mut notes = Vec::new();
         if sb > 2 * mb + (1 << 20) {
             notes.push(format!(
-                "{sc} copies moving {} ({} on the GPU) against {mc} moving {} in a median step",
+                "{sc} copies moving {} ({} on the GPU) against {mc} moving {} in a typical step",
                 fmt_bytes(sb),
                 fmt_ns(sns),
                 fmt_bytes(mb)
             ));
         }
-        let compiles = t
-            .host_spans
+        // torch.compile's compilations in each outlier step.
+        let compiled_in = |st: &tracehound_parsers::Step| -> Vec<&crate::phases::Compilation> {
+            cx.compilations()
+                .iter()
+                .filter(|c| in_step(c.start, st))
+                .collect()
+        };
+        let compiles: usize = outliers.iter().map(|s| compiled_in(s).len()).sum();
+        let recompiled: Vec<i64> = outliers
             .iter()
-            .filter(|h| {
-                matches!(
-                    h.kind,
-                    HostKind::CpuOp | HostKind::Annotation | HostKind::Python
-                ) && in_step(h.start, slowest)
-                    && {
-                        let n = t.str(h.name);
-                        n.contains("Torch-Compiled Region") && h.dur() > MIN_EXTRA_NS
-                            || n.contains("torch/_dynamo/convert_frame.py")
-                            || n.contains("compile_fx")
-                    }
-            })
-            .count();
-        if compiles > 0 {
+            .filter(|s| !compiled_in(s).is_empty())
+            .map(|s| s.number)
+            .collect();
+        if !recompiled.is_empty() {
+            let list: Vec<String> = recompiled.iter().map(i64::to_string).collect();
             notes.push(format!(
-                "{compiles} TorchDynamo/Inductor compilation spans (a recompilation)"
+                "torch.compile compiled in step{} {} ({compiles} compilations)",
+                if recompiled.len() > 1 { "s" } else { "" },
+                list.join(", ")
             ));
         }
         let diff_total: i64 = diff.values().map(|g| g.1).sum();
+        // What the outliers had in common, in the title: the steps that compiled, or the
+        // measured cause holding most of their idle time.
+        let mut by_kind: BTreeMap<&'static str, i64> = BTreeMap::new();
+        for s in &outliers {
+            for idle in cx.idle() {
+                for g in idle.costly_gaps() {
+                    let (a, b) = (g.start.max(s.start), g.end.min(s.end));
+                    if b > a {
+                        let frac = (b - a) as f64 / (g.end - g.start).max(1) as f64;
+                        for p in &g.parts {
+                            *by_kind.entry(p.kind.label()).or_default() += (p.ns as f64 * frac) as i64;
+                        }
+                    }
+                }
+            }
+        }
+        let why = if !recompiled.is_empty() {
+            let list: Vec<String> = recompiled.iter().map(i64::to_string).collect();
+            format!(
+                "; torch.compile compiled in step{} {}",
+                if recompiled.len() > 1 { "s" } else { "" },
+                list.join(", ")
+            )
+        } else {
+            by_kind
+                .iter()
+                .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+                .filter(|(_, ns)| **ns * 2 >= impact)
+                .map(|(k, ns)| format!("; mostly {k} ({:.0}%)", 100.0 * *ns as f64 / impact.max(1) as f64))
+                .unwrap_or_default()
+        };
         let number = |s: &tracehound_parsers::Step| s.number;
         let mut f = new_finding(
             cx,
             ID,
             None,
             format!(
-                "{} of {} steps take over {RATIO}× the median {}: step {} takes {}",
+                "{} of {} steps take over {RATIO}× the typical step {}: step {} takes {}{why}",
                 outliers.len(),
                 steps.len(),
-                fmt_ns(median),
+                fmt_ns(baseline),
                 number(slowest),
                 fmt_ns(slowest.end - slowest.start)
             ),
             impact,
             Confidence::High,
             format!(
-                "median step {}, p90/median {:.2}, slowest/median {:.1}; in the outliers, {} of GPU idle by measured cause (overlaps idle_gaps){}",
+                "typical step {} (median of the faster half), median {}, p90/typical {:.2}, slowest/typical {:.1}; in the outliers, {} of GPU idle by measured cause (overlaps idle_gaps){}",
+                fmt_ns(baseline),
                 fmt_ns(median),
-                p90 as f64 / median.max(1) as f64,
-                (slowest.end - slowest.start) as f64 / median.max(1) as f64,
+                p90 as f64 / baseline.max(1) as f64,
+                (slowest.end - slowest.start) as f64 / baseline.max(1) as f64,
                 fmt_ns(diff_total),
                 if notes.is_empty() {
                     String::new()
@@ -191,27 +229,67 @@ impl Rule for StepOutliers {
                 start_ns: s.start,
                 dur_ns: s.end - s.start,
                 offset_ms: w.offset_ms(s.start),
-                what: format!(
-                    "step {}: {} ({} over the median)",
-                    s.number,
-                    fmt_ns(s.end - s.start),
-                    fmt_ns(s.end - s.start - median)
-                ),
+                what: {
+                    let c = compiled_in(s);
+                    let shapes: Vec<&str> = c
+                        .iter()
+                        .flat_map(|c| c.new_shapes.iter().map(String::as_str))
+                        .collect::<std::collections::BTreeSet<_>>()
+                        .into_iter()
+                        .collect();
+                    let why = match (c.len(), shapes.is_empty()) {
+                        (0, _) => String::new(),
+                        (n, true) => format!("; torch.compile compiled {n}×"),
+                        (n, false) => format!(
+                            "; torch.compile compiled {n}× for new input {}",
+                            shapes.join(", ")
+                        ),
+                    };
+                    format!(
+                        "step {}: {} ({} over the typical step){why}",
+                        s.number,
+                        fmt_ns(s.end - s.start),
+                        fmt_ns(s.end - s.start - baseline)
+                    )
+                },
                 cpu_op: None,
                 python_frame: None,
             })
             .collect();
-        f.advice = vec![
-            "Move periodic work off the step: checkpoint from a background thread (torch.distributed.checkpoint.async_save, or copy the state_dict to pinned CPU memory and write it in a thread).".into(),
-            "Garbage collection pauses: gc.freeze() after start-up, or gc.disable() in the loop with gc.collect() at chosen points.".into(),
-        ];
-        if compiles > 0 {
-            f.advice.push("Recompilation: mark dynamic dimensions (torch._dynamo.mark_dynamic) or pad inputs to fixed shapes; TORCH_LOGS=recompiles says why it recompiled.".into());
+        // Advice for what the outliers measured, largest first; the periodic-work advice
+        // when nothing specific stands out.
+        let mut kinds: Vec<(CauseKind, i64)> = Vec::new();
+        for s in &outliers {
+            for idle in cx.idle() {
+                for g in idle.costly_gaps().filter(|g| g.start < s.end && g.end > s.start) {
+                    for p in &g.parts {
+                        match kinds.iter_mut().find(|k| k.0 == p.kind) {
+                            Some(k) => k.1 += p.ns,
+                            None => kinds.push((p.kind, p.ns)),
+                        }
+                    }
+                }
+            }
+        }
+        kinds.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let top = kinds.first().map(|k| k.0);
+        if compiles > 0 || top == Some(CauseKind::Compile) {
+            f.advice.push("Recompilation: the slow steps compiled again. Mark the varying dimension dynamic (torch._dynamo.mark_dynamic(x, dim), or torch.compile(dynamic=True)) or pad/bucket inputs to a few fixed shapes; TORCH_LOGS=recompiles says which guard failed.".into());
+        }
+        if top == Some(CauseKind::GarbageCollection) {
+            f.advice.push("Garbage collection pauses: gc.freeze() after start-up, or gc.disable() in the loop with gc.collect() at chosen points.".into());
+        }
+        if f.advice.is_empty() {
+            f.advice = vec![
+                "Move periodic work off the step: checkpoint from a background thread (torch.distributed.checkpoint.async_save, or copy the state_dict to pinned CPU memory and write it in a thread).".into(),
+                "Garbage collection pauses: gc.freeze() after start-up, or gc.disable() in the loop with gc.collect() at chosen points.".into(),
+            ];
         }
         f.metrics = metrics([
             ("steps", steps.len() as f64),
             ("outliers", outliers.len() as f64),
             ("median_step_ns", median as f64),
+            ("baseline_step_ns", baseline as f64),
             ("p90_over_median", p90 as f64 / median.max(1) as f64),
             ("slowest_step", slowest.number as f64),
             ("slowest_step_ns", (slowest.end - slowest.start) as f64),
