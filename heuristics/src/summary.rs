@@ -422,6 +422,34 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
             ),
         );
     }
+    // A framework phase or another thread holding most of the idle time is named as what
+    // held the host, not as a launch rate.
+    if let Some(&(k, ns)) = kinds.first()
+        && matches!(
+            k,
+            CauseKind::Compile | CauseKind::GarbageCollection | CauseKind::Gil
+        )
+        && 2 * ns >= gap_ns
+    {
+        let who = match k {
+            CauseKind::Compile => "torch.compile compiling".to_string(),
+            CauseKind::GarbageCollection => "garbage collection".to_string(),
+            _ => match idle.costly_gaps().find_map(|g| g.gil_holder.clone()) {
+                Some(t) => format!("another thread holding the GIL ({t})"),
+                None => "another thread holding the GIL".to_string(),
+            },
+        };
+        return (
+            Bound::LaunchHost,
+            format!(
+                "launch/host bound: GPU {} idles {:.0}% of the window while the host is held by {who} ({:.0}% of the idle time in gaps ≥ {}).",
+                main.device,
+                100.0 * (1.0 - busy),
+                100.0 * ns as f64 / gap_ns.max(1) as f64,
+                fmt_ns(cx.config.gap_threshold_ns)
+            ),
+        );
+    }
     (
         Bound::LaunchHost,
         format!(
@@ -469,12 +497,13 @@ fn one_off_stall(
     Some((
         Bound::Stall,
         format!(
-            "one-off stall: a single {} gap {} holds {:.0}% of GPU {}'s idle time ({}){rest}. A stall that happens once is a first call or a wait on work outside the capture, not a launch-rate problem: {PROFILE_PAST_IT}, and if it recurs, see what the host waited on.",
+            "one-off stall: a single {} gap {} holds {:.0}% of GPU {}'s idle time ({}){rest}. {}.",
             fmt_ns(len),
             crate::idle::gap_position(&cx.window, g),
             100.0 * len as f64 / idle.idle_ns() as f64,
             main.device,
-            g.label
+            g.label,
+            crate::idle::stall_meaning(&cx.window, g)
         ),
     ))
 }

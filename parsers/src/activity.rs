@@ -66,7 +66,15 @@ impl Trace {
         for &i in &set {
             let p = self.host_spans[i as usize].parent;
             match set.binary_search(&p) {
-                Ok(k) if p != NONE => excl[k] -= clip(i),
+                Ok(k) if p != NONE => {
+                    // A child that outlasts its parent by a rounding error (Python frames
+                    // and operators are timed separately) takes from it only what they share;
+                    // the rest it covers itself.
+                    let (c, q) = (&self.host_spans[i as usize], &self.host_spans[p as usize]);
+                    let shared = (c.end.min(q.end).min(b) - c.start.max(q.start).max(a)).max(0);
+                    excl[k] -= shared;
+                    covered += clip(i) - shared;
+                }
                 _ => covered += clip(i),
             }
         }
@@ -78,6 +86,22 @@ impl Trace {
         let untraced = (b - a) - covered;
         if untraced > 0 {
             out.push((NONE, untraced));
+        }
+        // Siblings that overlap (spans the recorder did not nest) count their shared time
+        // twice: scale back so the times still add up to the interval.
+        let total: i64 = out.iter().map(|x| x.1).sum();
+        if total > b - a {
+            let mut left = b - a;
+            let n = out.len();
+            for (k, x) in out.iter_mut().enumerate() {
+                x.1 = if k + 1 == n {
+                    left
+                } else {
+                    ((x.1 as i128 * (b - a) as i128) / total as i128) as i64
+                };
+                left -= x.1;
+            }
+            out.retain(|x| x.1 > 0);
         }
         out
     }

@@ -57,6 +57,13 @@ enum Leaf {
     Tuning(u32),
     /// A garbage collection (frame name).
     Collecting(u32),
+    /// Time the autograd engine thread spent outside any span while the caller waited.
+    EngineIdle,
+    /// Another thread (tid) ran Python (its innermost frame's name) meanwhile.
+    GilHeld(i64, u32),
+    /// CPython's GIL wait in the OS runtime trace, with the thread that ran meanwhile (tid,
+    /// -1 when none stands out).
+    GilWait(i64),
 }
 
 /// A measured slice before its words are spelled out.
@@ -123,7 +130,53 @@ pub(super) struct Attributor<'t> {
     flags: Vec<std::sync::atomic::AtomicU8>,
     /// Whether any span carries an old-style `Call stack` (the frame fallback).
     call_stacks: OnceLock<bool>,
+    /// Per process: its autograd engine thread (the one that runs most backward
+    /// operators), and the other threads that run Python frames; found on first need.
+    threads: OnceLock<FxHashMap<i64, ProcessThreads>>,
 }
+
+/// The threads of one process that the launching thread's time can depend on.
+#[derive(Debug, Default)]
+struct ProcessThreads {
+    /// The autograd engine thread: it runs backward while the caller waits in
+    /// `run_backward`. Found by its `autograd::engine::evaluate_function` operators, since
+    /// Kineto names it `pt_autograd_0` in some captures and after the process in others.
+    engine: Option<ThreadKey>,
+    /// Threads with Python frames (candidates for holding the GIL).
+    python: Vec<ThreadKey>,
+}
+
+/// An innermost Python frame that waits with the GIL released (sleep, a lock, a queue, I/O)
+/// does not hold it, whatever its frame spans.
+fn releases_gil(frame: &str) -> bool {
+    const WAITS: &[&str] = &[
+        "sleep",
+        "acquire",
+        "wait",
+        "select",
+        "poll",
+        "recv",
+        "accept",
+        "read",
+        "join",
+        "get of",
+        "queue.py",
+        "selectors.py",
+        "socket.py",
+        "epoll",
+        // Calls into C++ that release the GIL while they block on other threads or the GPU.
+        "run_backward",
+        "synchronize",
+        "item of",
+        "tolist",
+        "cpu of",
+    ];
+    WAITS.iter().any(|w| frame.contains(w))
+}
+
+/// Another thread ran Python through at least this share of a stretch the launching thread
+/// spent in host work: with one GIL, the launching thread waited for it.
+const GIL_SHARE: f64 = 0.5;
 
 impl<'t> Attributor<'t> {
     pub(super) fn new(trace: &'t Trace) -> Self {
@@ -171,7 +224,185 @@ impl<'t> Attributor<'t> {
                 .map(|_| std::sync::atomic::AtomicU8::new(0))
                 .collect(),
             call_stacks: OnceLock::new(),
+            threads: OnceLock::new(),
         }
+    }
+
+    /// The engine and Python threads of every process.
+    fn threads(&self) -> &FxHashMap<i64, ProcessThreads> {
+        let t = self.trace;
+        self.threads.get_or_init(|| {
+            let engine_op = t
+                .strings
+                .matching(|n| n.starts_with("autograd::engine::evaluate_function"));
+            let mut out: FxHashMap<i64, ProcessThreads> = FxHashMap::default();
+            let mut best: FxHashMap<i64, (usize, ThreadKey)> = FxHashMap::default();
+            for (k, spans) in &t.index.spans_by_thread {
+                let mut backward = 0usize;
+                let mut python = false;
+                for &i in spans.iter() {
+                    let s = &t.host_spans[i as usize];
+                    python |= s.kind == HostKind::Python;
+                    if s.kind == HostKind::CpuOp
+                        && engine_op.get(s.name as usize).copied().unwrap_or(false)
+                    {
+                        backward += 1;
+                    }
+                }
+                let e = out.entry(k.0).or_default();
+                if python {
+                    e.python.push(*k);
+                }
+                if backward > 0 && best.get(&k.0).is_none_or(|b| backward > b.0) {
+                    best.insert(k.0, (backward, *k));
+                }
+            }
+            for (pid, (_, k)) in best {
+                out.entry(pid).or_default().engine = Some(k);
+            }
+            out
+        })
+    }
+
+    /// How a thread is named in words: its name from the trace, else its id.
+    fn thread_label(&self, k: ThreadKey) -> String {
+        let names: Vec<&str> = self
+            .trace
+            .meta
+            .capture
+            .host_threads
+            .iter()
+            .filter(|h| (h.pid, h.tid) == k)
+            .filter_map(|h| h.name.as_deref())
+            .map(|n| {
+                // Kineto writes `thread 1148 (metrics-writer)`.
+                n.rfind('(')
+                    .and_then(|p| n[p + 1..].strip_suffix(')'))
+                    .unwrap_or(n)
+            })
+            .collect();
+        // A thread named after the process says less than its own name.
+        match names
+            .iter()
+            .find(|n| !n.starts_with("python"))
+            .or(names.first())
+        {
+            Some(n) => format!("'{n}' (tid {})", k.1),
+            None => format!("tid {}", k.1),
+        }
+    }
+
+    /// When span `i` of the launching thread is `run_backward` (the caller waiting for the
+    /// autograd engine) for most of its stretch in `[a, b)`: the stretch and the engine
+    /// thread, whose work it was.
+    fn backward_wait(
+        &self,
+        i: u32,
+        ns: i64,
+        thread: ThreadKey,
+        a: i64,
+        b: i64,
+    ) -> Option<(i64, i64, ThreadKey)> {
+        if i == NONE {
+            return None;
+        }
+        let t = self.trace;
+        let s = &t.host_spans[i as usize];
+        if !(s.kind == HostKind::Python || s.kind == HostKind::CpuOp)
+            || !t.str(s.name).contains("run_backward")
+        {
+            return None;
+        }
+        let engine = self
+            .threads()
+            .get(&thread.0)?
+            .engine
+            .filter(|&e| e != thread)?;
+        let (x, y) = (s.start.max(a), s.end.min(b));
+        // Only when nothing else ran inside it on this thread: then the stretch is the wait.
+        (y > x && ns * 10 >= (y - x) * 9).then_some((x, y, engine))
+    }
+
+    /// Whether a measured slice is CPython's GIL wait as the OS runtime trace records it.
+    fn is_gil_wait(&self, r: &Raw) -> bool {
+        r.kind == CauseKind::OsCall
+            && matches!(r.leaf, Leaf::Name(n) if self.trace.str(n) == "pthread_cond_timedwait")
+    }
+
+    /// Whether process `pid` runs Python: its threads are named after it, or the trace has
+    /// Python frames.
+    fn python_process(&self, pid: i64) -> bool {
+        let c = &self.trace.meta.capture;
+        c.python_frames
+            || c.host_threads.iter().any(|h| {
+                h.pid == pid
+                    && h.name
+                        .as_deref()
+                        .is_some_and(|n| n.contains("python") || n.contains("pt_autograd"))
+            })
+    }
+
+    /// In a trace of OS calls: the other thread of the process that was active in the window
+    /// and spent the least of `[a, b)` inside OS calls (under half), i.e. ran meanwhile.
+    fn running_thread(&self, thread: ThreadKey, a: i64, b: i64) -> Option<ThreadKey> {
+        let t = self.trace;
+        let w = (b - a).max(1);
+        let mut best: Option<(i64, ThreadKey)> = None;
+        for (k, spans) in &t.index.spans_by_thread {
+            if k.0 != thread.0 || *k == thread {
+                continue;
+            }
+            let calls: Vec<&tracehound_parsers::HostSpan> = spans
+                .iter()
+                .map(|&i| &t.host_spans[i as usize])
+                .filter(|s| s.kind == HostKind::OsCall)
+                .collect();
+            // A thread with no OS call at all says nothing about whether it ran.
+            if calls.is_empty() {
+                continue;
+            }
+            let blocked: i64 = calls
+                .iter()
+                .map(|s| (s.end.min(b) - s.start.max(a)).max(0))
+                .sum();
+            let active = calls.iter().any(|s| s.start < b && s.end > a);
+            if active && 2 * blocked < w && best.is_none_or(|x| blocked < x.0) {
+                best = Some((blocked, *k));
+            }
+        }
+        best.map(|x| x.1)
+    }
+
+    /// The thread (not `thread`, not the engine) that ran Python for the longest in
+    /// `[a, b)`, with that time and its innermost frame, when it covers `GIL_SHARE`.
+    fn gil_holder(&self, thread: ThreadKey, a: i64, b: i64) -> Option<(ThreadKey, i64, u32)> {
+        let t = self.trace;
+        let p = self.threads().get(&thread.0)?;
+        let mut best: Option<(ThreadKey, i64, u32)> = None;
+        for &k in p
+            .python
+            .iter()
+            .filter(|&&k| k != thread && Some(k) != p.engine)
+        {
+            let mut ran = 0i64;
+            let mut top: (i64, u32) = (0, 0);
+            for (j, ns) in t.exclusive_time(k, a, b) {
+                if j == NONE {
+                    continue;
+                }
+                let s = &t.host_spans[j as usize];
+                if s.kind == HostKind::Python && !releases_gil(t.str(s.name)) {
+                    ran += ns;
+                    if ns > top.0 {
+                        top = (ns, s.name);
+                    }
+                }
+            }
+            if best.is_none_or(|b| ran > b.1) {
+                best = Some((k, ran, top.1));
+            }
+        }
+        best.filter(|h| h.1 as f64 >= GIL_SHARE * (b - a) as f64 && h.1 > 0)
     }
 
     /// What time no span covers is called: code the profiler did not trace, or, in a trace
@@ -311,11 +542,19 @@ impl<'t> Attributor<'t> {
         }
     }
 
-    /// The thread that ran the most CPU operators (else CUDA calls): it stands in when a gap
-    /// has no launcher.
+    /// The thread that drives the loop: among threads with Python frames when there are any,
+    /// the one that launched the most GPU work (else ran the most CPU operators, else CUDA
+    /// calls). It stands in when a gap has no launcher (the window's trailing gap). Python and
+    /// launches come first because the autograd engine thread runs more operators, and often
+    /// launches more kernels, than the thread that drives the loop.
     fn main_thread(&self) -> Option<ThreadKey> {
         let trace = self.trace;
         *self.main_thread.get_or_init(|| {
+            let mut launched: FxHashMap<ThreadKey, usize> = FxHashMap::default();
+            for &l in trace.index.op_launch.iter().filter(|&&l| l != NONE) {
+                let s = &trace.host_spans[l as usize];
+                *launched.entry((s.pid, s.tid)).or_default() += 1;
+            }
             trace
                 .index
                 .spans_by_thread
@@ -327,6 +566,9 @@ impl<'t> Attributor<'t> {
                             .count()
                     };
                     (
+                        // The loop runs in Python when the trace records Python.
+                        count(&[HostKind::Python]) > 0,
+                        launched.get(k).copied().unwrap_or(0),
                         count(&[HostKind::CpuOp]),
                         count(&[HostKind::Runtime, HostKind::Driver]),
                         std::cmp::Reverse(*k),
@@ -334,8 +576,8 @@ impl<'t> Attributor<'t> {
                     )
                 })
                 .max()
-                .filter(|(ops, calls, _, _)| ops + calls > 0)
-                .map(|(_, _, _, k)| k)
+                .filter(|(_, l, ops, calls, _, _)| l + ops + calls > 0)
+                .map(|(_, _, _, _, _, k)| k)
         })
     }
 
@@ -410,10 +652,18 @@ impl<'t> Attributor<'t> {
         // kernels and runs Python, and all of it is the compile's cost.
         let name_of = |k: u32| t.host_spans[k as usize].name;
         if around.tune != NONE {
-            return raw(CauseKind::Compile, Leaf::Tuning(name_of(around.tune)), frame);
+            return raw(
+                CauseKind::Compile,
+                Leaf::Tuning(name_of(around.tune)),
+                frame,
+            );
         }
         if around.compile != NONE {
-            return raw(CauseKind::Compile, Leaf::Compiling(name_of(around.compile)), frame);
+            return raw(
+                CauseKind::Compile,
+                Leaf::Compiling(name_of(around.compile)),
+                frame,
+            );
         }
         if around.gc != NONE {
             return raw(
@@ -631,8 +881,12 @@ impl<'t> Attributor<'t> {
             Leaf::Compiling(n) => {
                 let n = t.str(n);
                 let what = match n {
-                    "entire_backward_compile" => "compiling the backward graph (lazily, at the first backward of a new graph)",
-                    "dynamo" | "entire_frame_compile" => "compiling a frame (Dynamo, AOTAutograd, Inductor)",
+                    "entire_backward_compile" => {
+                        "compiling the backward graph (lazily, at the first backward of a new graph)"
+                    }
+                    "dynamo" | "entire_frame_compile" => {
+                        "compiling a frame (Dynamo, AOTAutograd, Inductor)"
+                    }
                     _ => "compiling",
                 };
                 format!("{what}: {}", n.trim_end_matches(" (dynamo_timed)"))
@@ -642,6 +896,37 @@ impl<'t> Attributor<'t> {
                 t.str(n).trim_end_matches(" (dynamo_timed)")
             ),
             Leaf::Collecting(n) => format!("gc.collect() ({})", clean_frame(t.str(n))),
+            Leaf::GilWait(tid) => {
+                let who = t
+                    .meta
+                    .capture
+                    .host_threads
+                    .iter()
+                    .find(|h| h.tid == tid)
+                    .map(|h| format!(" while thread {} ran", self.thread_label((h.pid, h.tid))))
+                    .unwrap_or_default();
+                format!(
+                    "pthread_cond_timedwait: waiting for the GIL (CPython waits on a condition with the 5 ms switch interval as timeout){who}"
+                )
+            }
+            Leaf::EngineIdle => {
+                "the autograd engine thread between backward operators (no span)".into()
+            }
+            Leaf::GilHeld(tid, frame) => {
+                let who = t
+                    .meta
+                    .capture
+                    .host_threads
+                    .iter()
+                    .find(|h| h.tid == tid)
+                    .map(|h| (h.pid, h.tid))
+                    .map(|k| self.thread_label(k))
+                    .unwrap_or_else(|| format!("tid {tid}"));
+                format!(
+                    "thread {who} ran Python ({}) while the launching thread waited (inferred from its frames: Kineto does not record GIL waits)",
+                    clean_frame(t.str(frame))
+                )
+            }
             Leaf::Sampled(sym, module) => {
                 let m = t.str(module);
                 format!(
@@ -686,6 +971,7 @@ impl<'t> Attributor<'t> {
             next_op,
             drained_by: None,
             region: None,
+            gil_holder: None,
             parts: Vec::new(),
         };
         let Some(thread) = thread else {
@@ -737,11 +1023,74 @@ impl<'t> Attributor<'t> {
             b
         };
         let mut memo = FxHashMap::default();
-        let mut raws: Vec<Raw> = t
-            .exclusive_time(thread, a, host_end)
-            .into_iter()
-            .map(|(i, ns)| self.categorize(i, ns, &mut memo))
-            .collect();
+        let mut raws: Vec<Raw> = Vec::new();
+        for (i, ns) in t.exclusive_time(thread, a, host_end) {
+            // Waiting in run_backward: the autograd engine thread did the work meanwhile.
+            if let Some((x, y, engine)) = self.backward_wait(i, ns, thread, a, host_end) {
+                // The engine's parts cover [x, y); scaled to the caller's own time there
+                // (at least 90% of it), they add up to the gap.
+                let parts = t.exclusive_time(engine, x, y);
+                let mut left = ns;
+                let n_parts = parts.len();
+                for (k, (j, n)) in parts.into_iter().enumerate() {
+                    let n = if k + 1 == n_parts {
+                        left
+                    } else {
+                        ((n as i128 * ns as i128) / (y - x).max(1) as i128) as i64
+                    };
+                    left -= n;
+                    let mut r = self.categorize(j, n, &mut memo);
+                    if r.kind == CauseKind::Untraced {
+                        r.leaf = Leaf::EngineIdle;
+                    }
+                    raws.push(r);
+                }
+                continue;
+            }
+            raws.push(self.categorize(i, ns, &mut memo));
+        }
+        // Nsight Systems' OS runtime trace shows CPython's GIL wait itself: a condition wait
+        // with the switch interval (5 ms) as timeout, on a thread of a Python process.
+        if raws.iter().any(|r| self.is_gil_wait(r)) && self.python_process(thread.0) {
+            let holder = self.running_thread(thread, a, host_end);
+            for r in raws.iter_mut().filter(|r| self.is_gil_wait(r)) {
+                r.kind = CauseKind::Gil;
+                r.leaf = Leaf::GilWait(holder.map_or(-1, |h| h.1));
+            }
+            if let Some(h) = holder {
+                gap.gil_holder = Some(self.thread_label(h));
+            }
+        }
+        // Another thread of the process running Python through the host work: the GIL.
+        if host_end > a
+            && let Some((holder, ran, frame)) = self.gil_holder(thread, a, host_end)
+        {
+            let share = ran as f64 / (host_end - a) as f64;
+            let mut moved = 0i64;
+            for r in raws.iter_mut().filter(|r| {
+                matches!(
+                    r.kind,
+                    CauseKind::Python
+                        | CauseKind::CpuOp
+                        | CauseKind::Untraced
+                        | CauseKind::LaunchOverhead
+                )
+            }) {
+                let m = (r.ns as f64 * share) as i64;
+                r.ns -= m;
+                moved += m;
+            }
+            if moved > 0 {
+                raws.push(Raw {
+                    kind: CauseKind::Gil,
+                    leaf: Leaf::GilHeld(holder.1, frame),
+                    frame: None,
+                    ns: moved,
+                });
+                gap.gil_holder = Some(self.thread_label(holder));
+            }
+            raws.retain(|r| r.ns > 0);
+        }
         // A launch call of milliseconds is the first call of its kernel loading the module
         // (or JIT): the GPU waits for the call itself, not for anything queued.
         let mut queued_from = host_end;

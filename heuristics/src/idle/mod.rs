@@ -233,6 +233,9 @@ pub struct Gap {
     /// The innermost user annotation (`record_function`, NVTX range; not a step marker) on
     /// the launching thread at the gap's middle: the region of the program it fell in.
     pub region: Option<String>,
+    /// The thread that ran Python through the gap while the launching thread waited (GIL
+    /// contention), when one did.
+    pub gil_holder: Option<String>,
     /// Measured time by category and leaf, largest first; adds up to the gap.
     pub parts: Vec<Part>,
 }
@@ -328,6 +331,28 @@ pub fn gap_position(w: &crate::window::Window, g: &Gap) -> String {
         format!("at -{:.2} ms", -ms)
     } else {
         format!("at +{ms:.2} ms")
+    }
+}
+
+/// What a one-off stall most likely is, from its measured cause and where it lies, in words
+/// that end with what to do.
+pub fn stall_meaning(w: &crate::window::Window, g: &Gap) -> &'static str {
+    let at_start = g.start <= w.start + (g.end - g.start) / 100;
+    match g.kind {
+        CauseKind::GpuWait | CauseKind::ModuleLoad | CauseKind::Untraced | CauseKind::Unknown
+            if at_start =>
+        {
+            "A stall at the start of a capture is a first call or a wait on work queued before the capture began, not a launch-rate problem: profile past it with torch.profiler.schedule(wait=1, warmup=2, active=3) and see whether it recurs"
+        }
+        CauseKind::ModuleLoad => {
+            "A first call in the middle of the run loads code for something new (a new shape, a new kernel): warm every path up before measuring"
+        }
+        CauseKind::GpuWait => {
+            "The GPU had work queued and waited on something the trace does not show (an event, another stream, another process): look at what the queued work depended on"
+        }
+        _ => {
+            "Work that happens once in the window (a checkpoint, an evaluation, a collection) costs this once per period: move it off the step or run it less often"
+        }
     }
 }
 

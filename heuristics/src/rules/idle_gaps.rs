@@ -278,7 +278,22 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
             fmt_ns(g.end - g.start),
             crate::idle::gap_position(w, g)
         ),
-        (None, None) => String::new(),
+        (None, None) => match kinds.first() {
+            // A phase or another thread holding most of the idle time is the headline.
+            Some(&(k, ns))
+                if matches!(
+                    k,
+                    CauseKind::Compile | CauseKind::GarbageCollection | CauseKind::Gil
+                ) && 2 * ns >= gap_ns =>
+            {
+                let what = match (k, idle.costly_gaps().find_map(|g| g.gil_holder.as_deref())) {
+                    (CauseKind::Gil, Some(t)) => format!("the GIL held by thread {t}"),
+                    _ => k.label().to_string(),
+                };
+                format!(", {:.0}% of it {what}", 100.0 * ns as f64 / gap_ns.max(1) as f64)
+            }
+            _ => String::new(),
+        },
     };
     if let Some(ns) = cold {
         advice_list.insert(0, format!(
@@ -286,11 +301,15 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
             fmt_ns(ns)
         ));
     } else if let Some(g) = stall {
-        advice_list.insert(0, format!(
-            "One stall of {} holds most of the idle time: a one-off (a first call, or a wait on work outside the capture), not a launch-rate problem. Profile past it (torch.profiler.schedule(wait=1, warmup=2, active=3)) to see whether it recurs; if it does, look at what the host waited on: {}.",
-            fmt_ns(g.end - g.start),
-            g.label
-        ));
+        advice_list.insert(
+            0,
+            format!(
+                "One stall of {} ({}) holds most of the idle time. {}.",
+                fmt_ns(g.end - g.start),
+                g.label,
+                crate::idle::stall_meaning(w, g)
+            ),
+        );
     }
     Finding {
         rule: ID,

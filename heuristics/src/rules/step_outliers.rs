@@ -30,6 +30,8 @@ pub struct StepOutliers;
 const RATIO: f64 = 1.5;
 /// ... and at least this much more, ns.
 const MIN_EXTRA_NS: i64 = 1_000_000;
+/// Outliers are rare spikes while fewer than one step in this many is one.
+const RARE_SHARE_DEN: usize = 4;
 /// Steps needed for a median worth comparing against.
 const MIN_STEPS: usize = 5;
 
@@ -193,6 +195,17 @@ impl Rule for StepOutliers {
                 .unwrap_or_default()
         };
         let number = |s: &tracehound_parsers::Step| s.number;
+        // Rare spikes (a checkpoint every N steps) are the finding: where they are is what the
+        // engineer needs, so their whole extra time counts. When a quarter or more of the
+        // steps are slow it is a pattern whose GPU idle idle_gaps already reports by cause:
+        // this finding then counts only the extra time that is not that idle, and ranks by
+        // what it adds.
+        let rare = outliers.len() * RARE_SHARE_DEN < steps.len();
+        let own_impact = if rare {
+            impact
+        } else {
+            (impact - diff_total).max(0)
+        };
         let mut f = new_finding(
             cx,
             ID,
@@ -205,7 +218,7 @@ impl Rule for StepOutliers {
                 number(slowest),
                 fmt_ns(slowest.end - slowest.start)
             ),
-            impact,
+            own_impact,
             Confidence::High,
             format!(
                 "typical step {} (median of the faster half), median {}, p90/typical {:.2}, slowest/typical {:.1}; in the outliers, {} of GPU idle by measured cause (overlaps idle_gaps){}",
