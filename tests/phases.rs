@@ -75,7 +75,10 @@ fn recompilation_is_the_cause_with_its_steps_and_shapes() {
     let r = findings(&doc, "recompilation")[0];
     assert_eq!(metric(r, "recompilations"), steps.len() as f64);
     let title = r["title"].as_str().unwrap();
-    assert!(title.contains(&format!("steps {}", steps_text(&steps))), "{title}");
+    assert!(
+        title.contains(&format!("steps {}", steps_text(&steps))),
+        "{title}"
+    );
     let rows = r["breakdown"].to_string();
     for &s in &steps {
         let shape = &truth["input_shapes"][s as usize];
@@ -104,12 +107,10 @@ fn recompilation_is_the_cause_with_its_steps_and_shapes() {
     // Step outliers: half the steps are slow, and the typical fast step is the baseline.
     let o = findings(&doc, "step_outliers")[0];
     assert_eq!(metric(o, "outliers"), steps.len() as f64);
-    assert!(
-        o["title"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("torch.compile compiled in steps {}", steps_text(&steps)))
-    );
+    assert!(o["title"].as_str().unwrap().contains(&format!(
+        "torch.compile compiled in steps {}",
+        steps_text(&steps)
+    )));
     let base = metric(o, "baseline_step_ns") / 1e6;
     assert!(base < 15.0, "baseline {base} ms");
 }
@@ -121,7 +122,11 @@ fn a_thread_holding_the_gil_is_named_in_kineto() {
     let name = truth["thread"]["python_name"].as_str().unwrap();
     assert_eq!(doc["findings"][0]["rule"], "idle_gaps");
     let f = findings(&doc, "idle_gaps")[0];
-    assert!(f["title"].as_str().unwrap().contains(name), "{}", f["title"]);
+    assert!(
+        f["title"].as_str().unwrap().contains(name),
+        "{}",
+        f["title"]
+    );
     // truth: the step takes 206-276 ms with the thread and 7.9-8.2 ms (synced) without it, so
     // the thread costs 96-97% of each step; the GIL share of the idle time is at least that
     // share of the idle time's 97% of the window, less what short gaps hold.
@@ -141,7 +146,11 @@ fn a_thread_holding_the_gil_is_named_from_os_runtime_calls() {
     let name = truth["thread"]["python_name"].as_str().unwrap();
     let f = findings(&doc, "idle_gaps")[0];
     assert_eq!(doc["findings"][0]["rule"], "idle_gaps");
-    assert!(f["title"].as_str().unwrap().contains(name), "{}", f["title"]);
+    assert!(
+        f["title"].as_str().unwrap().contains(name),
+        "{}",
+        f["title"]
+    );
     // sqlite3: the launching thread spends 477 ms of the 1.00 s window in
     // pthread_cond_timedwait (187 calls); the gaps hold 816 ms of such waits across threads.
     let share = cause_share(f, "gil");
@@ -203,5 +212,8 @@ fn compiled_backward_runs_on_the_engine_thread_too() {
     let f = findings(&doc, "idle_gaps")[0];
     let rows = f["breakdown"].to_string();
     assert!(!rows.contains("run_backward"), "{rows}");
-    assert!(!rows.contains("GIL"), "no other thread holds the GIL: {rows}");
+    assert!(
+        !rows.contains("GIL"),
+        "no other thread holds the GIL: {rows}"
+    );
 }

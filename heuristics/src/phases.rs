@@ -259,8 +259,7 @@ pub fn compilations(trace: &Trace) -> Vec<Compilation> {
         let before = regions
             .iter()
             .filter(same_thread)
-            .filter(|r| trace.host_spans[r.0 as usize].end <= s.start)
-            .last();
+            .rfind(|r| trace.host_spans[r.0 as usize].end <= s.start);
         let now = next.map(|r| region_shapes(r.0)).unwrap_or_default();
         let was = before.map(|r| region_shapes(r.0)).unwrap_or_default();
         out.push(Compilation {
@@ -280,8 +279,7 @@ pub fn compilations(trace: &Trace) -> Vec<Compilation> {
         let was = bw_runs
             .iter()
             .copied()
-            .filter(|&k| trace.host_spans[k as usize].end <= s.start)
-            .last()
+            .rfind(|&k| trace.host_spans[k as usize].end <= s.start)
             .map(|k| trace.input_shapes(k))
             .unwrap_or_default();
         out.push(Compilation {
