@@ -491,7 +491,7 @@ fn one_off_stall(
     main: &DeviceSummary,
     idle: &crate::idle::DeviceIdle,
 ) -> Option<(Bound, String)> {
-    let g = idle.one_off_stall()?;
+    let g = idle.one_off_stall(cx.window.len())?;
     let len = g.end - g.start;
     let rest = rest_busy(cx, main, len, "it");
     Some((

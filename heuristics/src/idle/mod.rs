@@ -59,6 +59,10 @@ const COLD_SHARE: f64 = 0.5;
 /// it alone decides the picture, and a rate (launches, syncs per step) cannot explain it.
 const STALL_SHARE: f64 = 0.5;
 
+/// ... when it is also at least a quarter of the window: a 2 ms hole in a busy 20 ms window is
+/// not what bounds the run.
+const STALL_WINDOW_SHARE: f64 = 0.25;
+
 /// A gap whose largest category holds less than this share of its time is "mixed".
 const MIXED_BELOW: f64 = 1.0 / 3.0;
 
@@ -298,14 +302,18 @@ impl DeviceIdle {
             .then_some(first_calls)
     }
 
-    /// The one gap that holds at least half the idle time, when there is one.
-    pub fn one_off_stall(&self) -> Option<&Gap> {
+    /// The one gap that holds at least half the idle time and a quarter of the window
+    /// (`window_ns` long), when there is one.
+    pub fn one_off_stall(&self, window_ns: i64) -> Option<&Gap> {
         let g = self.costly_gaps().max_by(|a, b| {
             (a.end - a.start)
                 .cmp(&(b.end - b.start))
                 .then(b.start.cmp(&a.start))
         })?;
-        (self.idle_ns() > 0 && (g.end - g.start) as f64 >= STALL_SHARE * self.idle_ns() as f64)
+        let len = (g.end - g.start) as f64;
+        (self.idle_ns() > 0
+            && len >= STALL_SHARE * self.idle_ns() as f64
+            && len >= STALL_WINDOW_SHARE * window_ns as f64)
             .then_some(g)
     }
 
@@ -346,6 +354,9 @@ pub fn stall_meaning(w: &crate::window::Window, g: &Gap) -> &'static str {
         }
         CauseKind::ModuleLoad => {
             "A first call in the middle of the run loads code for something new (a new shape, a new kernel): warm every path up before measuring"
+        }
+        CauseKind::Untraced | CauseKind::Unknown => {
+            "The trace does not record what the host did then: capture CPU-side data (Kineto with with_stack=True; nsys with -t osrt and -s cpu) to see it"
         }
         CauseKind::GpuWait => {
             "The GPU had work queued and waited on something the trace does not show (an event, another stream, another process): look at what the queued work depended on"

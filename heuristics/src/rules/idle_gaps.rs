@@ -265,7 +265,7 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     let impact = gap_ns;
     let share = w.share(impact);
     // What dominates the idle time, when one thing does: a single stall, or first calls.
-    let stall = idle.one_off_stall();
+    let stall = idle.one_off_stall(cx.window.len());
     let cold = idle.cold_start_ns();
     let headline = match (stall, cold) {
         (_, Some(ns)) => format!(

@@ -4,7 +4,9 @@
 //! step: the median of the faster half of the steps, so that half the steps being slow (a
 //! recompilation every other step) still leaves a baseline they are compared with; in a
 //! steady loop it is within jitter of the median. A step is an outlier when it
-//! takes at least 1.5× the baseline and at least 1 ms more (a 50% jump is well outside
+//! takes at least 1.5× the baseline and at least 1 ms more, and the outliers stand apart (the
+//! fastest of them at least 1.25× the slowest other step: a wide but continuous spread of step
+//! times has no outlier) (a 50% jump is well outside
 //! step-to-step jitter, which is a few percent in a steady loop; the floor keeps sub-ms
 //! steps from reporting noise). What was different is measured, not guessed: the idle gaps
 //! inside the step with their measured causes (a checkpoint's copies, `gc.collect`, a sync),
@@ -30,6 +32,9 @@ pub struct StepOutliers;
 const RATIO: f64 = 1.5;
 /// ... and at least this much more, ns.
 const MIN_EXTRA_NS: i64 = 1_000_000;
+/// The fastest outlier takes at least this multiple of the slowest other step: outliers are
+/// a separate group, not the tail of a wide distribution.
+const SEPARATION: f64 = 1.25;
 /// Outliers are rare spikes while fewer than one step in this many is one.
 const RARE_SHARE_DEN: usize = 4;
 /// Steps needed for a median worth comparing against.
@@ -76,6 +81,17 @@ impl Rule for StepOutliers {
             })
             .collect();
         if outliers.is_empty() {
+            return Vec::new();
+        }
+        // Outliers stand apart from the rest: the fastest slow step is at least SEPARATION
+        // times the slowest other step. A loop whose step times spread continuously (a
+        // launch-bound loop jittering from 23 to 40 ms) has no outlier, however wide.
+        let slow = |d: i64| d as f64 >= RATIO * baseline as f64 && d - baseline >= MIN_EXTRA_NS;
+        let fastest_slow = durs.iter().copied().filter(|&d| slow(d)).min();
+        let slowest_fast = durs.iter().copied().filter(|&d| !slow(d)).max();
+        if let (Some(a), Some(b)) = (fastest_slow, slowest_fast)
+            && (a as f64) < SEPARATION * b as f64
+        {
             return Vec::new();
         }
         let impact: i64 = outliers.iter().map(|s| s.end - s.start - baseline).sum();
@@ -201,6 +217,29 @@ impl Rule for StepOutliers {
         // this finding then counts only the extra time that is not that idle, and ranks by
         // what it adds.
         let rare = outliers.len() * RARE_SHARE_DEN < steps.len();
+        // Time the GPU was busy beyond the typical step is more work (larger inputs, an
+        // evaluation), not a stall: it is said, and not counted as the outliers' cost.
+        let gap_in = |st: &tracehound_parsers::Step| -> i64 {
+            cx.idle()
+                .iter()
+                .map(|d| {
+                    d.costly_gaps()
+                        .map(|g| (g.end.min(st.end) - g.start.max(st.start)).max(0))
+                        .sum::<i64>()
+                })
+                .max()
+                .unwrap_or(0)
+        };
+        let busy_of = |st: &tracehound_parsers::Step| (st.end - st.start) - gap_in(st);
+        let typical_busy = median_step.map(busy_of).unwrap_or(0);
+        let more_work: i64 = outliers
+            .iter()
+            .map(|s| (busy_of(s) - typical_busy).max(0))
+            .sum();
+        if more_work * 2 >= impact {
+            // Mostly more GPU work: steps of different sizes, not outliers of the loop.
+            return Vec::new();
+        }
         let own_impact = if rare {
             impact
         } else {
