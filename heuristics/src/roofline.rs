@@ -78,7 +78,7 @@ pub struct RoofRow {
     pub attention: bool,
     /// `gemm`, `conv` or `attention`.
     pub kind: &'static str,
-    /// A half-precision GEMM with M, N or K not a multiple of 8 (the tensor_cores rule's
+    /// A half-precision GEMM with N or K (a leading dimension) not a multiple of 8 (the tensor_cores rule's
     /// subject).
     pub misaligned: bool,
 }
@@ -378,13 +378,16 @@ pub(crate) struct Call {
 }
 
 impl Call {
-    /// A half-precision GEMM with M, N or K not a multiple of 8.
+    /// A half-precision GEMM with N or K (a leading dimension) not a multiple of 8.
     pub fn is_misaligned_half(&self) -> bool {
+        // Tensor-core GEMM kernels need 16-byte-aligned rows: the leading dimensions, K (of
+        // the [M, K] input) and N (of the weight and the output), in multiples of 8 halves.
+        // M, the number of rows, does not change any row's alignment.
         matches!(self.math, Math::Bf16 | Math::Fp16)
             && self
                 .work
                 .mnk
-                .is_some_and(|(m, n, k)| m % 8 != 0 || n % 8 != 0 || k % 8 != 0)
+                .is_some_and(|(_, n, k)| n % 8 != 0 || k % 8 != 0)
     }
 }
 

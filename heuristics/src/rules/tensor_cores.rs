@@ -209,7 +209,7 @@ fn misaligned_half(cx: &Ctx, d: i32) -> Option<Finding> {
         impact as i64,
         Confidence::Low,
         format!(
-            "{} calls whose M, N or K is not a multiple of 8 run on unaligned kernels; impact = time beyond {:.0}% of the roof{}",
+            "{} calls whose N or K (the leading dimensions) is not a multiple of 8 run on unaligned kernels; impact = time beyond {:.0}% of the roof{}",
             groups.values().map(|g| g.0).sum::<u64>(),
             100.0 * crate::roofline::ACHIEVABLE,
             if peaks.is_none() {
@@ -222,7 +222,7 @@ fn misaligned_half(cx: &Ctx, d: i32) -> Option<Finding> {
     f.subject = Some("misaligned".into());
     f.breakdown = rows_by_time(cx, groups, time);
     f.advice = vec![
-        "Pad the dimensions to multiples of 8 (64 for vocabulary sizes): hidden and FFN widths, head sizes, the batch×sequence rows; pad the vocabulary with unused tokens.".into(),
+        "Pad the leading dimensions to multiples of 8 (64 for vocabulary sizes): hidden and FFN widths, head sizes; pad the vocabulary with unused tokens. The number of rows (batch × sequence) does not need padding.".into(),
     ];
     f.metrics = metrics([("misaligned_ns", time as f64)]);
     Some(f)
