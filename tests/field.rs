@@ -34,8 +34,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Checks that fail on the current tree: (trace file name, check kind, why).
-const OPEN: &[(&str, &str, &str)] = &[
-];
+const OPEN: &[(&str, &str, &str)] = &[];
 
 /// Result of running the binary on one trace.
 struct Run {

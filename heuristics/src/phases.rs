@@ -109,7 +109,8 @@ pub fn workload(trace: &Trace) -> Workload {
             || n.contains("Optimizer.step")
             || n.contains("Optimizer.zero_grad")
     });
-    let marked = |s: &tracehound_parsers::HostSpan| marks.get(s.name as usize).copied().unwrap_or(false);
+    let marked =
+        |s: &tracehound_parsers::HostSpan| marks.get(s.name as usize).copied().unwrap_or(false);
     if trace.host_spans.iter().any(marked) {
         Workload::Training
     } else if trace.meta.capture.cpu_ops {
