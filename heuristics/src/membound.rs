@@ -673,9 +673,16 @@ fn input(dims: &str, ty: &str, list_elem: Option<u8>) -> Input {
             elem: list_elem.unwrap_or(4),
         });
     }
+    let dims = numbers(dims);
+    // A Python number passed to an operator is recorded as a 0-dim `double` or `long int`
+    // tensor (PyTorch's wrapped numbers): it reaches the kernel as an argument, not from
+    // device memory.
+    if dims.is_empty() && matches!(ty, "double" | "long int" | "long") {
+        return Input::Other;
+    }
     match elem_size(ty) {
         Some(elem) => Input::Tensor(Shape {
-            dims: numbers(dims),
+            dims,
             list: false,
             elem,
         }),
@@ -1257,9 +1264,10 @@ mod tests {
         assert_eq!(m.bytes(), 12_884_901_888.0);
         let m = model("aten::mul_", "[[1073741824], []]", r#"["float", "Scalar"]"#);
         assert_eq!(m.bytes(), 8_589_934_592.0);
-        // A Python number recorded as a 0-dim double does not widen the result.
+        // A Python number recorded as a 0-dim double is no memory traffic, and does not
+        // widen the result.
         let m = model("aten::mul", "[[8192, 4096], []]", r#"["float", "double"]"#);
-        assert_eq!(m.write, 134_217_728.0);
+        assert_eq!((m.read, m.write), (134_217_728.0, 134_217_728.0));
         // Comparisons write booleans.
         let m = model("aten::gt", "[[1024], []]", r#"["c10::BFloat16", "Scalar"]"#);
         assert_eq!((m.read, m.write), (2048.0, 1024.0));

@@ -7,7 +7,8 @@
 //! tensors of the same or broadcast-compatible shapes; any other GPU operation on the
 //! stream, a kernel without a model (GEMMs, Triton kernels torch.compile already fused), a
 //! change of origin or shape, or an event the host recorded or waited on between two launches
-//! ends it. A chain needs two operators.
+//! ends it. A chain needs two elementwise, reduction, index or optimizer operators (a norm or
+//! softmax with one elementwise operator beside it is an epilogue no fused op replaces).
 //!
 //! One fused kernel would read the chain's inputs once and write its result once: the
 //! tensors an operator reads that no earlier operator of the chain wrote (by shape and
@@ -30,8 +31,19 @@ pub const ID: &str = "unfused_elementwise";
 /// The rule.
 pub struct Fusion;
 
-/// Operators a chain needs: one operator is not a fusion opportunity, whatever its kernels.
+/// Elementwise, reduction, index or optimizer operators a chain needs. One is not a fusion
+/// opportunity, whatever its kernels; nor is a library-fused operator (a norm, softmax,
+/// dropout) or a copy beside one elementwise operator (a residual add before
+/// `F.layer_norm`): that epilogue only a compiler fuses, and no fused op replaces it.
 const MIN_OPS: usize = 2;
+
+/// Whether an operator family counts toward [`MIN_OPS`].
+fn counts(f: Family) -> bool {
+    matches!(
+        f,
+        Family::Elementwise | Family::Reduction | Family::Index | Family::Optimizer
+    )
+}
 
 /// Findings below this share of the window are left out.
 const MIN_SHARE: f64 = 0.01;
@@ -108,7 +120,11 @@ fn chains(cx: &Ctx, m: &DeviceModel) -> Vec<Chain> {
         let mut cur: Option<Chain> = None;
         let close = |c: Option<Chain>, out: &mut Vec<Chain>| {
             if let Some(c) = c
-                && c.calls.len() >= MIN_OPS
+                && c.calls
+                    .iter()
+                    .filter(|&&k| counts(m.models[m.calls[k as usize].model as usize].family))
+                    .count()
+                    >= MIN_OPS
             {
                 out.push(c);
             }
@@ -622,6 +638,79 @@ fn advice(k: &Kinds) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::TB;
+    use tracehound_parsers::GpuOpKind;
+
+    const BIG: &str = "[[8192, 4096], [8192, 4096]]";
+    const ONE: &str = "[[8192, 4096]]";
+
+    /// An operator at `at` µs on the host launching one kernel that runs `[start, end)` µs.
+    fn op(tb: &mut TB, name: &str, dims: &str, at: i64, kernel: &str, start: i64, end: i64) {
+        let types = if dims == BIG {
+            r#"["float", "float"]"#
+        } else {
+            r#"["float"]"#
+        };
+        tb.span(HostKind::CpuOp, name, at * 1000, at * 1000 + 5_000);
+        let (d, ty) = (tb.t.strings.intern(dims), tb.t.strings.intern(types));
+        let s = tb.t.host_spans.last_mut().unwrap();
+        s.input_dims = d;
+        s.input_types = ty;
+        tb.op(
+            GpuOpKind::Kernel,
+            kernel,
+            7,
+            start * 1000,
+            end * 1000,
+            Some(at * 1000 + 1_000),
+        );
+    }
+
+    const EW: &str = "void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<float, float, float, at::native::binary_internal::MulFunctor<float> > >(int)";
+
+    /// `x * sigmoid(x)` written out in `act`, with `between` launched between the two ops.
+    fn silu(between: Option<&str>) -> Trace {
+        let mut tb = TB::new();
+        tb.span(HostKind::Python, "train.py(10): act", 0, 1_000_000);
+        op(&mut tb, "aten::sigmoid", ONE, 10, EW, 200, 270);
+        match between {
+            Some("event") => {
+                tb.span(HostKind::Runtime, "cudaEventRecord", 17_000, 18_000);
+            }
+            Some(kernel) => {
+                tb.op(GpuOpKind::Kernel, kernel, 7, 270_000, 280_000, Some(17_000));
+            }
+            None => {}
+        }
+        op(&mut tb, "aten::mul", BIG, 20, EW, 280, 380);
+        tb.build()
+    }
+
+    #[test]
+    fn a_written_out_silu_is_one_chain_with_its_saving() {
+        let f = crate::testutil::check(&Fusion, &silu(None));
+        assert_eq!(f.len(), 1);
+        let f = &f[0];
+        // 170 µs of kernels; fused: x read once and the result written once (268 MB) at the
+        // mul's 4.03 GB/ms, plus the sigmoid's 3.4 µs beyond its traffic at that rate.
+        let fused = (2.0 * 134_217_728.0 / (402_653_184.0 / 100_000.0) + 3_333.0) as i64;
+        assert_eq!(f.metrics["chain_ns"], 170_000.0);
+        assert!((f.metrics["fused_ns"] - fused as f64).abs() < 2.0, "{:?}", f.metrics);
+        assert!(f.breakdown[0].label.starts_with("train.py(10): act: aten::sigmoid → aten::mul"));
+        assert!(f.advice[0].contains("F.silu"), "{:?}", f.advice);
+    }
+
+    #[test]
+    fn generated_kernels_gemms_and_events_end_a_chain() {
+        for between in [
+            "triton_poi_fused_mul_sigmoid_0",
+            "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_cublas",
+            "event",
+        ] {
+            let f = crate::testutil::check(&Fusion, &silu(Some(between)));
+            assert!(f.is_empty(), "{between}: {:?}", f.first().map(|f| &f.title));
+        }
+    }
 
     #[test]
     fn names_are_compressed_and_cut() {
