@@ -177,6 +177,11 @@ fn shared_samples_keep_their_ids() {
             if [2, 3, 6, 7].contains(&g) {
                 v.push(format!("underfilled_kernels/gpu{g}"));
             }
+            // Adagrad's per-parameter updates (addcmul_, sqrt, add_, addcdiv_ per tensor):
+            // just above 1% of the window on these ranks, just below on the others.
+            if [0, 2, 4, 6, 7].contains(&g) {
+                v.push(format!("unfused_elementwise/gpu{g}"));
+            }
             v
         })
         .chain(["straggler_rank/rank7".to_string()])

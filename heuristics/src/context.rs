@@ -1,7 +1,8 @@
 //! The analysis context: what every rule, the summary and the views read. It holds the
 //! trace, the settings and the analysed window, and computes the shared queries (the idle
-//! accounting, collective exposure, the roofline, the software stack, kernel classes) once,
-//! on first use, so rules that read the same fact share one computation.
+//! accounting, collective exposure, the roofline, the memory-bound operators, the software
+//! stack, kernel classes) once, on first use, so rules that read the same fact share one
+//! computation.
 
 use crate::config::Config;
 use crate::finding::Finding;
@@ -29,6 +30,9 @@ pub struct Ctx<'a> {
     /// Matrix operator calls per device, computed on first use: the roofline and the
     /// tensor_cores rule read them.
     matrix: std::sync::OnceLock<Vec<(i32, crate::roofline::DeviceCalls)>>,
+    /// Non-matrix operators against the HBM roof per device, computed on first use: the
+    /// fusion rule, the power rule, the summary's table and the verdict read them.
+    membound: std::sync::OnceLock<crate::membound::Membound>,
 }
 
 impl<'a> std::ops::Deref for Ctx<'a> {
@@ -48,7 +52,16 @@ impl<'a> Ctx<'a> {
             roofline: std::sync::OnceLock::new(),
             stack: std::sync::OnceLock::new(),
             matrix: std::sync::OnceLock::new(),
+            membound: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Non-matrix operators (elementwise, reductions, norms, copies, optimizer kernels) of
+    /// every device against its HBM roof, and how each device's kernel time splits
+    /// ([`crate::membound`]).
+    pub fn membound(&self) -> &crate::membound::Membound {
+        self.membound
+            .get_or_init(|| crate::membound::membound(self))
     }
 
     /// Matrix operator calls (with recorded shapes) of every device in the window.

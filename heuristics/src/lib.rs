@@ -16,6 +16,7 @@ pub mod hardware;
 pub mod idle;
 pub mod intern;
 pub mod job;
+pub mod membound;
 pub mod names;
 pub mod phases;
 pub mod roofline;

@@ -139,6 +139,10 @@ pub struct TraceSummary {
     pub roofline: Vec<crate::roofline::DeviceRoofline>,
     /// The software stack, layer by layer, with what needs attention.
     pub stack: Vec<crate::stack::StackFact>,
+    /// Non-matrix operators (elementwise, reductions, norms, copies, optimizer kernels) on
+    /// each device against its HBM roof, and how its kernel time splits between matrix,
+    /// memory-bound, latency-bound and other kernels.
+    pub membound: Vec<crate::membound::DeviceMembound>,
 }
 
 /// Summarises a trace over the window of `cx`.
@@ -222,6 +226,7 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
         verdict,
         roofline: cx.roofline().to_vec(),
         stack: cx.stack().to_vec(),
+        membound: cx.membound().summary.clone(),
     }
 }
 
@@ -373,14 +378,7 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
         );
     }
     if busy >= 0.7 {
-        return (
-            Bound::Gpu,
-            format!(
-                "GPU-bound: GPU {} is busy {:.0}% of the window, so kernel efficiency decides the step time.",
-                main.device,
-                100.0 * busy
-            ),
-        );
+        return (Bound::Gpu, gpu_bound(cx, main));
     }
     let Some(idle) = cx.idle().iter().find(|d| d.device == main.device) else {
         return (
@@ -461,6 +459,96 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
             fmt_ns(cx.config.gap_threshold_ns),
             fmt_ns(median)
         ),
+    )
+}
+
+/// The GPU-bound verdict: busy, and what bounds the kernels, from their time shares
+/// ([`crate::membound::DeviceMembound::bound`]): memory-bound operators at the bandwidth they
+/// reach against the HBM roof, matrix kernels, or kernels too small to reach either roof.
+/// nvidia-smi's memory-controller utilisation is cited beside a memory-bound verdict when a
+/// log was given.
+fn gpu_bound(cx: &Ctx, main: &DeviceSummary) -> String {
+    use crate::membound::KernelBound;
+    let head = format!(
+        "GPU-bound: GPU {} is busy {:.0}% of the window",
+        main.device,
+        100.0 * main.busy_share
+    );
+    let Some(m) = cx.membound().summary_of(main.device) else {
+        return format!("{head}, so kernel efficiency decides the step time.");
+    };
+    let pct = |ns: i64| 100.0 * m.share(ns);
+    let rest = |skip: KernelBound| {
+        let mut parts = Vec::new();
+        for (b, ns, what) in [
+            (KernelBound::Compute, m.matrix_ns, "matrix kernels"),
+            (KernelBound::Memory, m.memory_ns, "memory-bound kernels"),
+            (KernelBound::Latency, m.latency_ns, "latency-bound kernels"),
+        ] {
+            if b != skip && m.share(ns) >= 0.05 {
+                parts.push(format!("{:.0}% {what}", pct(ns)));
+            }
+        }
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join(", "))
+        }
+    };
+    match m.bound {
+        Some(KernelBound::Memory) => {
+            let rate = match (m.tbps, m.hbm_share, m.model, m.hbm_tbps) {
+                (Some(tb), Some(share), Some(model), Some(peak)) => format!(
+                    " at {tb:.2} TB/s ({:.0}% of the {model}'s {peak:.1} TB/s HBM, over the {:.0}% of kernel time with recorded shapes)",
+                    100.0 * share,
+                    pct(m.modelled_ns)
+                ),
+                (Some(tb), ..) => format!(" at {tb:.2} TB/s (HBM peak of this GPU unknown)"),
+                _ => " (by kernel names: shapes not recorded, so no bandwidth)".into(),
+            };
+            let smi = memory_controller(cx, main.device)
+                .map(|u| format!("; nvidia-smi: memory-controller utilisation {u:.0}% on average"))
+                .unwrap_or_default();
+            let what = match m.hbm_share {
+                Some(s) if s >= 0.7 => {
+                    "they already stream near the roof, so only moving fewer bytes speeds the step up: fuse passes over the same tensors, keep activations in bf16"
+                }
+                Some(_) => {
+                    "bytes moved decide the step time: fuse passes over the same tensors (torch.compile, fused F.* ops), and see why kernels stay below the roof (small or strided tensors)"
+                }
+                None => "bytes moved decide the step time: fuse passes over the same tensors",
+            };
+            format!(
+                "{head}, memory-bound{rate}: {:.0}% of kernel time is memory-bound operators{}{smi}; {what}.",
+                pct(m.memory_ns),
+                rest(KernelBound::Memory)
+            )
+        }
+        Some(KernelBound::Compute) => format!(
+            "{head}, compute-bound: {:.0}% of kernel time is matrix kernels (GEMM, convolution, attention){}, so their efficiency decides the step time.",
+            pct(m.matrix_ns),
+            rest(KernelBound::Compute)
+        ),
+        Some(KernelBound::Latency) => format!(
+            "{head}, latency-bound kernels: {:.0}% of kernel time is kernels too small to reach the memory or compute roof (under {} of traffic at the HBM roof, or shorter than {}){}: fewer, larger kernels (batching work, fusing with torch.compile) decide the step time.",
+            pct(m.latency_ns),
+            fmt_ns(crate::membound::LATENCY_ROOF_NS as i64),
+            fmt_ns(crate::membound::LATENCY_KERNEL_NS),
+            rest(KernelBound::Latency)
+        ),
+        None => format!("{head}, so kernel efficiency decides the step time."),
+    }
+}
+
+/// Mean nvidia-smi memory-controller utilisation (%) of `gpu` over the counter window, when a
+/// log with it was given.
+fn memory_controller(cx: &Ctx, gpu: i32) -> Option<f64> {
+    let w = crate::counters::counter_window(cx, gpu)?;
+    let s = crate::counters::series(cx.trace, gpu, "mem")?;
+    crate::counters::mean(
+        crate::counters::in_window(cx.trace, s, &w)
+            .iter()
+            .map(|x| x.1),
     )
 }
 

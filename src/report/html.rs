@@ -429,6 +429,25 @@ fn trace_section(s: &mut String, r: &TraceReport) {
         }
         s.push_str("</table>\n");
     }
+    for (caption, rows) in super::membound_tables(&a.summary) {
+        if rows.is_empty() {
+            let _ = writeln!(s, "<p>{}.</p>", esc(&caption));
+            continue;
+        }
+        let _ = write!(s, "<table><caption>{}</caption><tr>", esc(&caption));
+        for h in super::MEMBOUND_HEADER {
+            let _ = write!(s, "<th>{}</th>", esc(h));
+        }
+        s.push_str("</tr>\n");
+        for r in rows {
+            s.push_str("<tr>");
+            for c in &r {
+                let _ = write!(s, "<td>{}</td>", esc(c));
+            }
+            s.push_str("</tr>\n");
+        }
+        s.push_str("</table>\n");
+    }
     memory(s, t, r);
     counters(s, t, r);
 }

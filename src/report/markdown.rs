@@ -121,6 +121,21 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
                 let _ = writeln!(s, "| `{}` | {} |", r[0], r[1..].join(" | "));
             }
         }
+        for (caption, rows) in super::membound_tables(&a.summary) {
+            let _ = writeln!(
+                s,
+                "\n{caption}{}\n",
+                if rows.is_empty() { "." } else { ":" }
+            );
+            if rows.is_empty() {
+                continue;
+            }
+            let _ = writeln!(s, "| {} |", super::MEMBOUND_HEADER.join(" | "));
+            let _ = writeln!(s, "|{}", "---|".repeat(super::MEMBOUND_HEADER.len()));
+            for r in rows {
+                let _ = writeln!(s, "| `{}` | {} |", r[0], r[1..].join(" | "));
+            }
+        }
         let _ = writeln!(s);
     }
     s

@@ -121,6 +121,82 @@ fn roofline_tables(sm: &tracehound_heuristics::TraceSummary) -> Vec<(String, Vec
         .collect()
 }
 
+/// The memory-bound operator table of each device: a caption and rows of cells (operator
+/// and shape, element type, calls, GPU time, TB/s, share of the HBM roof, memory- or
+/// latency-bound), for every output format. Without shapes the caption alone says how much
+/// kernel time memory-bound kernels take by name, and that there is no bandwidth.
+fn membound_tables(sm: &tracehound_heuristics::TraceSummary) -> Vec<(String, Vec<[String; 7]>)> {
+    sm.membound
+        .iter()
+        .filter_map(|d| {
+            let modelled: i64 = d.rows.iter().map(|r| r.time_ns).sum();
+            let gpu = d
+                .model
+                .zip(d.hbm_tbps)
+                .map(|(m, tb)| format!("{m}: {tb:.1} TB/s HBM; "))
+                .unwrap_or_default();
+            if (modelled as f64) < ROOFLINE_MIN_SHARE * d.kernel_ns as f64 {
+                // No shapes: what the kernel names say, when it matters.
+                return (!d.shapes && d.share(d.memory_ns) >= ROOFLINE_MIN_SHARE).then(|| {
+                    (
+                        format!(
+                            "GPU {} memory-bound kernels by name: {:.0}% of kernel time (shapes not recorded: no bytes, no bandwidth)",
+                            d.device,
+                            100.0 * d.share(d.memory_ns)
+                        ),
+                        Vec::new(),
+                    )
+                });
+            }
+            let rate = d
+                .tbps
+                .map(|tb| {
+                    let share = d
+                        .hbm_share
+                        .map(|s| format!(", {:.0}% of HBM", 100.0 * s))
+                        .unwrap_or_default();
+                    format!(" at {tb:.2} TB/s{share}")
+                })
+                .unwrap_or_default();
+            let caption = format!(
+                "GPU {} memory-bound operators ({gpu}non-matrix operators with shapes {:.0}% of kernel time{rate})",
+                d.device,
+                100.0 * d.share(modelled),
+            );
+            let rows = d
+                .rows
+                .iter()
+                .take(ROOFLINE_ROWS)
+                .map(|r| {
+                    [
+                        format!("{} {}", r.op, r.shape),
+                        r.dtype.clone(),
+                        r.count.to_string(),
+                        fmt_ns(r.time_ns),
+                        format!("{:.2}", r.tbps),
+                        r.hbm_share
+                            .map(|s| format!("{:.0}%", 100.0 * s))
+                            .unwrap_or_else(|| "–".into()),
+                        r.class.to_string(),
+                    ]
+                })
+                .collect();
+            Some((caption, rows))
+        })
+        .collect()
+}
+
+/// Column names of [`membound_tables`].
+const MEMBOUND_HEADER: [&str; 7] = [
+    "operator and shape",
+    "dtype",
+    "calls",
+    "GPU time",
+    "TB/s",
+    "HBM share",
+    "bound",
+];
+
 /// Share of kernel time matrix operators with shapes need for the roofline table to show.
 const ROOFLINE_MIN_SHARE: f64 = 0.05;
 

@@ -118,6 +118,22 @@ fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
             );
         }
     }
+    for (caption, rows) in super::membound_tables(sm) {
+        let _ = writeln!(s, "    {caption}");
+        for r in rows {
+            let _ = writeln!(
+                s,
+                "      {:<58} {:<5} ×{:<4} {:>9} {:>5} TB/s  {:>4} of HBM ({})",
+                tracehound_heuristics::names::short_name(&r[0], 58),
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                r[6]
+            );
+        }
+    }
     if !sm.stack.is_empty() {
         let _ = writeln!(s, "    stack:");
         for f in &sm.stack {

@@ -42,6 +42,7 @@ rules! {
     exposed_communication => ExposedCommunication,
     tensor_cores => TensorCores,
     roofline => Roofline,
+    fusion => Fusion,
     launch_bound => LaunchBound,
     underfilled_kernels => UnderfilledKernels,
     optimizer_overhead => OptimizerOverhead,
