@@ -448,10 +448,17 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
             ),
         );
     }
+    // Kineto's Python tracer (with_stack=True) slows Python code several-fold: a verdict
+    // that Python holds the host, measured under it, says so.
+    let tracer = if top == Some(CauseKind::Python) && cx.trace.meta.capture.python_frames {
+        " Python frames were recorded (with_stack=True), and the Python tracer itself can slow Python code several-fold: confirm the cost in a capture without it before optimising."
+    } else {
+        ""
+    };
     (
         Bound::LaunchHost,
         format!(
-            "launch/host bound: GPU {} idles {:.0}% of the window because the host does not queue work fast enough ({cause}; {} more in {} gaps < {}; median kernel {}).",
+            "launch/host bound: GPU {} idles {:.0}% of the window because the host does not queue work fast enough ({cause}; {} more in {} gaps < {}; median kernel {}).{tracer}",
             main.device,
             100.0 * (1.0 - busy),
             fmt_ns(short),
