@@ -292,6 +292,17 @@ impl<'t> Attributor<'t> {
         }
     }
 
+    /// [`Self::thread_label`] of the recorded thread with id `tid`, when the trace lists it.
+    fn tid_label(&self, tid: i64) -> Option<String> {
+        self.trace
+            .meta
+            .capture
+            .host_threads
+            .iter()
+            .find(|h| h.tid == tid)
+            .map(|h| self.thread_label((h.pid, h.tid)))
+    }
+
     /// When span `i` of the launching thread is `run_backward` (the caller waiting for the
     /// autograd engine) for most of its stretch in `[a, b)`: the stretch and the engine
     /// thread, whose work it was.
@@ -897,13 +908,9 @@ impl<'t> Attributor<'t> {
             ),
             Leaf::Collecting(n) => format!("gc.collect() ({})", clean_frame(t.str(n))),
             Leaf::GilWait(tid) => {
-                let who = t
-                    .meta
-                    .capture
-                    .host_threads
-                    .iter()
-                    .find(|h| h.tid == tid)
-                    .map(|h| format!(" while thread {} ran", self.thread_label((h.pid, h.tid))))
+                let who = self
+                    .tid_label(tid)
+                    .map(|l| format!(" while thread {l} ran"))
                     .unwrap_or_default();
                 format!(
                     "pthread_cond_timedwait: waiting for the GIL (CPython waits on a condition with the 5 ms switch interval as timeout){who}"
@@ -913,15 +920,7 @@ impl<'t> Attributor<'t> {
                 "the autograd engine thread between backward operators (no span)".into()
             }
             Leaf::GilHeld(tid, frame) => {
-                let who = t
-                    .meta
-                    .capture
-                    .host_threads
-                    .iter()
-                    .find(|h| h.tid == tid)
-                    .map(|h| (h.pid, h.tid))
-                    .map(|k| self.thread_label(k))
-                    .unwrap_or_else(|| format!("tid {tid}"));
+                let who = self.tid_label(tid).unwrap_or_else(|| format!("tid {tid}"));
                 format!(
                     "thread {who} ran Python ({}) while the launching thread waited (inferred from its frames: Kineto does not record GIL waits)",
                     clean_frame(t.str(frame))
