@@ -483,7 +483,7 @@ fn gpu_bound(cx: &Ctx, main: &DeviceSummary) -> String {
                 .unwrap_or_default();
             let what = match m.hbm_share {
                 Some(s) if s >= 0.7 => {
-                    "they already stream near the roof, so only moving fewer bytes speeds the step up: fuse passes over the same tensors, keep activations in bf16"
+                    "they already stream near the roof, so faster kernels cannot help: only moving fewer bytes does (fewer passes over the same tensors, narrower dtypes)"
                 }
                 Some(_) => {
                     "bytes moved decide the step time: fuse passes over the same tensors (torch.compile, fused F.* ops), and see why kernels stay below the roof (small or strided tensors)"
