@@ -18,7 +18,7 @@
 //! once per analysis ([`crate::context::Ctx::membound`]); O(kernels), with each distinct
 //! operator name, shape and type list modelled once.
 
-use crate::hardware::{KernelFamily, Peaks, peaks_for};
+use crate::hardware::{KernelClass, KernelFamily, Peaks, peaks_for};
 use crate::scope::Scope;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -344,6 +344,23 @@ pub(crate) struct DeviceModel {
     pub calls: Vec<MemCall>,
     /// Every GPU operation in the window, in start order.
     pub items: Vec<Item>,
+    /// How its kernel time splits.
+    pub split: Split,
+}
+
+/// A device's kernel time by kind of work, ns.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Split {
+    /// All kernels in the window.
+    pub kernel_ns: i64,
+    /// Matrix kernels of at least [`LATENCY_KERNEL_NS`].
+    pub matrix_ns: i64,
+    /// Memory-bound calls and memory-family kernels of at least [`LATENCY_KERNEL_NS`].
+    pub memory_ns: i64,
+    /// Latency-bound calls and other kernels shorter than [`LATENCY_KERNEL_NS`].
+    pub latency_ns: i64,
+    /// The rest.
+    pub other_ns: i64,
 }
 
 /// The membound model of a trace: per device, its calls and summary, and where the host
@@ -925,45 +942,82 @@ impl Marks {
     }
 }
 
+/// Where a span's code sits, as seen from the span: its origin, the optimizer step range and
+/// the innermost module at or above it (below the origin's frame), the autograd node.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    origin: Origin,
+    optimizer: u32,
+    node: u32,
+    module: u32,
+}
+
 /// Where the code of operator span `op` sits: under a user Python frame, under the autograd
 /// engine, or just on its thread; the optimizer step range around it, the autograd node and
-/// the innermost module above it ([`NONE`] when none).
-fn origin(t: &Trace, marks: &Marks, op: u32) -> (Origin, u32, u32, u32) {
+/// the innermost module above it ([`NONE`] when none). The walk up the span tree stops at
+/// the first ancestor already seen (`memo`), so sibling operators share it.
+fn origin(
+    t: &Trace,
+    marks: &Marks,
+    op: u32,
+    memo: &mut FxHashMap<u32, Seen>,
+    path: &mut Vec<(u32, u8)>,
+) -> Seen {
+    const ENGINE: u8 = 1;
+    const FRAME: u8 = 2;
+    const OPTIMIZER: u8 = 3;
+    const MODULE: u8 = 4;
     let s = &t.host_spans[op as usize];
-    let thread = (s.pid, s.tid);
-    let mut found: Option<Origin> = None;
-    let mut optimizer = NONE;
-    let mut node = NONE;
-    let mut module = NONE;
+    let mut r = Seen {
+        origin: Origin::Thread(s.pid, s.tid),
+        optimizer: NONE,
+        node: NONE,
+        module: NONE,
+    };
     // The optimizer's range lies between the user's `opt.step()` frame and the operators,
     // so the walk can stop at the first user frame or autograd node.
+    path.clear();
     for a in t.ancestors(op) {
+        if let Some(&m) = memo.get(&a) {
+            r = m;
+            break;
+        }
         let sp = &t.host_spans[a as usize];
-        match sp.kind {
-            HostKind::CpuOp if Marks::get(&marks.engine, sp.name) => {
-                found = Some(Origin::Backward(thread.0, thread.1));
-                node = a;
-                break;
-            }
-            HostKind::Python if Marks::get(&marks.user_frame, sp.name) => {
-                found = Some(Origin::Frame(a));
-                break;
-            }
-            HostKind::Python if module == NONE && Marks::get(&marks.module, sp.name) => {
-                module = a;
-            }
+        let kind = match sp.kind {
+            HostKind::CpuOp if Marks::get(&marks.engine, sp.name) => ENGINE,
+            HostKind::Python if Marks::get(&marks.user_frame, sp.name) => FRAME,
+            HostKind::Python if Marks::get(&marks.module, sp.name) => MODULE,
             HostKind::Annotation | HostKind::CpuOp if Marks::get(&marks.optimizer, sp.name) => {
-                optimizer = a;
+                OPTIMIZER
             }
-            _ => {}
+            _ => 0,
+        };
+        path.push((a, kind));
+        if matches!(kind, ENGINE | FRAME) {
+            break;
         }
     }
-    (
-        found.unwrap_or(Origin::Thread(thread.0, thread.1)),
-        optimizer,
-        node,
-        module,
-    )
+    for &(a, kind) in path.iter().rev() {
+        r = match kind {
+            ENGINE => Seen {
+                origin: Origin::Backward(s.pid, s.tid),
+                optimizer: NONE,
+                node: a,
+                module: NONE,
+            },
+            FRAME => Seen {
+                origin: Origin::Frame(a),
+                optimizer: NONE,
+                node: NONE,
+                module: NONE,
+            },
+            OPTIMIZER => Seen { optimizer: a, ..r },
+            MODULE => Seen { module: a, ..r },
+            _ => r,
+        };
+        memo.insert(a, r);
+    }
+    r
 }
 
 /// The modelled operator of a kernel: its innermost CPU operator or the nearest ancestor
@@ -1010,11 +1064,16 @@ fn modelled_op(
 pub(crate) fn membound(cx: &Scope) -> Membound {
     let t = cx.trace;
     let marks = Marks::new(t);
+    // Each distinct string's kernel class, dense by id: a trace has millions of kernels but
+    // few names, and this loop reads one per kernel.
+    let classes: Vec<KernelClass> = (0..t.strings.len() as StrId)
+        .map(|id| cx.kernel_class(id))
+        .collect();
     let devices: Vec<DeviceModel> = {
         use rayon::prelude::*;
         t.devices()
             .into_par_iter()
-            .map(|d| device_model(cx, &marks, d))
+            .map(|d| device_model(cx, &marks, &classes, d))
             .collect()
     };
     let summary = devices.iter().map(|m| summarize(cx, m)).collect();
@@ -1046,14 +1105,19 @@ fn fences(t: &Trace) -> FxHashMap<(i64, i64), Vec<i64>> {
     out
 }
 
-fn device_model(cx: &Scope, marks: &Marks, device: i32) -> DeviceModel {
+fn device_model(cx: &Scope, marks: &Marks, classes: &[KernelClass], device: i32) -> DeviceModel {
     let (t, w) = (cx.trace, &cx.window);
     let mut cache: FxHashMap<(StrId, StrId, StrId, u8), Option<u32>> = FxHashMap::default();
     let mut models = Vec::new();
     let mut shapes = Shapes::default();
     let mut calls: Vec<MemCall> = Vec::new();
+    // The call of each launching operator span, found once per span ([`NONE`]: no model).
+    let mut by_inner: FxHashMap<u32, u32> = FxHashMap::default();
     let mut by_span: FxHashMap<u32, u32> = FxHashMap::default();
+    let mut memo: FxHashMap<u32, Seen> = FxHashMap::default();
+    let mut path: Vec<(u32, u8)> = Vec::new();
     let mut items_out = Vec::new();
+    let mut split = Split::default();
     for &i in t.device_ops(device) {
         let op = &t.gpu_ops[i as usize];
         if op.start < w.start || op.start >= w.end {
@@ -1061,38 +1125,51 @@ fn device_model(cx: &Scope, marks: &Marks, device: i32) -> DeviceModel {
         }
         let mut call = NONE;
         if op.kind == GpuOpKind::Kernel {
-            let class = cx.kernel_class(op.name);
+            let class = classes.get(op.name as usize).copied().unwrap_or_default();
             let inner = t.index.op_cpu_op.get(i as usize).copied().unwrap_or(NONE);
-            if inner != NONE
-                && matches!(class.family, KernelFamily::Memory | KernelFamily::Other)
-                && let Some((span, m)) = modelled_op(
-                    t,
-                    &mut cache,
-                    &mut models,
-                    &mut shapes,
-                    inner,
-                    class.elem_bytes,
-                )
-            {
-                let c = *by_span.entry(span).or_insert_with(|| {
-                    let (origin, optimizer, node, module) = origin(t, marks, span);
-                    calls.push(MemCall {
-                        span,
-                        model: m,
-                        ns: 0,
-                        kernels: 0,
-                        class: MemClass::Memory,
-                        origin,
-                        optimizer,
-                        node,
-                        module,
-                    });
-                    (calls.len() - 1) as u32
+            if inner != NONE && matches!(class.family, KernelFamily::Memory | KernelFamily::Other) {
+                call = *by_inner.entry(inner).or_insert_with(|| {
+                    let found = modelled_op(
+                        t,
+                        &mut cache,
+                        &mut models,
+                        &mut shapes,
+                        inner,
+                        class.elem_bytes,
+                    );
+                    let Some((span, m)) = found else {
+                        return NONE;
+                    };
+                    *by_span.entry(span).or_insert_with(|| {
+                        let seen = origin(t, marks, span, &mut memo, &mut path);
+                        calls.push(MemCall {
+                            span,
+                            model: m,
+                            ns: 0,
+                            kernels: 0,
+                            class: MemClass::Memory,
+                            origin: seen.origin,
+                            optimizer: seen.optimizer,
+                            node: seen.node,
+                            module: seen.module,
+                        });
+                        (calls.len() - 1) as u32
+                    })
                 });
-                let e = &mut calls[c as usize];
-                e.ns += op.dur();
+            }
+            let d = op.dur();
+            split.kernel_ns += d;
+            if call != NONE {
+                let e = &mut calls[call as usize];
+                e.ns += d;
                 e.kernels += 1;
-                call = c;
+            } else {
+                match (class.family, d < LATENCY_KERNEL_NS) {
+                    (_, true) => split.latency_ns += d,
+                    (KernelFamily::Matrix, false) => split.matrix_ns += d,
+                    (KernelFamily::Memory | KernelFamily::Generated, false) => split.memory_ns += d,
+                    (KernelFamily::Other, false) => split.other_ns += d,
+                }
             }
         }
         items_out.push(Item { op: i, call });
@@ -1106,6 +1183,10 @@ fn device_model(cx: &Scope, marks: &Marks, device: i32) -> DeviceModel {
             None if c.ns / i64::from(c.kernels.max(1)) < LATENCY_KERNEL_NS => MemClass::Latency,
             None => MemClass::Memory,
         };
+        match c.class {
+            MemClass::Memory => split.memory_ns += c.ns,
+            MemClass::Latency => split.latency_ns += c.ns,
+        }
     }
     DeviceModel {
         device,
@@ -1113,6 +1194,7 @@ fn device_model(cx: &Scope, marks: &Marks, device: i32) -> DeviceModel {
         shapes: shapes.list,
         calls,
         items: items_out,
+        split,
     }
 }
 
@@ -1125,47 +1207,44 @@ pub(crate) fn peaks_of(t: &Trace, device: i32) -> Option<Peaks> {
 fn summarize(cx: &Scope, m: &DeviceModel) -> DeviceMembound {
     let t = cx.trace;
     let peaks = peaks_of(t, m.device);
-    let (mut kernel_ns, mut matrix_ns, mut memory_ns, mut latency_ns, mut other_ns) =
-        (0i64, 0i64, 0i64, 0i64, 0i64);
+    let Split {
+        kernel_ns,
+        matrix_ns,
+        memory_ns,
+        latency_ns,
+        other_ns,
+    } = m.split;
     let (mut modelled_ns, mut modelled_bytes) = (0i64, 0.0f64);
-    for it in &m.items {
-        let op = &t.gpu_ops[it.op as usize];
-        if op.kind != GpuOpKind::Kernel {
-            continue;
-        }
-        let d = op.dur();
-        kernel_ns += d;
-        if it.call != NONE {
-            match m.calls[it.call as usize].class {
-                MemClass::Memory => memory_ns += d,
-                MemClass::Latency => latency_ns += d,
-            }
-            continue;
-        }
-        match (cx.kernel_class(op.name).family, d < LATENCY_KERNEL_NS) {
-            (_, true) => latency_ns += d,
-            (KernelFamily::Matrix, false) => matrix_ns += d,
-            (KernelFamily::Memory | KernelFamily::Generated, false) => memory_ns += d,
-            (KernelFamily::Other, false) => other_ns += d,
-        }
-    }
-    type Key = (String, String, &'static str);
+    // Calls summed by operator name and model first (no text per call), then by the row's
+    // text: models that differ only in scalars' types share a row.
     // family, calls, kernels, time, bytes
-    let mut groups: BTreeMap<Key, (Family, u64, u64, i64, f64)> = BTreeMap::new();
+    type Sums = (Family, u64, u64, i64, f64);
+    let mut by_model: FxHashMap<(StrId, u32), Sums> = FxHashMap::default();
     for c in &m.calls {
         let model = &m.models[c.model as usize];
         if c.class == MemClass::Memory {
             modelled_ns += c.ns;
             modelled_bytes += model.bytes();
         }
-        let name = t.str(t.host_spans[c.span as usize].name).to_string();
-        let g = groups
-            .entry((name, model.shape.clone(), model.dtype))
+        let g = by_model
+            .entry((t.host_spans[c.span as usize].name, c.model))
             .or_insert((model.family, 0, 0, 0, 0.0));
         g.1 += 1;
         g.2 += u64::from(c.kernels);
         g.3 += c.ns;
         g.4 += model.bytes();
+    }
+    type Key = (String, String, &'static str);
+    let mut groups: BTreeMap<Key, Sums> = BTreeMap::new();
+    for ((name, model), (family, count, kernels, ns, bytes)) in by_model {
+        let model = &m.models[model as usize];
+        let g = groups
+            .entry((t.str(name).to_string(), model.shape.clone(), model.dtype))
+            .or_insert((family, 0, 0, 0, 0.0));
+        g.1 += count;
+        g.2 += kernels;
+        g.3 += ns;
+        g.4 += bytes;
     }
     let mut rows: Vec<MemRow> = groups
         .into_iter()

@@ -518,7 +518,7 @@ fn gpu_bound(cx: &Ctx, main: &DeviceSummary) -> String {
                 .unwrap_or_default();
             let what = match m.hbm_share {
                 Some(s) if s >= 0.7 => {
-                    "they already stream near the roof, so only moving fewer bytes speeds the step up: fuse passes over the same tensors, keep activations in bf16"
+                    "they already stream near the roof, so faster kernels cannot help: only moving fewer bytes does (fewer passes over the same tensors, narrower dtypes)"
                 }
                 Some(_) => {
                     "bytes moved decide the step time: fuse passes over the same tensors (torch.compile, fused F.* ops), and see why kernels stay below the roof (small or strided tensors)"
@@ -548,15 +548,20 @@ fn gpu_bound(cx: &Ctx, main: &DeviceSummary) -> String {
 }
 
 /// Mean nvidia-smi memory-controller utilisation (%) of `gpu` over the counter window, when a
-/// log with it was given.
+/// log with it was given and saw the GPU work (a log whose SM % stays at 0 while the trace's
+/// GPU is busy watched another GPU or another time, and its memory % says nothing).
 fn memory_controller(cx: &Ctx, gpu: i32) -> Option<f64> {
     let w = crate::counters::counter_window(cx, gpu)?;
-    let s = crate::counters::series(cx.trace, gpu, "mem")?;
-    crate::counters::mean(
-        crate::counters::in_window(cx.trace, s, &w)
-            .iter()
-            .map(|x| x.1),
-    )
+    let mean = |metric: &str| {
+        let s = crate::counters::series(cx.trace, gpu, metric)?;
+        crate::counters::mean(
+            crate::counters::in_window(cx.trace, s, &w)
+                .iter()
+                .map(|x| x.1),
+        )
+    };
+    mean("sm").filter(|&sm| sm >= 1.0)?;
+    mean("mem")
 }
 
 /// The advice for a window that is not the steady state: what to profile instead.
@@ -689,5 +694,65 @@ mod tests {
             assert_eq!(serde_json::from_str::<Bound>(&json).unwrap(), b);
         }
         assert_eq!(format!("[{:<12}]", Bound::Input), "[input-bound ]");
+    }
+
+    /// A step of one in-place add over two 4 GiB tensors (3 ms on an H200), with an
+    /// nvidia-smi log at `sm`% SM and 88% memory controller.
+    fn streaming(sm: f64) -> tracehound_parsers::Trace {
+        use tracehound_parsers::*;
+        let mut tb = crate::testutil::TB::new();
+        tb.span(HostKind::CpuOp, "aten::add_", 0, 50_000);
+        let dims = tb.t.strings.intern("[[1073741824], [1073741824], []]");
+        let types = tb.t.strings.intern(r#"["float", "float", "Scalar"]"#);
+        let s = tb.t.host_spans.last_mut().unwrap();
+        (s.input_dims, s.input_types) = (dims, types);
+        tb.op(
+            GpuOpKind::Kernel,
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)",
+            7,
+            100_000,
+            3_040_000,
+            Some(10_000),
+        );
+        let mut t = tb.build();
+        t.meta.capture.kernels = true;
+        t.meta.gpus.push(GpuInfo {
+            id: 0,
+            name: "NVIDIA H200".into(),
+            ..Default::default()
+        });
+        for (metric, v) in [("sm", sm), ("mem", 88.0)] {
+            t.counters.push(CounterSeries {
+                gpu: 0,
+                metric: metric.into(),
+                unit: "%".into(),
+                samples: vec![(0, v)],
+            });
+        }
+        t
+    }
+
+    #[test]
+    fn a_streaming_step_is_memory_bound_at_its_bandwidth_with_the_memory_controller_beside_it() {
+        let config = crate::Config::default();
+        let t = streaming(95.0);
+        let s = super::summarize(&crate::context::Ctx::new(&t, &config));
+        assert_eq!(s.bound, Bound::Gpu);
+        // 12.9 GB in 2.94 ms: 4.38 TB/s, 91% of 4.8.
+        assert!(
+            s.verdict
+                .contains("memory-bound at 4.38 TB/s (91% of the H200 SXM's 4.8 TB/s HBM"),
+            "{}",
+            s.verdict
+        );
+        assert!(
+            s.verdict.contains("memory-controller utilisation 88%"),
+            "{}",
+            s.verdict
+        );
+        // A log that saw no SM activity watched something else: not cited.
+        let t = streaming(0.0);
+        let s = super::summarize(&crate::context::Ctx::new(&t, &config));
+        assert!(!s.verdict.contains("nvidia-smi"), "{}", s.verdict);
     }
 }

@@ -102,7 +102,8 @@ impl NativeTrace {
         serde_json::to_string(&self.analysis.findings).unwrap_or_else(|_| "[]".into())
     }
 
-    /// The summary (window, devices, verdict, roofline ...), as the JSON report writes it.
+    /// The summary (window, devices, verdict, roofline, memory-bound operators ...), as the JSON
+    /// report writes it.
     fn summary_json(&self) -> String {
         serde_json::to_string(&self.analysis.summary).unwrap_or_else(|_| "{}".into())
     }

@@ -113,7 +113,8 @@ class Trace:
         return Findings(json.loads(self._native.findings_json()))
 
     def summary(self) -> Dict[str, Any]:
-        """The summary (window, devices, verdict, roofline, stack), as in the JSON report."""
+        """The summary (window, devices, verdict, roofline, memory-bound operators, stack),
+        as in the JSON report."""
         return json.loads(self._native.summary_json())
 
     def tables(self, names: Optional[Sequence[str]] = None) -> Dict[str, Any]:

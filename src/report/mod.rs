@@ -135,7 +135,7 @@ fn membound_tables(sm: &tracehound_heuristics::TraceSummary) -> Vec<(String, Vec
                 .zip(d.hbm_tbps)
                 .map(|(m, tb)| format!("{m}: {tb:.1} TB/s HBM; "))
                 .unwrap_or_default();
-            if (modelled as f64) < ROOFLINE_MIN_SHARE * d.kernel_ns as f64 {
+            if modelled == 0 || (modelled as f64) < ROOFLINE_MIN_SHARE * d.kernel_ns as f64 {
                 // No shapes: what the kernel names say, when it matters.
                 return (!d.shapes && d.share(d.memory_ns) >= ROOFLINE_MIN_SHARE).then(|| {
                     (

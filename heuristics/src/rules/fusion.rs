@@ -12,10 +12,12 @@
 //!
 //! One fused kernel would read the chain's inputs once and write its result once: the
 //! tensors an operator reads that no earlier operator of the chain wrote (by shape and
-//! element type: the trace records no tensor identities), and the last operator's output.
-//! Its time is those bytes at the best bandwidth an operator of the chain achieved (at most
-//! the HBM peak), and at least the shortest kernel of the chain (a fused kernel pays one
-//! kernel's fixed costs). Impact: the chains' time less that; reported from 1% of the window.
+//! element type: the trace records no tensor identities), the state it updates in place, and
+//! the last operator's output. Its time is those bytes at the best bandwidth an operator of
+//! the chain achieved (at most the HBM peak), plus the largest time one operator spends beyond
+//! its traffic at that rate (fusing removes passes over memory, not a reduction's structure or
+//! fixed costs), and at least the chain's shortest kernel. Impact: the chains' time less that;
+//! reported from 1% of the window.
 
 use super::Rule;
 use crate::context::{Ctx, new_finding};
