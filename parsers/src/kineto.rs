@@ -213,6 +213,10 @@ pub fn parse_reader<R: std::io::Read>(
         }
     }
     drop(chunk_tx);
+    // The input is read: chunk buffers handed back from now on are freed, not kept for
+    // reuse, so they do not sit beside the model while it is merged and indexed.
+    drop(free_chunk_rx);
+    splitter.release_buffers();
     let mut outs: Vec<ChunkOut> = out_rx.iter().collect();
     for h in handles {
         let _ = h.join();
