@@ -41,34 +41,191 @@ const NUMBER: [bool; 256] = {
 };
 
 /// Position of the first `"` or `\\` in `b` at or after `from`. Strings in traces are mostly
-/// 2 to 60 bytes: eight bytes at a time in a register (SWAR) beats both a byte loop and
-/// memchr's setup there; long ones go to memchr.
+/// 2 to 60 bytes: sixteen bytes at a time with one wide compare per byte kind
+/// ([`quote_or_backslash_16`]) beats both a byte loop and memchr's setup there; long ones go
+/// to memchr, the last few bytes of the text to a byte loop.
 #[inline]
 fn quote_or_backslash(b: &[u8], from: usize) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
     let mut at = from;
     let limit = b.len().min(from + 64);
-    while at + 8 <= limit {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&b[at..at + 8]);
-        let w = u64::from_le_bytes(w);
-        let q = w ^ (ONES * b'"' as u64);
-        let s = w ^ (ONES * b'\\' as u64);
-        // A zero byte in q or s marks a match; the lowest marked byte is exact.
-        let hit = ((q.wrapping_sub(ONES) & !q) | (s.wrapping_sub(ONES) & !s)) & HIGH;
+    while at + 16 <= limit {
+        let hit = match b[at..].first_chunk::<16>() {
+            Some(w) => quote_or_backslash_16(w),
+            None => break,
+        };
         if hit != 0 {
-            return Some(at + (hit.trailing_zeros() / 8) as usize);
+            return Some(at + hit.trailing_zeros() as usize);
         }
-        at += 8;
+        at += 16;
     }
-    if at + 8 <= b.len() {
+    if at + 16 <= b.len() {
         return memchr2(b'"', b'\\', &b[at..]).map(|k| at + k);
     }
     b[at.min(b.len())..]
         .iter()
         .position(|&c| c == b'"' || c == b'\\')
         .map(|k| at + k)
+}
+
+/// Bit `i` set where byte `i` of `w` is `"` or `\\`.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn quote_or_backslash_16(w: &[u8; 16]) -> u32 {
+    use std::arch::x86_64::*;
+    // SSE2 is part of the x86_64 baseline; the unaligned load reads the 16 bytes of `w`.
+    unsafe {
+        let v = _mm_loadu_si128(w.as_ptr().cast::<__m128i>());
+        let q = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+        let s = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+        _mm_movemask_epi8(_mm_or_si128(q, s)) as u32
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+fn quote_or_backslash_16(w: &[u8; 16]) -> u32 {
+    quote_or_backslash_16_portable(w)
+}
+
+/// Portable [`quote_or_backslash_16`]: eight bytes at a time in a register (SWAR).
+#[cfg(any(test, not(target_arch = "x86_64")))]
+#[inline]
+fn quote_or_backslash_16_portable(w: &[u8; 16]) -> u32 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    // Exact per byte (no borrow between bytes): the high bit of a byte of `zero(x)` is set
+    // iff that byte of x is zero.
+    let zero = |x: u64| !(((x & LOW7) + LOW7) | x | LOW7);
+    let mut out = 0u32;
+    for (k, half) in w.chunks_exact(8).enumerate() {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(half);
+        let x = u64::from_le_bytes(b);
+        let hit = zero(x ^ (ONES * b'"' as u64)) | zero(x ^ (ONES * b'\\' as u64));
+        for i in 0..8 {
+            if hit >> (8 * i + 7) & 1 == 1 {
+                out |= 1 << (8 * k + i);
+            }
+        }
+    }
+    out
+}
+
+/// Where the string whose text starts at `at` (just after its opening quote) ends: the
+/// position after its closing quote. A backslash escapes the byte after it.
+#[inline]
+fn string_end(b: &[u8], mut at: usize) -> Scanned<usize> {
+    loop {
+        at = quote_or_backslash(b, at).ok_or(Bail)?;
+        if b[at] == b'"' {
+            return Ok(at + 1);
+        }
+        at += 2;
+        if at > b.len() {
+            return Err(Bail);
+        }
+    }
+}
+
+/// Where the quotes, backslashes and brackets of a 64-byte block are: bit `i` of each mask is
+/// byte `i` of the block.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Marks {
+    quote: u64,
+    backslash: u64,
+    /// `[` and `{`.
+    open: u64,
+    /// `]` and `}`.
+    close: u64,
+}
+
+/// Marks the structural bytes of `block` (64 bytes; more are ignored, fewer are a bug the
+/// callers never make). `[`/`{` and `]`/`}` differ in one bit (0x20), so one compare of the
+/// byte with that bit set finds both of a pair.
+#[inline]
+fn classify(block: &[u8]) -> Marks {
+    let block: &[u8; 64] = match block.first_chunk() {
+        Some(b) => b,
+        None => return classify_short(block),
+    };
+    classify_64(block)
+}
+
+/// [`classify`] of fewer than 64 bytes (the missing ones mark nothing).
+#[cold]
+fn classify_short(block: &[u8]) -> Marks {
+    let mut b = [b' '; 64];
+    b[..block.len()].copy_from_slice(block);
+    classify_64(&b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn classify_64(block: &[u8; 64]) -> Marks {
+    use std::arch::x86_64::*;
+    let mut m = Marks::default();
+    // SSE2 is part of the x86_64 baseline, so these intrinsics exist on every x86_64 CPU; the
+    // four unaligned 16-byte loads read inside `block` (offsets 0, 16, 32, 48 of 64 bytes).
+    unsafe {
+        let quote = _mm_set1_epi8(b'"' as i8);
+        let backslash = _mm_set1_epi8(b'\\' as i8);
+        let fold = _mm_set1_epi8(0x20);
+        let open = _mm_set1_epi8(b'{' as i8);
+        let close = _mm_set1_epi8(b'}' as i8);
+        for k in 0..4 {
+            let v = _mm_loadu_si128(block.as_ptr().add(16 * k).cast::<__m128i>());
+            let f = _mm_or_si128(v, fold);
+            let mask = |x: __m128i| (_mm_movemask_epi8(x) as u16 as u64) << (16 * k);
+            m.quote |= mask(_mm_cmpeq_epi8(v, quote));
+            m.backslash |= mask(_mm_cmpeq_epi8(v, backslash));
+            m.open |= mask(_mm_cmpeq_epi8(f, open));
+            m.close |= mask(_mm_cmpeq_epi8(f, close));
+        }
+    }
+    m
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+fn classify_64(block: &[u8; 64]) -> Marks {
+    classify_64_portable(block)
+}
+
+/// Portable [`classify_64`]: 16 bytes at a time into 16-bit masks, a shape compilers turn
+/// into wide compares.
+#[cfg(any(test, not(target_arch = "x86_64")))]
+#[inline]
+fn classify_64_portable(block: &[u8; 64]) -> Marks {
+    let mut m = Marks::default();
+    for k in 0..4 {
+        let (mut q, mut s, mut o, mut c) = (0u16, 0u16, 0u16, 0u16);
+        for i in 0..16 {
+            let x = block[16 * k + i];
+            let f = x | 0x20;
+            q |= u16::from(x == b'"') << i;
+            s |= u16::from(x == b'\\') << i;
+            o |= u16::from(f == b'{') << i;
+            c |= u16::from(f == b'}') << i;
+        }
+        m.quote |= u64::from(q) << (16 * k);
+        m.backslash |= u64::from(s) << (16 * k);
+        m.open |= u64::from(o) << (16 * k);
+        m.close |= u64::from(c) << (16 * k);
+    }
+    m
+}
+
+/// Bit `i` of the result is the XOR of bits `0..=i` of `x`: over quote marks, the bytes from
+/// an opening quote up to (not including) its closing quote.
+#[inline]
+fn prefix_xor(mut x: u64) -> u64 {
+    x ^= x << 1;
+    x ^= x << 2;
+    x ^= x << 4;
+    x ^= x << 8;
+    x ^= x << 16;
+    x ^= x << 32;
+    x
 }
 
 /// A cursor over JSON text.
@@ -92,12 +249,16 @@ impl<'a> Scan<'a> {
     #[inline]
     pub fn peek(&mut self) -> Option<u8> {
         let b = self.bytes();
-        while let Some(&c) = b.get(self.pos) {
-            if !matches!(c, b' ' | b'\n' | b'\r' | b'\t') {
+        let mut at = self.pos;
+        while let Some(&c) = b.get(at) {
+            // Every JSON whitespace byte is at most a space: one compare passes a token.
+            if c > b' ' || !matches!(c, b' ' | b'\n' | b'\r' | b'\t') {
+                self.pos = at;
                 return Some(c);
             }
-            self.pos += 1;
+            at += 1;
         }
+        self.pos = at;
         None
     }
 
@@ -119,16 +280,25 @@ impl<'a> Scan<'a> {
 
     /// Reads a string (the scanner is at its opening quote, after whitespace): borrowed when
     /// it has no escapes.
+    #[inline]
     pub fn string(&mut self) -> Scanned<Cow<'a, str>> {
         self.eat(b'"')?;
         let b = self.bytes();
         let start = self.pos;
-        let k = quote_or_backslash(b, start).ok_or(Bail)? - start;
-        if b[start + k] == b'"' {
-            self.pos = start + k + 1;
+        let end = quote_or_backslash(b, start).ok_or(Bail)?;
+        if b[end] == b'"' {
+            self.pos = end + 1;
             // Both ends are ASCII quotes, so the slice is on char boundaries.
-            return Ok(Cow::Borrowed(&self.text[start..start + k]));
+            return Ok(Cow::Borrowed(self.text.get(start..end).ok_or(Bail)?));
         }
+        self.escaped_string(start, end - start)
+    }
+
+    /// The rest of [`Scan::string`] for a string with an escape: `start` is where its text
+    /// begins, the first `k` bytes of which hold no quote or backslash.
+    #[inline(never)]
+    fn escaped_string(&mut self, start: usize, k: usize) -> Scanned<Cow<'a, str>> {
+        let b = self.bytes();
         let mut out = String::with_capacity(k + 16);
         let mut at = start;
         loop {
@@ -185,19 +355,8 @@ impl<'a> Scan<'a> {
 
     /// Skips a string without decoding it.
     fn skip_string(&mut self) -> Scanned<()> {
-        let b = self.bytes();
-        let mut at = self.pos + 1;
-        loop {
-            at = quote_or_backslash(b, at).ok_or(Bail)?;
-            if b[at] == b'"' {
-                self.pos = at + 1;
-                return Ok(());
-            }
-            at += 2;
-            if at > b.len() {
-                return Err(Bail);
-            }
-        }
+        self.pos = string_end(self.bytes(), self.pos + 1)?;
+        Ok(())
     }
 
     fn skip_number(&mut self) -> Scanned<()> {
@@ -241,27 +400,78 @@ impl<'a> Scan<'a> {
     }
 
     /// Skips to the end of the container `depth` levels up (0: the one starting here).
+    ///
+    /// Sixty-four bytes at a time: [`classify`] marks the quotes, backslashes and brackets of
+    /// a block with wide compares, a prefix XOR of the quote bits marks what lies inside
+    /// strings, and a block whose closing brackets cannot bring the depth to zero is passed
+    /// over with two popcounts. Only the block where the container ends is walked bracket by
+    /// bracket. A block holding a backslash (an escape) is read the scalar way, as are strings
+    /// that run into one, and the last bytes of the text; the result is the same as reading
+    /// every byte: strings skipped with their escapes, nesting deeper than [`MAX_DEPTH`] or an
+    /// unclosed container bail.
     fn skip_nested(&mut self, mut depth: u32) -> Scanned<()> {
         let b = self.bytes();
+        let mut at = self.pos;
+        // Where the scalar reading of a block with a backslash ends.
+        let mut scalar_until = 0;
         loop {
-            let c = *b.get(self.pos).ok_or(Bail)?;
+            if at >= scalar_until
+                && let Some(block) = b.get(at..at + 64)
+            {
+                let m = classify(block);
+                if m.backslash == 0 {
+                    let in_str = prefix_xor(m.quote);
+                    let open = m.open & !in_str;
+                    let close = m.close & !in_str;
+                    if depth > close.count_ones() && depth + open.count_ones() <= MAX_DEPTH {
+                        depth = depth + open.count_ones() - close.count_ones();
+                    } else {
+                        let mut bits = open | close;
+                        while bits != 0 {
+                            let i = bits.trailing_zeros();
+                            bits &= bits - 1;
+                            if open >> i & 1 == 1 {
+                                depth += 1;
+                                if depth > MAX_DEPTH {
+                                    return Err(Bail);
+                                }
+                            } else {
+                                depth = depth.checked_sub(1).ok_or(Bail)?;
+                                if depth == 0 {
+                                    self.pos = at + i as usize + 1;
+                                    return Ok(());
+                                }
+                            }
+                        }
+                    }
+                    at += 64;
+                    if in_str >> 63 == 1 {
+                        // A string runs on past the block: find its end (escapes and all).
+                        at = string_end(b, at)?;
+                    }
+                    continue;
+                }
+                scalar_until = at + 64;
+            }
+            let c = *b.get(at).ok_or(Bail)?;
             match c {
                 b'{' | b'[' => {
                     depth += 1;
                     if depth > MAX_DEPTH {
                         return Err(Bail);
                     }
-                    self.pos += 1;
+                    at += 1;
                 }
                 b'}' | b']' => {
                     depth = depth.checked_sub(1).ok_or(Bail)?;
-                    self.pos += 1;
+                    at += 1;
                     if depth == 0 {
+                        self.pos = at;
                         return Ok(());
                     }
                 }
-                b'"' => self.skip_string()?,
-                _ => self.pos += 1,
+                b'"' => at = string_end(b, at + 1)?,
+                _ => at += 1,
             }
         }
     }
@@ -529,6 +739,126 @@ mod tests {
         assert_eq!(quote_or_backslash(b, 0), Some(b.len() - 1));
         assert_eq!(quote_or_backslash(b"\\\"", 0), Some(0));
         assert_eq!(quote_or_backslash(b"", 0), None);
+    }
+
+    /// The byte-at-a-time reading that [`Scan::skip_nested`] must agree with.
+    fn skip_nested_bytewise(b: &[u8], mut pos: usize, mut depth: u32) -> Scanned<usize> {
+        loop {
+            match *b.get(pos).ok_or(Bail)? {
+                b'{' | b'[' => {
+                    depth += 1;
+                    if depth > MAX_DEPTH {
+                        return Err(Bail);
+                    }
+                    pos += 1;
+                }
+                b'}' | b']' => {
+                    depth = depth.checked_sub(1).ok_or(Bail)?;
+                    pos += 1;
+                    if depth == 0 {
+                        return Ok(pos);
+                    }
+                }
+                b'"' => {
+                    let mut at = pos + 1;
+                    loop {
+                        match b.get(at) {
+                            None => return Err(Bail),
+                            Some(b'"') => break,
+                            Some(b'\\') => at += 2,
+                            Some(_) => at += 1,
+                        }
+                    }
+                    pos = at + 1;
+                }
+                _ => pos += 1,
+            }
+        }
+    }
+
+    #[test]
+    fn block_skipping_agrees_with_reading_every_byte() {
+        // A small xorshift generator: the same cases on every run.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let alphabet = b"[]{}\"\\a ,1\xc3\xa9";
+        for case in 0..20_000 {
+            let len = (next() % 400) as usize;
+            // Mostly plain bytes, so containers span blocks; deep nests now and then.
+            let deep = case % 50 == 0;
+            let text: Vec<u8> = (0..len)
+                .map(|_| {
+                    let r = next();
+                    if deep && r % 3 == 0 {
+                        b'['
+                    } else if r % 4 == 0 {
+                        // Half the cases without escapes, so most blocks take the wide path.
+                        match alphabet[(r >> 8) as usize % alphabet.len()] {
+                            b'\\' if case % 2 == 0 => b'y',
+                            c => c,
+                        }
+                    } else {
+                        b'x'
+                    }
+                })
+                .collect();
+            // Keep the text valid UTF-8 (the scanner reads &str): drop stray bytes.
+            let text = String::from_utf8_lossy(&text).into_owned();
+            let b = text.as_bytes();
+            for start in [0, 1, 7] {
+                if start > b.len() {
+                    continue;
+                }
+                for depth in [0, 1, 2] {
+                    let want = skip_nested_bytewise(b, start, depth);
+                    let mut s = Scan::new(&text);
+                    s.pos = start;
+                    let got = s.skip_nested(depth).map(|_| s.pos);
+                    assert_eq!(
+                        got, want,
+                        "case {case} start {start} depth {depth}: {text:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn classify_marks_every_structural_byte() {
+        let text: Vec<u8> = (0..64u8)
+            .map(|i| b"\"\\[]{}x\x7b"[i as usize % 8])
+            .collect();
+        let m = classify(&text);
+        for (i, &c) in text.iter().enumerate() {
+            let bit = |mask: u64| mask >> i & 1 == 1;
+            assert_eq!(bit(m.quote), c == b'"', "{i}");
+            assert_eq!(bit(m.backslash), c == b'\\', "{i}");
+            assert_eq!(bit(m.open), c == b'[' || c == b'{', "{i}");
+            assert_eq!(bit(m.close), c == b']' || c == b'}', "{i}");
+        }
+        assert_eq!(prefix_xor(0b1001_0010), 0b1110 | (!0u64 << 7));
+    }
+
+    #[test]
+    fn wide_compares_agree_with_the_portable_ones() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..5_000 {
+            let mut block = [0u8; 64];
+            for c in block.iter_mut() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                *c = b"\"\\[]{}a \x80\xff\x7b\x5b\x02"[(x >> 20) as usize % 13];
+            }
+            assert_eq!(classify_64(&block), classify_64_portable(&block));
+            let w: &[u8; 16] = block.first_chunk().unwrap();
+            assert_eq!(quote_or_backslash_16(w), quote_or_backslash_16_portable(w));
+        }
     }
 
     #[test]

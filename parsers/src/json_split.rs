@@ -344,7 +344,17 @@ impl Splitter {
             // byte by byte from the known state between events.
             self.fast = false;
             // The first chunk still begins with the array's own `[`: resume after it.
-            let from = usize::from(self.bracket_pending);
+            let mut from = usize::from(self.bracket_pending);
+            // Whole events up to the last separator are cut as they are, so that only the
+            // last event and the text after the array are read byte by byte.
+            if let Some(k) = memchr::memmem::rfind(&self.pending[from..], TORCH_SEP) {
+                let end = from + k + 4;
+                let base = self.offset - self.pending.len() as u64;
+                self.complete = end;
+                self.last_complete_offset = base + end as u64;
+                self.flush(emit);
+                from = 0;
+            }
             self.scan(from, emit);
         }
         let truncated = self.phase == Phase::Inside;
@@ -373,6 +383,12 @@ impl Splitter {
             buf.clear();
             self.spare.push(buf);
         }
+    }
+
+    /// Frees the chunk buffers kept for reuse (once the input is read).
+    pub fn release_buffers(&mut self) {
+        self.spare = Vec::new();
+        self.pending = Vec::new();
     }
 
     /// Bytes seen so far.

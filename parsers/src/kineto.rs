@@ -213,6 +213,10 @@ pub fn parse_reader<R: std::io::Read>(
         }
     }
     drop(chunk_tx);
+    // The input is read: chunk buffers handed back from now on are freed, not kept for
+    // reuse, so they do not sit beside the model while it is merged and indexed.
+    drop(free_chunk_rx);
+    splitter.release_buffers();
     let mut outs: Vec<ChunkOut> = out_rx.iter().collect();
     for h in handles {
         let _ = h.join();
@@ -901,9 +905,12 @@ pub static SCAN_FALLBACKS: std::sync::atomic::AtomicU64 = std::sync::atomic::Ato
 /// Reads a chunk (`[event, ...]`) with the scanner into `b`.
 fn scan_events(text: &str, b: &mut Builder) -> Scanned<()> {
     let mut s = Scan::new(text);
+    // One event struct read into again and again: returned by value it was copied twice per
+    // event (it is some 500 bytes, more than the event's text).
+    let mut ev = RawEvent::default();
     s.array(|s| {
         if s.peek() == Some(b'{') {
-            let ev = scan_event(s)?;
+            scan_event(s, &mut ev)?;
             b.add(&ev);
         } else {
             s.skip_value()?;
@@ -925,8 +932,22 @@ fn once(seen: &mut u32, bit: u32) -> Scanned<()> {
 }
 
 /// One event object, as [`RawEvent`]'s serde derive reads it.
-fn scan_event<'a>(s: &mut Scan<'a>) -> Scanned<RawEvent<'a>> {
-    let mut ev = RawEvent::default();
+fn scan_event<'a>(s: &mut Scan<'a>, ev: &mut RawEvent<'a>) -> Scanned<()> {
+    // Every field cleared (the pattern names them all, so a new field cannot be missed);
+    // `args` is filled in place when the event has them.
+    let RawEvent {
+        ph,
+        cat,
+        name,
+        ts,
+        dur,
+        pid,
+        tid,
+        args,
+    } = ev;
+    (*ph, *cat, *name) = (LStr::default(), LStr::default(), LStr::default());
+    (*ts, *dur, *pid, *tid) = (None, None, None, None);
+    *args = None;
     let mut seen = 0u32;
     s.object(|s, key| {
         match key {
@@ -983,8 +1004,7 @@ fn scan_event<'a>(s: &mut Scan<'a>) -> Scanned<RawEvent<'a>> {
             }
         }
         Ok(true)
-    })?;
-    Ok(ev)
+    })
 }
 
 /// An event's `args`, as [`RawArgs`]' serde derive reads them.

@@ -245,8 +245,29 @@ impl Capture {
     /// derives the same way. A reader calls it after [`Trace::finish`], then sets what only
     /// its format says (launch geometry, declared tables, thread names, the start-up hole).
     pub fn from_events(trace: &Trace) -> Capture {
-        let has_span =
-            |kinds: &[HostKind]| trace.host_spans.iter().any(|s| kinds.contains(&s.kind));
+        use rayon::prelude::*;
+        // One pass over the spans, on every core, for the kinds present and whether any span
+        // carries a call stack or input shapes (a kind that is absent costs a whole pass when
+        // each question scans on its own).
+        let (kinds, stacks, dims) = trace
+            .host_spans
+            .par_iter()
+            .with_min_len(1 << 14)
+            .fold(
+                || (0u32, false, false),
+                |(k, c, d), s| {
+                    (
+                        k | 1 << s.kind as u32,
+                        c || s.call_stack != 0,
+                        d || s.input_dims != 0,
+                    )
+                },
+            )
+            .reduce(
+                || (0, false, false),
+                |a, b| (a.0 | b.0, a.1 || b.1, a.2 || b.2),
+            );
+        let has_span = |of: &[HostKind]| of.iter().any(|&k| kinds & 1 << k as u32 != 0);
         Capture {
             kernels: trace.gpu_ops.iter().any(|o| o.kind == GpuOpKind::Kernel),
             launch_geometry: false,
@@ -257,8 +278,8 @@ impl Capture {
             api_calls: has_span(&[HostKind::Runtime, HostKind::Driver]),
             cpu_ops: has_span(&[HostKind::CpuOp]),
             python_frames: has_span(&[HostKind::Python]),
-            call_stacks: trace.host_spans.iter().any(|s| s.call_stack != 0),
-            shapes: trace.host_spans.iter().any(|s| s.input_dims != 0),
+            call_stacks: stacks,
+            shapes: dims,
             memory_events: !trace.memory.is_empty(),
             allocated_totals: trace.memory.iter().any(|m| m.total_allocated.is_some()),
             annotations: has_span(&[HostKind::Annotation, HostKind::GpuAnnotation]),
@@ -794,30 +815,51 @@ impl Trace {
     /// (timestamps near the integer limits, a stray clock) is dropped, so the window is not
     /// absurd.
     fn sanitize_times(&mut self) {
-        let mut negative = 0u64;
-        for o in &mut self.gpu_ops {
-            if o.end < o.start {
-                o.end = o.start;
-                negative += 1;
-            }
-        }
-        for h in &mut self.host_spans {
-            if h.end < h.start {
-                h.end = h.start;
-                negative += 1;
-            }
-        }
+        use rayon::prelude::*;
+        // Passes over millions of events run on every core (counts and extremes do not
+        // depend on the order they are taken in).
+        let negative: u64 = self
+            .gpu_ops
+            .par_iter_mut()
+            .with_min_len(1 << 14)
+            .map(|o| {
+                let bad = o.end < o.start;
+                if bad {
+                    o.end = o.start;
+                }
+                u64::from(bad)
+            })
+            .sum::<u64>()
+            + self
+                .host_spans
+                .par_iter_mut()
+                .with_min_len(1 << 14)
+                .map(|h| {
+                    let bad = h.end < h.start;
+                    if bad {
+                        h.end = h.start;
+                    }
+                    u64::from(bad)
+                })
+                .sum::<u64>();
         if negative > 0 {
             self.warnings.push(format!(
                 "{negative} events have negative durations: read as zero length"
             ));
         }
-        let starts = self
-            .gpu_ops
-            .iter()
-            .map(|o| o.start)
-            .chain(self.host_spans.iter().map(|h| h.start));
-        let (lo, hi) = starts.fold((i64::MAX, i64::MIN), |a, t| (a.0.min(t), a.1.max(t)));
+        let extremes = |a: (i64, i64), b: (i64, i64)| (a.0.min(b.0), a.1.max(b.1));
+        let (lo, hi) = extremes(
+            self.gpu_ops
+                .par_iter()
+                .with_min_len(1 << 14)
+                .map(|o| (o.start, o.start))
+                .reduce(|| (i64::MAX, i64::MIN), extremes),
+            self.host_spans
+                .par_iter()
+                .with_min_len(1 << 14)
+                .map(|h| (h.start, h.start))
+                .reduce(|| (i64::MAX, i64::MIN), extremes),
+        );
         if lo > hi || hi.saturating_sub(lo) <= PLAUSIBLE_SPAN_NS {
             return;
         }
@@ -868,33 +910,49 @@ impl Trace {
     /// trace starts (a duration written in the wrong unit, an overflow, a stray clock) are
     /// read as zero length with a warning, so that one bad number cannot stretch the window.
     fn clamp_absurd_durations(&mut self) {
+        use rayon::prelude::*;
         let hi = self
             .gpu_ops
-            .iter()
+            .par_iter()
+            .with_min_len(1 << 14)
             .map(|o| o.start)
-            .chain(self.host_spans.iter().map(|h| h.start))
-            .max();
+            .max()
+            .max(
+                self.host_spans
+                    .par_iter()
+                    .with_min_len(1 << 14)
+                    .map(|h| h.start)
+                    .max(),
+            );
         let Some(hi) = hi else {
             return;
         };
         let limit = hi.saturating_add(PLAUSIBLE_SPAN_NS);
         let absurd =
             |start: i64, end: i64| end > limit && end.saturating_sub(start) > PLAUSIBLE_SPAN_NS;
-        let (mut n, mut longest) = (0u64, 0i64);
-        for o in &mut self.gpu_ops {
-            if absurd(o.start, o.end) {
-                longest = longest.max(o.end.saturating_sub(o.start));
-                o.end = o.start;
-                n += 1;
+        // (count, longest) of the clamped events.
+        let clamp = |start: i64, end: &mut i64| {
+            if absurd(start, *end) {
+                let d = end.saturating_sub(start);
+                *end = start;
+                (1u64, d)
+            } else {
+                (0, 0)
             }
-        }
-        for h in &mut self.host_spans {
-            if absurd(h.start, h.end) {
-                longest = longest.max(h.end.saturating_sub(h.start));
-                h.end = h.start;
-                n += 1;
-            }
-        }
+        };
+        let add = |a: (u64, i64), b: (u64, i64)| (a.0 + b.0, a.1.max(b.1));
+        let (n, longest) = add(
+            self.gpu_ops
+                .par_iter_mut()
+                .with_min_len(1 << 14)
+                .map(|o| clamp(o.start, &mut o.end))
+                .reduce(|| (0, 0), add),
+            self.host_spans
+                .par_iter_mut()
+                .with_min_len(1 << 14)
+                .map(|h| clamp(h.start, &mut h.end))
+                .reduce(|| (0, 0), add),
+        );
         if n > 0 {
             self.warnings.push(format!(
                 "{n} events last longer than the trace (up to {:.1} days, ending over a day after the last event starts): read as zero length",
@@ -961,8 +1019,13 @@ impl Trace {
         // stable sort would give: a stable parallel sort needs a buffer as large as the
         // spans, the biggest allocation of a load. `parent` holds the position until
         // build_nesting sets it.
-        for (i, s) in self.host_spans.iter_mut().enumerate() {
-            s.parent = i as u32;
+        {
+            use rayon::prelude::*;
+            self.host_spans
+                .par_iter_mut()
+                .with_min_len(1 << 14)
+                .enumerate()
+                .for_each(|(i, s)| s.parent = i as u32);
         }
         self.host_spans.par_sort_unstable_by(|a, b| {
             (
@@ -991,24 +1054,27 @@ impl Trace {
     }
 
     fn detect_steps(&mut self) {
-        let mut steps: Vec<Step> = Vec::new();
-        for s in &self.host_spans {
-            // 2021 Kineto traces put the step markers in the `Operator` category, read as CPU
-            // operators; later ones make them user annotations.
-            if !matches!(s.kind, HostKind::Annotation | HostKind::CpuOp) {
-                continue;
-            }
-            let name = self.strings.get(s.name);
-            if let Some(n) = name.strip_prefix("ProfilerStep#")
-                && let Ok(number) = n.trim().parse::<i64>()
-            {
-                steps.push(Step {
+        use rayon::prelude::*;
+        // In span order (an indexed parallel collect keeps it).
+        let mut steps: Vec<Step> = self
+            .host_spans
+            .par_iter()
+            .with_min_len(1 << 14)
+            .filter_map(|s| {
+                // 2021 Kineto traces put the step markers in the `Operator` category, read as
+                // CPU operators; later ones make them user annotations.
+                if !matches!(s.kind, HostKind::Annotation | HostKind::CpuOp) {
+                    return None;
+                }
+                let n = self.strings.get(s.name).strip_prefix("ProfilerStep#")?;
+                let number = n.trim().parse::<i64>().ok()?;
+                Some(Step {
                     number,
                     start: s.start,
                     end: s.end,
-                });
-            }
-        }
+                })
+            })
+            .collect();
         steps.sort_by_key(|s| (s.start, s.number));
         // Nested or repeated markers of the same step (record_function inside prof.step()) count once.
         steps.dedup_by(|b, a| a.number == b.number);
@@ -1050,10 +1116,11 @@ impl Trace {
     }
 
     fn build_launch_links(&mut self) {
-        use rayon::slice::ParallelSliceMut;
+        use rayon::prelude::*;
         let mut by_corr: Vec<(u64, u32)> = self
             .host_spans
-            .iter()
+            .par_iter()
+            .with_min_len(1 << 14)
             .enumerate()
             .filter(|(_, s)| {
                 matches!(s.kind, HostKind::Runtime | HostKind::Driver) && s.correlation != 0
@@ -1061,27 +1128,33 @@ impl Trace {
             .map(|(i, s)| (s.correlation, i as u32))
             .collect();
         by_corr.par_sort_unstable();
-        let mut op_launch = Vec::with_capacity(self.gpu_ops.len());
-        let mut op_cpu_op = Vec::with_capacity(self.gpu_ops.len());
-        let mut unlinked = false;
-        for op in &self.gpu_ops {
-            let launch = if op.correlation == 0 {
-                NONE
-            } else {
-                match by_corr.binary_search_by_key(&op.correlation, |&(c, _)| c) {
-                    Ok(k) => by_corr[k].1,
-                    Err(_) => NONE,
-                }
-            };
-            op_launch.push(launch);
-            let via_launch = if launch == NONE {
-                NONE
-            } else {
-                self.enclosing(launch, HostKind::CpuOp)
-            };
-            unlinked |= via_launch == NONE && op.external_id != 0;
-            op_cpu_op.push(via_launch);
-        }
+        // Each op's launch call and the operator around it, in op order.
+        let (op_launch, mut op_cpu_op): (Vec<u32>, Vec<u32>) = self
+            .gpu_ops
+            .par_iter()
+            .with_min_len(1 << 12)
+            .map(|op| {
+                let launch = if op.correlation == 0 {
+                    NONE
+                } else {
+                    match by_corr.binary_search_by_key(&op.correlation, |&(c, _)| c) {
+                        Ok(k) => by_corr[k].1,
+                        Err(_) => NONE,
+                    }
+                };
+                let via_launch = if launch == NONE {
+                    NONE
+                } else {
+                    self.enclosing(launch, HostKind::CpuOp)
+                };
+                (launch, via_launch)
+            })
+            .unzip();
+        let unlinked = self
+            .gpu_ops
+            .iter()
+            .zip(&op_cpu_op)
+            .any(|(op, &cpu)| cpu == NONE && op.external_id != 0);
         // When the runtime call is missing (sampled or filtered traces), the profiler's
         // external id still names the CPU operator: the innermost one carrying it. The
         // index of millions of operators is built only when some op needs it.
