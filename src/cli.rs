@@ -358,8 +358,11 @@ fn analyze(args: AnalyzeArgs, base: Options) -> Result<i32> {
             args.fail_on,
         );
     }
+    let mut clock = tracehound_parsers::timing::Phases::start();
     let traces = load_session(&args.files, &opts)?;
+    clock.mark("cli: load");
     let reports = analysed(&traces, &opts)?;
+    clock.mark("cli: analyze");
     let format = match args.format {
         OutFormat::Table => Format::Table,
         OutFormat::Json => Format::Json,
@@ -377,6 +380,7 @@ fn analyze(args: AnalyzeArgs, base: Options) -> Result<i32> {
             .with_context(|| format!("writing {}", out.display()))?;
     }
     let text = report::render(&reports, format, args.top);
+    clock.mark("cli: render");
     emit(
         &text,
         args.fail_on,

@@ -51,7 +51,9 @@ pub struct Analysis {
 
 /// Runs every rule over `trace` and ranks the findings.
 pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
+    let mut clock = tracehound_parsers::timing::Phases::start();
     let cx = context::Ctx::new(trace, config);
+    clock.mark("analyze: context");
     // Rules are independent: run them, and the summary, in parallel. The idle accounting is
     // computed alongside the rules that do not read it, then the rules that do and the
     // summary run, so no thread waits on it. Collecting keeps the rules' order, and ranking
@@ -61,22 +63,27 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
     let (early, ()) = rayon::join(
         || {
             all.par_iter()
-                .map(|r| (!r.uses_idle()).then(|| r.check(&cx)))
+                .map(|r| {
+                    (!r.uses_idle())
+                        .then(|| tracehound_parsers::timing::timed(r.id(), || r.check(&cx)))
+                })
                 .collect::<Vec<_>>()
         },
         || {
-            cx.idle();
+            tracehound_parsers::timing::timed("idle accounting", || cx.idle());
         },
     );
+    clock.mark("analyze: early rules + idle");
     let (late, summary) = rayon::join(
         || {
             all.par_iter()
                 .filter(|r| r.uses_idle())
-                .map(|r| r.check(&cx))
+                .map(|r| tracehound_parsers::timing::timed(r.id(), || r.check(&cx)))
                 .collect::<Vec<_>>()
         },
-        || summary::summarize(&cx),
+        || tracehound_parsers::timing::timed("summary", || summary::summarize(&cx)),
     );
+    clock.mark("analyze: late rules + summary");
     let mut late = late.into_iter();
     let per_rule: Vec<Vec<Finding>> = early
         .into_iter()

@@ -137,6 +137,7 @@ pub fn parse_reader<R: std::io::Read>(
 ) -> Result<Trace, LoadError> {
     use std::sync::mpsc::{channel, sync_channel};
     use std::sync::{Arc, Mutex};
+    let mut clock = crate::timing::Phases::start();
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .clamp(1, 16);
@@ -222,6 +223,7 @@ pub fn parse_reader<R: std::io::Read>(
         let _ = h.join();
     }
     outs.sort_by_key(|o| o.index);
+    clock.mark("kineto: read and parse");
 
     let mut b = Builder::new(source);
     b.trace.warnings = warnings;
@@ -322,6 +324,7 @@ pub fn parse_reader<R: std::io::Read>(
             b.absorb(c);
         }
     }
+    clock.mark("kineto: gather chunks");
     if truncated {
         if b.events == 0 {
             return Err(LoadError::NotATrace {
@@ -360,7 +363,9 @@ pub fn parse_reader<R: std::io::Read>(
             ),
         });
     }
-    Ok(b.finish())
+    let t = b.finish();
+    clock.mark("kineto: finish");
+    Ok(t)
 }
 
 fn strip_position(msg: &str) -> String {

@@ -20,6 +20,7 @@ pub mod session;
 pub mod shapes;
 pub mod smi_query;
 pub mod smi_xml;
+pub mod timing;
 
 pub use error::LoadError;
 pub use model::*;

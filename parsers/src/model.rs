@@ -1004,8 +1004,10 @@ impl Trace {
     /// Parsers call it once after filling the vectors.
     pub fn finish(&mut self) {
         use rayon::slice::ParallelSliceMut;
+        let mut clock = crate::timing::Phases::start();
         self.sanitize_times();
         self.clamp_absurd_durations();
+        clock.mark("finish: sanitize");
         self.gpu_ops.par_sort_by(|a, b| {
             (a.start, a.device, a.stream, a.end, a.correlation).cmp(&(
                 b.start,
@@ -1047,10 +1049,15 @@ impl Trace {
         });
         self.memory.sort_by_key(|m| m.ts);
         self.concrete_inputs.sort_unstable();
+        clock.mark("finish: sort");
         self.detect_steps();
+        clock.mark("finish: steps");
         self.build_nesting();
+        clock.mark("finish: nesting");
         self.build_launch_links();
+        clock.mark("finish: launch links");
         self.build_device_index();
+        clock.mark("finish: device index");
     }
 
     fn detect_steps(&mut self) {
