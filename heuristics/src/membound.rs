@@ -952,6 +952,9 @@ struct Seen {
     module: u32,
 }
 
+/// Spans [`origin`] remembers before it starts over.
+const ORIGIN_MEMO: usize = 1 << 16;
+
 /// Where the code of operator span `op` sits: under a user Python frame, under the autograd
 /// engine, or just on its thread; the optimizer step range around it, the autograd node and
 /// the innermost module above it ([`NONE`] when none). The walk up the span tree stops at
@@ -996,6 +999,11 @@ fn origin(
         if matches!(kind, ENGINE | FRAME) {
             break;
         }
+    }
+    // Kernels come in time order, so the spans worth remembering are the recent ones: a
+    // bounded memo keeps the walk short without holding every ancestor of a large trace.
+    if memo.len() + path.len() > ORIGIN_MEMO {
+        memo.clear();
     }
     for &(a, kind) in path.iter().rev() {
         r = match kind {

@@ -439,28 +439,29 @@ pub(crate) fn matrix_calls(cx: &Scope, device: i32) -> DeviceCalls {
     }
     let mut by_op: Vec<(u32, (i64, bool, bool))> = per_op.into_iter().collect();
     by_op.sort_unstable_by_key(|e| e.0);
-    let by_op = by_op.into_iter().filter_map(|(op, (ns, tc, simt))| {
-        let s = &t.host_spans[op as usize];
-        let work = matrix_work(
-            t.str(s.name),
-            &t.input_dims(op),
-            t.concrete_inputs_of(op).as_deref(),
-        )?;
-        Some((op, (ns, tc, simt, work)))
-    });
+    // Calls of one operator repeat the same recorded dims and types text: each is read once.
+    let mut dims_of: rustc_hash::FxHashMap<u32, Vec<Vec<u64>>> = Default::default();
+    let mut math_of: rustc_hash::FxHashMap<(u32, u32), Option<Math>> = Default::default();
     let calls = by_op
         .into_iter()
-        .filter_map(|(op, (ns, tc, simt, work))| {
+        .filter_map(|(op, (ns, tc, simt))| {
             let s = &t.host_spans[op as usize];
             let name = t.str(s.name);
-            let types = t.input_types(op);
-            // The first matrix input: after the bias of addmm, after the gradient of a backward.
-            let first = if name.starts_with("aten::add") || name.starts_with("aten::badd") {
-                types.get(1)
-            } else {
-                types.first()
-            };
-            let dtype = dtype_math(first?)?;
+            let dims = dims_of
+                .entry(s.input_dims)
+                .or_insert_with(|| t.input_dims(op));
+            let work = matrix_work(name, dims, t.concrete_inputs_of(op).as_deref())?;
+            let dtype = (*math_of.entry((s.name, s.input_types)).or_insert_with(|| {
+                let types = t.input_types(op);
+                // The first matrix input: after the bias of addmm, after the gradient of a
+                // backward.
+                let first = if name.starts_with("aten::add") || name.starts_with("aten::badd") {
+                    types.get(1)
+                } else {
+                    types.first()
+                };
+                dtype_math(first?)
+            }))?;
             let math = match dtype {
                 Math::Fp32 if tc && !simt => Math::Tf32,
                 m => m,

@@ -740,6 +740,11 @@ pub struct Indexes {
     pub ops_by_device: Vec<(i32, Vec<u32>)>,
     /// Host span indices per thread `(pid, tid)`, sorted by start.
     pub spans_by_thread: Vec<((i64, i64), Vec<u32>)>,
+    /// Per string id, whether it names a user's Python frame ([`is_user_frame`]), for the
+    /// names of Python spans: 0 not worked out, 1 no, 2 yes. Read by [`Trace::user_frame`],
+    /// which rules ask for every kernel or copy they name: a trace repeats a few thousand
+    /// frame names over millions of spans.
+    pub user_frame_names: Vec<u8>,
 }
 
 /// A loaded trace: the model every rule reads.
@@ -1008,7 +1013,7 @@ impl Trace {
         self.sanitize_times();
         self.clamp_absurd_durations();
         clock.mark("finish: sanitize");
-        self.gpu_ops.par_sort_by(|a, b| {
+        let op_order = |a: &GpuOp, b: &GpuOp| {
             (a.start, a.device, a.stream, a.end, a.correlation).cmp(&(
                 b.start,
                 b.device,
@@ -1016,7 +1021,8 @@ impl Trace {
                 b.end,
                 b.correlation,
             ))
-        });
+        };
+        self.gpu_ops.par_sort_by(op_order);
         // Sorted in place, with the input position as the last key so the order is the one a
         // stable sort would give: a stable parallel sort needs a buffer as large as the
         // spans, the biggest allocation of a load. `parent` holds the position until
@@ -1029,7 +1035,7 @@ impl Trace {
                 .enumerate()
                 .for_each(|(i, s)| s.parent = i as u32);
         }
-        self.host_spans.par_sort_unstable_by(|a, b| {
+        let span_order = |a: &HostSpan, b: &HostSpan| {
             (
                 a.start,
                 std::cmp::Reverse(a.end),
@@ -1046,7 +1052,8 @@ impl Trace {
                     b.kind,
                     b.parent,
                 ))
-        });
+        };
+        self.host_spans.par_sort_unstable_by(span_order);
         self.memory.sort_by_key(|m| m.ts);
         self.concrete_inputs.sort_unstable();
         clock.mark("finish: sort");
@@ -1057,6 +1064,7 @@ impl Trace {
         self.build_launch_links();
         clock.mark("finish: launch links");
         self.build_device_index();
+        self.build_user_frame_names();
         clock.mark("finish: device index");
     }
 
@@ -1198,6 +1206,35 @@ impl Trace {
         self.index.ops_by_device = v;
     }
 
+    fn build_user_frame_names(&mut self) {
+        let mut flags = vec![0u8; self.strings.len()];
+        for s in self
+            .host_spans
+            .iter()
+            .filter(|s| s.kind == HostKind::Python)
+        {
+            if let Some(f) = flags.get_mut(s.name as usize)
+                && *f == 0
+            {
+                *f = if is_user_frame(self.strings.get(s.name)) {
+                    2
+                } else {
+                    1
+                };
+            }
+        }
+        self.index.user_frame_names = flags;
+    }
+
+    /// Whether the name `name` of a Python span is a user's frame ([`is_user_frame`]).
+    fn is_user_frame_name(&self, name: StrId) -> bool {
+        match self.index.user_frame_names.get(name as usize) {
+            Some(1) => false,
+            Some(2) => true,
+            _ => is_user_frame(self.str(name)),
+        }
+    }
+
     /// The innermost span of `kind` enclosing span `i` (not `i` itself), or [`NONE`].
     pub fn enclosing(&self, i: u32, kind: HostKind) -> u32 {
         let mut p = self.host_spans.get(i as usize).map_or(NONE, |s| s.parent);
@@ -1234,9 +1271,8 @@ impl Trace {
         for a in std::iter::once(i).chain(self.ancestors(i)) {
             let s = &self.host_spans[a as usize];
             if s.kind == HostKind::Python {
-                let name = self.str(s.name);
-                if is_user_frame(name) {
-                    return Some(name);
+                if self.is_user_frame_name(s.name) {
+                    return Some(self.str(s.name));
                 }
             } else if s.call_stack != 0 && fallback.is_none() {
                 let stack = self.str(s.call_stack);

@@ -10,6 +10,20 @@ fn enabled() -> bool {
     *ON.get_or_init(|| std::env::var_os("TRACEHOUND_TIMINGS").is_some_and(|v| v != "0"))
 }
 
+/// Resident and peak memory of this process (Linux), as `now/peak MB`.
+fn memory() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |key: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|k| k.parse::<u64>().ok())
+            .map_or("?".to_string(), |kb| (kb / 1024).to_string())
+    };
+    format!("{}/{} MB", field("VmRSS:"), field("VmHWM:"))
+}
+
 /// A running phase clock: [`Phases::mark`] prints the time since the previous mark.
 pub struct Phases {
     last: Instant,
@@ -30,8 +44,9 @@ impl Phases {
         if self.on {
             let now = Instant::now();
             eprintln!(
-                "timing: {what:<28} {:>8.1} ms",
-                (now - self.last).as_secs_f64() * 1e3
+                "timing: {what:<28} {:>8.1} ms  rss {}",
+                (now - self.last).as_secs_f64() * 1e3,
+                memory()
             );
             self.last = now;
         }
@@ -46,8 +61,9 @@ pub fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
     let t0 = Instant::now();
     let r = f();
     eprintln!(
-        "timing:   {what:<26} {:>8.1} ms",
-        t0.elapsed().as_secs_f64() * 1e3
+        "timing:   {what:<26} {:>8.1} ms  rss {}",
+        t0.elapsed().as_secs_f64() * 1e3,
+        memory()
     );
     r
 }

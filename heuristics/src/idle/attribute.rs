@@ -82,6 +82,8 @@ const USER_FRAME: u8 = 4;
 const COMPILE: u8 = 8;
 const INDUCTOR_TUNE: u8 = 16;
 const GC: u8 = 32;
+/// `run_backward`: the caller waiting for the autograd engine.
+const RUN_BACKWARD: u8 = 64;
 /// The name's flags have been worked out.
 const KNOWN: u8 = 0x80;
 
@@ -177,6 +179,14 @@ fn releases_gil(frame: &str) -> bool {
 /// Another thread ran Python through at least this share of a stretch the launching thread
 /// spent in host work: with one GIL, the launching thread waited for it.
 const GIL_SHARE: f64 = 0.5;
+
+/// What [`Attributor::around`] worked out for one gap, and its scratch list; one per worker,
+/// cleared for each gap so its tables are allocated once.
+#[derive(Default)]
+pub(super) struct Memo {
+    around: FxHashMap<u32, Around>,
+    chain: Vec<u32>,
+}
 
 impl<'t> Attributor<'t> {
     pub(super) fn new(trace: &'t Trace) -> Self {
@@ -320,7 +330,7 @@ impl<'t> Attributor<'t> {
         let t = self.trace;
         let s = &t.host_spans[i as usize];
         if !(s.kind == HostKind::Python || s.kind == HostKind::CpuOp)
-            || !t.str(s.name).contains("run_backward")
+            || !self.flag(s.name, RUN_BACKWARD)
         {
             return None;
         }
@@ -466,18 +476,24 @@ impl<'t> Attributor<'t> {
                 } else {
                     0
                 })
-                | (if is_gc(n) { GC } else { 0 });
+                | (if is_gc(n) { GC } else { 0 })
+                | (if n.contains("run_backward") {
+                    RUN_BACKWARD
+                } else {
+                    0
+                });
             slot.store(v, Relaxed);
         }
         v & f != 0
     }
 
     /// What encloses span `i`: its own contribution on top of its parent's, memoised per
-    /// gap in `memo` (a gap's spans share most of their ancestors). Iterative: nesting depth
-    /// comes from the input.
-    fn around(&self, i: u32, memo: &mut FxHashMap<u32, Around>) -> Around {
+    /// gap in `memo` (a gap's spans share most of their ancestors; a memo kept across gaps
+    /// grows past the caches and is slower). Iterative: nesting depth comes from the input.
+    fn around(&self, i: u32, memo: &mut Memo) -> Around {
         let t = self.trace;
-        let mut chain: Vec<u32> = Vec::new();
+        let mut chain = std::mem::take(&mut memo.chain);
+        chain.clear();
         let mut k = i;
         let mut a = loop {
             if k == NONE {
@@ -491,7 +507,7 @@ impl<'t> Attributor<'t> {
                     gc: NONE,
                 };
             }
-            if let Some(a) = memo.get(&k) {
+            if let Some(a) = memo.around.get(&k) {
                 break *a;
             }
             chain.push(k);
@@ -525,8 +541,9 @@ impl<'t> Attributor<'t> {
                 HostKind::Python if self.flag(s.name, USER_FRAME) => a.frame = k,
                 _ => {}
             }
-            memo.insert(k, a);
+            memo.around.insert(k, a);
         }
+        memo.chain = chain;
         a
     }
 
@@ -632,7 +649,7 @@ impl<'t> Attributor<'t> {
     }
 
     /// Category, leaf and user frame of the time span `i` was innermost for `ns`.
-    fn categorize(&self, i: u32, ns: i64, memo: &mut FxHashMap<u32, Around>) -> Raw<'t> {
+    fn categorize(&self, i: u32, ns: i64, memo: &mut Memo) -> Raw<'t> {
         let t = self.trace;
         let raw = |kind, leaf, frame| Raw {
             kind,
@@ -748,7 +765,7 @@ impl<'t> Attributor<'t> {
     }
 
     /// The user frame around span `i`, as [`Self::categorize`] names it.
-    fn frame_of(&self, i: u32, memo: &mut FxHashMap<u32, Around>) -> Option<&'t str> {
+    fn frame_of(&self, i: u32, memo: &mut Memo) -> Option<&'t str> {
         let t = self.trace;
         let f = self.around(i, memo).frame;
         if f != NONE {
@@ -937,7 +954,8 @@ impl<'t> Attributor<'t> {
         }
     }
 
-    pub(super) fn classify(&self, device: i32, a: i64, b: i64) -> Gap {
+    pub(super) fn classify(&self, device: i32, a: i64, b: i64, memo: &mut Memo) -> Gap {
+        memo.around.clear();
         let t = self.trace;
         let ops = t.device_ops(device);
         let k = ops.partition_point(|&i| t.gpu_ops[i as usize].start < b);
@@ -1021,7 +1039,6 @@ impl<'t> Attributor<'t> {
         } else {
             b
         };
-        let mut memo = FxHashMap::default();
         let mut raws: Vec<Raw> = Vec::new();
         for (i, ns) in t.exclusive_time(thread, a, host_end) {
             // Waiting in run_backward: the autograd engine thread did the work meanwhile.
@@ -1038,7 +1055,7 @@ impl<'t> Attributor<'t> {
                         ((n as i128 * ns as i128) / (y - x).max(1) as i128) as i64
                     };
                     left -= n;
-                    let mut r = self.categorize(j, n, &mut memo);
+                    let mut r = self.categorize(j, n, memo);
                     if r.kind == CauseKind::Untraced {
                         r.leaf = Leaf::EngineIdle;
                     }
@@ -1046,7 +1063,7 @@ impl<'t> Attributor<'t> {
                 }
                 continue;
             }
-            raws.push(self.categorize(i, ns, &mut memo));
+            raws.push(self.categorize(i, ns, memo));
         }
         // Nsight Systems' OS runtime trace shows CPython's GIL wait itself: a condition wait
         // with the switch interval (5 ms) as timeout, on a thread of a Python process.
@@ -1110,7 +1127,7 @@ impl<'t> Attributor<'t> {
                 raws.push(Raw {
                     kind: CauseKind::ModuleLoad,
                     leaf: Leaf::FirstCallIn(l.name, op_name),
-                    frame: self.frame_of(launch, &mut memo),
+                    frame: self.frame_of(launch, memo),
                     ns: slow_until - host_end,
                 });
                 queued_from = slow_until;
@@ -1168,7 +1185,7 @@ impl<'t> Attributor<'t> {
             .collect();
         gap.parts = merge_parts(parts);
         if launch != NONE && gap.frame.is_none() {
-            let f = self.around(launch, &mut memo).frame;
+            let f = self.around(launch, memo).frame;
             gap.frame = if f != NONE {
                 Some(t.str(t.host_spans[f as usize].name).to_string())
             } else if self.call_stacks() {

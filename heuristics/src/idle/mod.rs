@@ -405,8 +405,8 @@ pub fn analyse_device(cx: &Scope, device: i32) -> DeviceIdle {
     let captures = cx.graph_captures();
     let gaps: Vec<Gap> = long
         .par_iter()
-        .map(|&(s, e)| {
-            let gap = attr.classify(device, s, e);
+        .map_init(attribute::Memo::default, |memo, &(s, e)| {
+            let gap = attr.classify(device, s, e, memo);
             // A gap mostly inside a graph capture: the host records launches, none run.
             let captured = captures.overlap(s, e);
             if 2 * captured >= e - s {
