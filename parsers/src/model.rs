@@ -818,55 +818,42 @@ impl Trace {
     /// negative durations are read as zero length, and when the events span more than a day,
     /// a small cluster of events (at most 2, or under 10%) more than an hour from the rest
     /// (timestamps near the integer limits, a stray clock) is dropped, so the window is not
-    /// absurd.
-    fn sanitize_times(&mut self) {
+    /// absurd. Returns the latest start of what is kept, for
+    /// [`Trace::clamp_absurd_durations`].
+    fn sanitize_times(&mut self) -> Option<i64> {
         use rayon::prelude::*;
         // Passes over millions of events run on every core (counts and extremes do not
-        // depend on the order they are taken in).
-        let negative: u64 = self
-            .gpu_ops
-            .par_iter_mut()
-            .with_min_len(1 << 14)
-            .map(|o| {
-                let bad = o.end < o.start;
-                if bad {
-                    o.end = o.start;
-                }
-                u64::from(bad)
-            })
-            .sum::<u64>()
-            + self
-                .host_spans
+        // depend on the order they are taken in). One pass repairs and measures.
+        type Seen = (u64, i64, i64);
+        let add = |a: Seen, b: Seen| (a.0 + b.0, a.1.min(b.1), a.2.max(b.2));
+        let none: Seen = (0, i64::MAX, i64::MIN);
+        let repair = |start: i64, end: &mut i64| {
+            let bad = *end < start;
+            if bad {
+                *end = start;
+            }
+            (u64::from(bad), start, start)
+        };
+        let (negative, lo, hi) = add(
+            self.gpu_ops
                 .par_iter_mut()
                 .with_min_len(1 << 14)
-                .map(|h| {
-                    let bad = h.end < h.start;
-                    if bad {
-                        h.end = h.start;
-                    }
-                    u64::from(bad)
-                })
-                .sum::<u64>();
+                .map(|o| repair(o.start, &mut o.end))
+                .reduce(|| none, add),
+            self.host_spans
+                .par_iter_mut()
+                .with_min_len(1 << 14)
+                .map(|h| repair(h.start, &mut h.end))
+                .reduce(|| none, add),
+        );
         if negative > 0 {
             self.warnings.push(format!(
                 "{negative} events have negative durations: read as zero length"
             ));
         }
-        let extremes = |a: (i64, i64), b: (i64, i64)| (a.0.min(b.0), a.1.max(b.1));
-        let (lo, hi) = extremes(
-            self.gpu_ops
-                .par_iter()
-                .with_min_len(1 << 14)
-                .map(|o| (o.start, o.start))
-                .reduce(|| (i64::MAX, i64::MIN), extremes),
-            self.host_spans
-                .par_iter()
-                .with_min_len(1 << 14)
-                .map(|h| (h.start, h.start))
-                .reduce(|| (i64::MAX, i64::MIN), extremes),
-        );
+        let latest = (lo <= hi).then_some(hi);
         if lo > hi || hi.saturating_sub(lo) <= PLAUSIBLE_SPAN_NS {
-            return;
+            return latest;
         }
         // The largest jump between consecutive start times splits the events in two: keep
         // the larger side when the jump is over an hour and the other side is small.
@@ -883,7 +870,7 @@ impl Trace {
             .map(|(k, w)| (k, w[1].saturating_sub(w[0])))
             .max_by_key(|x| x.1)
         else {
-            return;
+            return latest;
         };
         let n = all.len();
         let below = k + 1;
@@ -894,10 +881,10 @@ impl Trace {
         } else if n - below < below && stray(n - below) {
             (i64::MIN, all[k])
         } else {
-            return;
+            return latest;
         };
         if jump <= CLUSTER_GAP_NS {
-            return;
+            return latest;
         }
         let before = self.gpu_ops.len() + self.host_spans.len();
         let keep = |t: i64| t >= keep_lo && t <= keep_hi;
@@ -909,26 +896,19 @@ impl Trace {
             jump / 3_600_000_000_000,
             n - dropped
         ));
+        self.gpu_ops
+            .iter()
+            .map(|o| o.start)
+            .chain(self.host_spans.iter().map(|h| h.start))
+            .max()
     }
 
     /// Events that last longer than a day and end more than a day after the last event of the
     /// trace starts (a duration written in the wrong unit, an overflow, a stray clock) are
     /// read as zero length with a warning, so that one bad number cannot stretch the window.
-    fn clamp_absurd_durations(&mut self) {
+    /// `hi` is the latest start of any event.
+    fn clamp_absurd_durations(&mut self, hi: Option<i64>) {
         use rayon::prelude::*;
-        let hi = self
-            .gpu_ops
-            .par_iter()
-            .with_min_len(1 << 14)
-            .map(|o| o.start)
-            .max()
-            .max(
-                self.host_spans
-                    .par_iter()
-                    .with_min_len(1 << 14)
-                    .map(|h| h.start)
-                    .max(),
-            );
         let Some(hi) = hi else {
             return;
         };
@@ -1010,8 +990,8 @@ impl Trace {
     pub fn finish(&mut self) {
         use rayon::slice::ParallelSliceMut;
         let mut clock = crate::timing::Phases::start();
-        self.sanitize_times();
-        self.clamp_absurd_durations();
+        let latest = self.sanitize_times();
+        self.clamp_absurd_durations(latest);
         clock.mark("finish: sanitize");
         let op_order = |a: &GpuOp, b: &GpuOp| {
             (a.start, a.device, a.stream, a.end, a.correlation).cmp(&(
