@@ -467,8 +467,8 @@ pub fn build<'t>(which: &str, sources: &[Source<'t>]) -> Option<Table<'t>> {
                                 b.i64("gap_id", Some(gap_id))
                                     .i64("device", Some(d.device as i64))
                                     .str("cause", Some(p.kind.id()))
-                                    .owned("leaf", Some(p.leaf.clone()))
-                                    .owned("python_frame", p.frame.clone())
+                                    .owned("leaf", Some(p.leaf.to_string()))
+                                    .owned("python_frame", p.frame.as_deref().map(str::to_string))
                                     .i64("ns", Some(p.ns));
                                 b.end_row();
                             }

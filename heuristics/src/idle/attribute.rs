@@ -186,6 +186,30 @@ const GIL_SHARE: f64 = 0.5;
 pub(super) struct Memo {
     around: FxHashMap<u32, Around>,
     chain: Vec<u32>,
+    /// The leaves and frames handed out, one copy of each text (kept across gaps).
+    shared: rustc_hash::FxHashSet<std::sync::Arc<str>>,
+}
+
+impl Memo {
+    /// `text`, shared with the gaps that already said it.
+    fn share(&mut self, text: String) -> std::sync::Arc<str> {
+        match self.shared.get(text.as_str()) {
+            Some(s) => std::sync::Arc::clone(s),
+            None => {
+                let s: std::sync::Arc<str> = text.into();
+                self.shared.insert(std::sync::Arc::clone(&s));
+                s
+            }
+        }
+    }
+
+    /// [`Memo::share`] of borrowed text.
+    fn share_str(&mut self, text: &str) -> std::sync::Arc<str> {
+        match self.shared.get(text) {
+            Some(s) => std::sync::Arc::clone(s),
+            None => self.share(text.to_string()),
+        }
+    }
 }
 
 impl<'t> Attributor<'t> {
@@ -973,8 +997,8 @@ impl<'t> Attributor<'t> {
         };
         let whole = |kind: CauseKind, leaf: String, frame: Option<String>| Part {
             kind,
-            leaf,
-            frame,
+            leaf: leaf.into(),
+            frame: frame.map(Into::into),
             ns: b - a,
         };
         let mut gap = Gap {
@@ -1178,8 +1202,8 @@ impl<'t> Attributor<'t> {
             .into_iter()
             .map(|r| Part {
                 kind: r.kind,
-                leaf: self.leaf_text(r.leaf, gap.drained_by.as_deref()),
-                frame: r.frame.map(str::to_string),
+                leaf: memo.share(self.leaf_text(r.leaf, gap.drained_by.as_deref())),
+                frame: r.frame.map(|f| memo.share_str(f)),
                 ns: r.ns,
             })
             .collect();

@@ -28,6 +28,7 @@ use crate::scope::Scope;
 use crate::window::{WindowSource, busy_intervals, total};
 use attribute::Attributor;
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
 
 /// A launch or runtime call this long is not launch overhead: the first call of a kernel
 /// loads its module (lazy loading, `CUDA_MODULE_LOADING=LAZY`), which takes milliseconds,
@@ -205,10 +206,11 @@ pub struct Part {
     /// Category.
     pub kind: CauseKind,
     /// What exactly: the call, operator or frame (`aten::item (cudaStreamSynchronize)`,
-    /// `aten::upsample_bilinear2d on CPU`, `<built-in function sleep>`).
-    pub leaf: String,
+    /// `aten::upsample_bilinear2d on CPU`, `<built-in function sleep>`). Shared: a trace's
+    /// tens of thousands of gaps repeat a few hundred leaves and frames.
+    pub leaf: Arc<str>,
     /// The user's Python frame around it, when the trace has stacks.
-    pub frame: Option<String>,
+    pub frame: Option<Arc<str>>,
     /// Time, ns.
     pub ns: i64,
 }
@@ -416,7 +418,8 @@ pub fn analyse_device(cx: &Scope, device: i32) -> DeviceIdle {
                         leaf: format!(
                             "capturing a CUDA/HIP graph ({} launches recorded, not run)",
                             captures.launches
-                        ),
+                        )
+                        .into(),
                         frame: None,
                         ns: e - s,
                     }],
@@ -515,20 +518,20 @@ fn finish_gap(mut gap: Gap) -> Gap {
         describe(top, top_ns)
     };
     if let Some(d) = &gap.drained_by
-        && (top != CauseKind::HostSync || lead(top).is_some_and(|p| &p.leaf != d))
+        && (top != CauseKind::HostSync || lead(top).is_some_and(|p| *p.leaf != **d))
     {
         gap.label
             .push_str(&format!(" — queue drained by {d} just before"));
     }
     if let Some(p) = lead(top) {
         if p.frame.is_some() {
-            gap.frame = p.frame.clone();
+            gap.frame = p.frame.as_deref().map(str::to_string);
         }
         if matches!(
             top,
             CauseKind::CpuOp | CauseKind::HostSync | CauseKind::Autotune | CauseKind::Allocator
         ) {
-            gap.cpu_op = Some(p.leaf.clone());
+            gap.cpu_op = Some(p.leaf.to_string());
         }
     }
     gap

@@ -115,7 +115,7 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     for g in idle.costly_gaps() {
         for p in &g.parts {
             let e = groups
-                .entry((p.kind, p.leaf.as_str(), p.frame.as_deref()))
+                .entry((p.kind, &*p.leaf, p.frame.as_deref()))
                 .or_default();
             e.0 += 1;
             e.1 += p.ns;
