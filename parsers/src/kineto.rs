@@ -9,7 +9,7 @@
 //! A file that ends early (a job killed mid-write) yields what was complete, with a warning.
 
 use crate::error::LoadError;
-use crate::json_scan::{Bail, Scan, Scanned};
+use crate::json_scan::{Bail, Scan, Scanned, number_end, plain_string_end, skip_ws};
 use crate::lenient::{Dims, LStr, Num, us_text_to_ns};
 use crate::model::*;
 use rustc_hash::FxHashMap;
@@ -908,26 +908,54 @@ pub static FAST_SCAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicB
 pub static SCAN_FALLBACKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Reads a chunk (`[event, ...]`) with the scanner into `b`.
+///
+/// The array, each event and its `args` are read by loops that keep the position in a
+/// local (a register) rather than behind the scanner's `&mut`; strings without escapes and
+/// plain numbers are taken in place, and only the uncommon values go through [`Scan`].
 fn scan_events(text: &str, b: &mut Builder) -> Scanned<()> {
-    let mut s = Scan::new(text);
+    let bytes = text.as_bytes();
     // One event struct read into again and again: returned by value it was copied twice per
     // event (it is some 500 bytes, more than the event's text).
     let mut ev = RawEvent::default();
-    s.array(|s| {
-        if s.peek() == Some(b'{') {
-            scan_event(s, &mut ev)?;
-            b.add(&ev);
-        } else {
-            s.skip_value()?;
-            b.events += 1;
-            b.skip("not an object");
+    let mut p = skip_ws(bytes, 0);
+    if bytes.get(p) != Some(&b'[') {
+        return Err(Bail);
+    }
+    p = skip_ws(bytes, p + 1);
+    if bytes.get(p) == Some(&b']') {
+        p += 1;
+    } else {
+        loop {
+            if bytes.get(p) == Some(&b'{') {
+                p = scan_event(text, p, &mut ev)?;
+                b.add(&ev);
+            } else {
+                let mut s = Scan::at(text, p);
+                s.skip_value()?;
+                p = s.pos();
+                b.events += 1;
+                b.skip("not an object");
+            }
+            p = skip_ws(bytes, p);
+            match bytes.get(p) {
+                Some(b',') => p = skip_ws(bytes, p + 1),
+                Some(b']') => {
+                    p += 1;
+                    break;
+                }
+                _ => return Err(Bail),
+            }
         }
+    }
+    if skip_ws(bytes, p) == bytes.len() {
         Ok(())
-    })?;
-    if s.at_end() { Ok(()) } else { Err(Bail) }
+    } else {
+        Err(Bail)
+    }
 }
 
 /// Marks a field as read; a second occurrence bails (serde rejects duplicate fields).
+#[inline(always)]
 fn once(seen: &mut u32, bit: u32) -> Scanned<()> {
     if *seen & bit != 0 {
         return Err(Bail);
@@ -936,8 +964,103 @@ fn once(seen: &mut u32, bit: u32) -> Scanned<()> {
     Ok(())
 }
 
-/// One event object, as [`RawEvent`]'s serde derive reads it.
-fn scan_event<'a>(s: &mut Scan<'a>, ev: &mut RawEvent<'a>) -> Scanned<()> {
+/// Reads the key at `p` (its opening quote) and the colon after it: returns the key's text
+/// (decoded into `spill` when it has an escape) and the position of the value.
+#[inline(always)]
+fn scan_key<'t>(text: &'t str, p: usize, spill: &'t mut String) -> Scanned<(&'t str, usize)> {
+    let bytes = text.as_bytes();
+    if bytes.get(p) != Some(&b'"') {
+        return Err(Bail);
+    }
+    let (key, after) = match plain_string_end(bytes, p) {
+        // Both ends are ASCII quotes, so the slice is on char boundaries.
+        Some(end) => (text.get(p + 1..end).ok_or(Bail)?, end + 1),
+        None => {
+            let mut s = Scan::at(text, p);
+            *spill = s.string()?.into_owned();
+            (spill.as_str(), s.pos())
+        }
+    };
+    // `"key": value` is by far the most common spacing: tested before the general skips.
+    let q = if bytes.get(after) == Some(&b':') {
+        after
+    } else {
+        skip_ws(bytes, after)
+    };
+    if bytes.get(q) != Some(&b':') {
+        return Err(Bail);
+    }
+    Ok((key, skip_ws(bytes, q + 1)))
+}
+
+/// After a member of an object: the position of the next key (`,` consumed) or `None` when
+/// the object closed (the position is then after its `}`).
+#[inline(always)]
+fn next_member(bytes: &[u8], p: usize) -> Scanned<Result<usize, usize>> {
+    let p = skip_ws(bytes, p);
+    match bytes.get(p) {
+        Some(b',') => Ok(Ok(skip_ws(bytes, p + 1))),
+        Some(b'}') => Ok(Err(p + 1)),
+        _ => Err(Bail),
+    }
+}
+
+/// A lenient string at `p`: one without escapes is borrowed in place.
+#[inline(always)]
+fn lstr_at<'a>(text: &'a str, p: usize) -> Scanned<(LStr<'a>, usize)> {
+    let bytes = text.as_bytes();
+    if bytes.get(p) == Some(&b'"')
+        && let Some(end) = plain_string_end(bytes, p)
+    {
+        let s = text.get(p + 1..end).ok_or(Bail)?;
+        return Ok((LStr(Some(std::borrow::Cow::Borrowed(s))), end + 1));
+    }
+    let mut s = Scan::at(text, p);
+    let v = s.lstr()?;
+    Ok((v, s.pos()))
+}
+
+/// The raw text of the value at `p`, `None` for `null`: numbers are taken in place.
+#[inline(always)]
+fn raw_at(text: &str, p: usize) -> Scanned<(Option<&str>, usize)> {
+    let bytes = text.as_bytes();
+    if let Some(b'-' | b'0'..=b'9') = bytes.get(p) {
+        let end = number_end(bytes, p);
+        return Ok((Some(text.get(p..end).ok_or(Bail)?), end));
+    }
+    let mut s = Scan::at(text, p);
+    let v = s.raw()?;
+    Ok((v, s.pos()))
+}
+
+/// Skips the value at `p`.
+#[inline(always)]
+fn skip_at(text: &str, p: usize) -> Scanned<usize> {
+    let bytes = text.as_bytes();
+    if let Some(b'-' | b'0'..=b'9') = bytes.get(p) {
+        return Ok(number_end(bytes, p));
+    }
+    let mut s = Scan::at(text, p);
+    s.skip_value()?;
+    Ok(s.pos())
+}
+
+/// Runs a [`Scan`] reader on the value at `p`.
+#[inline(always)]
+fn with_scan<'a, T>(
+    text: &'a str,
+    p: usize,
+    read: impl FnOnce(&mut Scan<'a>) -> Scanned<T>,
+) -> Scanned<(T, usize)> {
+    let mut s = Scan::at(text, p);
+    let v = read(&mut s)?;
+    Ok((v, s.pos()))
+}
+
+/// Reads one event object, as [`RawEvent`]'s serde derive reads it, from `p` (its `{`);
+/// returns the position after its `}`.
+fn scan_event<'a>(text: &'a str, p: usize, ev: &mut RawEvent<'a>) -> Scanned<usize> {
+    let bytes = text.as_bytes();
     // Every field cleared (the pattern names them all, so a new field cannot be missed);
     // `args` is filled in place when the event has them.
     let RawEvent {
@@ -954,163 +1077,184 @@ fn scan_event<'a>(s: &mut Scan<'a>, ev: &mut RawEvent<'a>) -> Scanned<()> {
     (*ts, *dur, *pid, *tid) = (None, None, None, None);
     *args = None;
     let mut seen = 0u32;
-    s.object(|s, key| {
+    let mut spill = String::new();
+    let mut p = skip_ws(bytes, p + 1);
+    if bytes.get(p) == Some(&b'}') {
+        return Ok(p + 1);
+    }
+    loop {
+        let (key, at) = scan_key(text, p, &mut spill)?;
+        p = at;
         match key {
             "ph" => {
                 once(&mut seen, 1)?;
-                ev.ph = s.lstr()?;
+                (ev.ph, p) = lstr_at(text, p)?;
                 // Flows are skipped whatever else they hold (see Builder::add): a fifth of a
                 // torch trace's events need no more reading. Metadata is read for the
                 // threads' names.
                 if matches!(ev.ph.as_str(), "s" | "f" | "t") {
-                    return Ok(false);
+                    let mut s = Scan::at(text, p);
+                    s.skip_rest_of_object()?;
+                    return Ok(s.pos());
                 }
             }
             "cat" => {
                 once(&mut seen, 2)?;
-                ev.cat = s.lstr()?;
+                (ev.cat, p) = lstr_at(text, p)?;
             }
             "name" => {
                 once(&mut seen, 4)?;
-                ev.name = s.lstr()?;
+                (ev.name, p) = lstr_at(text, p)?;
             }
             "ts" => {
                 once(&mut seen, 8)?;
-                ev.ts = s.raw()?;
+                (ev.ts, p) = raw_at(text, p)?;
             }
             "dur" => {
                 once(&mut seen, 16)?;
-                ev.dur = s.raw()?;
+                (ev.dur, p) = raw_at(text, p)?;
             }
             "pid" => {
                 once(&mut seen, 32)?;
-                ev.pid = s.raw()?;
+                (ev.pid, p) = raw_at(text, p)?;
             }
             "tid" => {
                 once(&mut seen, 64)?;
-                ev.tid = s.raw()?;
+                (ev.tid, p) = raw_at(text, p)?;
             }
             "args" => {
                 once(&mut seen, 128)?;
-                match s.peek() {
-                    Some(b'{') => scan_args(s, ev.args.insert(RawArgs::default()))?,
-                    Some(b'n') => {
-                        s.skip_value()?;
+                match bytes.get(p) {
+                    Some(b'{') => {
+                        let a = ev.args.insert(RawArgs::default());
+                        p = scan_args(text, p, a)?;
                     }
+                    Some(b'n') => p = skip_at(text, p)?,
                     // Metadata is read only for the names it gives: odd args are skipped.
-                    _ if ev.ph.as_str() == "M" => {
-                        s.skip_value()?;
-                    }
+                    _ if ev.ph.as_str() == "M" => p = skip_at(text, p)?,
                     _ => return Err(Bail),
                 }
             }
-            _ => {
-                s.skip_value()?;
-            }
+            _ => p = skip_at(text, p)?,
         }
-        Ok(true)
-    })
+        match next_member(bytes, p)? {
+            Ok(next) => p = next,
+            Err(end) => return Ok(end),
+        }
+    }
 }
 
-/// An event's `args`, as [`RawArgs`]' serde derive reads them.
-fn scan_args<'a>(s: &mut Scan<'a>, a: &mut RawArgs<'a>) -> Scanned<()> {
+/// An event's `args` from `p` (its `{`), as [`RawArgs`]' serde derive reads them; returns
+/// the position after the closing `}`.
+fn scan_args<'a>(text: &'a str, p: usize, a: &mut RawArgs<'a>) -> Scanned<usize> {
+    let bytes = text.as_bytes();
     let mut seen = 0u32;
-    s.object(|s, key| {
+    let mut spill = String::new();
+    let mut p = skip_ws(bytes, p + 1);
+    if bytes.get(p) == Some(&b'}') {
+        return Ok(p + 1);
+    }
+    loop {
+        let (key, at) = scan_key(text, p, &mut spill)?;
+        p = at;
         match key {
             "correlation" => {
                 once(&mut seen, 1)?;
-                a.correlation = s.num()?;
+                (a.correlation, p) = with_scan(text, p, Scan::num)?;
             }
             "External id" | "external id" => {
                 once(&mut seen, 1 << 1)?;
-                a.external_id = s.num()?;
+                (a.external_id, p) = with_scan(text, p, Scan::num)?;
             }
             "device" => {
                 once(&mut seen, 1 << 2)?;
-                a.device = s.num()?;
+                (a.device, p) = with_scan(text, p, Scan::num)?;
             }
             "stream" => {
                 once(&mut seen, 1 << 3)?;
-                a.stream = s.num()?;
+                (a.stream, p) = with_scan(text, p, Scan::num)?;
             }
             "bytes" => {
                 once(&mut seen, 1 << 4)?;
-                a.bytes = s.num()?;
+                (a.bytes, p) = with_scan(text, p, Scan::num)?;
             }
             "grid" => {
                 once(&mut seen, 1 << 5)?;
-                a.grid = Some(s.dims()?);
+                let (d, at) = with_scan(text, p, Scan::dims)?;
+                (a.grid, p) = (Some(d), at);
             }
             "block" => {
                 once(&mut seen, 1 << 6)?;
-                a.block = Some(s.dims()?);
+                let (d, at) = with_scan(text, p, Scan::dims)?;
+                (a.block, p) = (Some(d), at);
             }
             "registers per thread" => {
                 once(&mut seen, 1 << 7)?;
-                a.registers = s.num()?;
+                (a.registers, p) = with_scan(text, p, Scan::num)?;
             }
             "shared memory" => {
                 once(&mut seen, 1 << 8)?;
-                a.shared_mem = s.num()?;
+                (a.shared_mem, p) = with_scan(text, p, Scan::num)?;
             }
             "est. achieved occupancy %" => {
                 once(&mut seen, 1 << 9)?;
-                a.occupancy = s.num()?;
+                (a.occupancy, p) = with_scan(text, p, Scan::num)?;
             }
             "Bytes" => {
                 once(&mut seen, 1 << 10)?;
-                a.mem_bytes = s.num()?;
+                (a.mem_bytes, p) = with_scan(text, p, Scan::num)?;
             }
             "Total Allocated" => {
                 once(&mut seen, 1 << 11)?;
-                a.total_allocated = s.num()?;
+                (a.total_allocated, p) = with_scan(text, p, Scan::num)?;
             }
             "Total Reserved" => {
                 once(&mut seen, 1 << 12)?;
-                a.total_reserved = s.num()?;
+                (a.total_reserved, p) = with_scan(text, p, Scan::num)?;
             }
             "Device Type" => {
                 once(&mut seen, 1 << 13)?;
-                a.device_type = s.num()?;
+                (a.device_type, p) = with_scan(text, p, Scan::num)?;
             }
             "Device Id" => {
                 once(&mut seen, 1 << 14)?;
-                a.device_id = s.num()?;
+                (a.device_id, p) = with_scan(text, p, Scan::num)?;
             }
             "Addr" => {
                 once(&mut seen, 1 << 15)?;
-                a.addr = s.num()?;
+                (a.addr, p) = with_scan(text, p, Scan::num)?;
             }
             "Input Dims" | "Input dims" => {
                 once(&mut seen, 1 << 16)?;
-                a.input_dims = s.raw()?;
+                (a.input_dims, p) = raw_at(text, p)?;
             }
             "Input type" => {
                 once(&mut seen, 1 << 17)?;
-                a.input_type = s.raw()?;
+                (a.input_type, p) = raw_at(text, p)?;
             }
             "Call stack" => {
                 once(&mut seen, 1 << 18)?;
-                a.call_stack = s.lstr()?;
+                (a.call_stack, p) = lstr_at(text, p)?;
             }
             "kind" => {
                 once(&mut seen, 1 << 19)?;
-                a.kind = s.lstr()?;
+                (a.kind, p) = lstr_at(text, p)?;
             }
             "Concrete Inputs" => {
                 once(&mut seen, 1 << 20)?;
-                a.concrete = s.raw()?;
+                (a.concrete, p) = raw_at(text, p)?;
             }
             "name" => {
                 once(&mut seen, 1 << 21)?;
-                a.name = s.lstr()?;
+                (a.name, p) = lstr_at(text, p)?;
             }
-            _ => {
-                s.skip_value()?;
-            }
+            _ => p = skip_at(text, p)?,
         }
-        Ok(true)
-    })
+        match next_member(bytes, p)? {
+            Ok(next) => p = next,
+            Err(end) => return Ok(end),
+        }
+    }
 }
 
 struct TopSeed<'b> {
