@@ -10,6 +10,7 @@
 
 use crate::error::LoadError;
 use crate::json_scan::{Bail, Scan, Scanned, number_end, plain_string_end, skip_ws};
+use crate::json_split::{Piece, SlicePiece};
 use crate::lenient::{Dims, LStr, Num, us_text_to_ns};
 use crate::model::*;
 use rustc_hash::FxHashMap;
@@ -33,7 +34,34 @@ pub fn is_applicable(head: &[u8]) -> Option<bool> {
 
 /// Parses a whole Kineto trace held in memory.
 pub fn parse(data: &[u8], source: &str) -> Result<Trace, LoadError> {
-    parse_reader(data, source, Vec::new())
+    parse_slice(data, source, None)
+}
+
+/// Parses a whole Kineto trace held in memory (a mapped file): chunks of events are parsed
+/// where they lie instead of being copied, and lines are counted only to report bad JSON.
+/// `progress` is raised to the end of each chunk handed to the parsers.
+pub fn parse_slice(
+    data: &[u8],
+    source: &str,
+    progress: Option<&std::sync::atomic::AtomicU64>,
+) -> Result<Trace, LoadError> {
+    parse_input(Input::<&[u8]>::Slice(data, progress), source, Vec::new())
+}
+
+/// Where [`parse_input`] reads the trace from.
+enum Input<'d, R> {
+    /// A stream, read (and inflated) as it goes.
+    Stream(R),
+    /// The whole input in memory, and a counter raised to the end of each chunk handed out.
+    Slice(&'d [u8], Option<&'d std::sync::atomic::AtomicU64>),
+}
+
+/// The text of a chunk of events handed to a worker.
+enum ChunkText<'d> {
+    /// Copied out of a stream into a buffer of its own (given back for reuse once parsed).
+    Owned(Vec<u8>),
+    /// Left in the input held in memory.
+    Borrowed(&'d [u8]),
 }
 
 /// Bytes read from the input at a time.
@@ -44,6 +72,8 @@ const CHUNK: usize = 4 << 20;
 /// A chunk of events parsed on a worker.
 struct ChunkOut {
     index: usize,
+    /// Offset of the chunk's first byte in the input.
+    offset: u64,
     result: Result<Builder, LoadError>,
 }
 
@@ -56,6 +86,22 @@ fn parse_chunk_keep(
     let mut buf = buf;
     let r = parse_chunk_in(&mut buf, line, source);
     (r, buf)
+}
+
+/// Parses a chunk left in the input: the scanner reads it where it lies; anything else is
+/// left to [`parse_chunk_in`] on a copy (the slow path needs the chunk made an array).
+fn parse_chunk_borrowed(text: &[u8], line: usize, source: &str) -> Result<Builder, LoadError> {
+    if FAST_SCAN.load(std::sync::atomic::Ordering::Relaxed)
+        && let Ok(t) = std::str::from_utf8(text)
+    {
+        let mut b = Builder::new(source);
+        if scan_events(t, &mut b, true).is_ok() {
+            return Ok(b);
+        }
+    }
+    let mut buf = Vec::with_capacity(text.len() + 1);
+    buf.extend_from_slice(text);
+    parse_chunk_in(&mut buf, line, source)
 }
 
 fn parse_chunk_in(buf: &mut Vec<u8>, line: usize, source: &str) -> Result<Builder, LoadError> {
@@ -71,7 +117,7 @@ fn parse_chunk_in(buf: &mut Vec<u8>, line: usize, source: &str) -> Result<Builde
     let result = match std::str::from_utf8(buf) {
         Ok(text) => {
             if FAST_SCAN.load(std::sync::atomic::Ordering::Relaxed)
-                && scan_events(text, &mut b).is_ok()
+                && scan_events(text, &mut b, false).is_ok()
             {
                 return Ok(b);
             }
@@ -131,75 +177,135 @@ fn gather<T: Copy + Send + Sync>(
 /// read. Memory holds the model plus a few chunks, never the whole input. `warnings` are
 /// carried into the trace (e.g. from sniffing).
 pub fn parse_reader<R: std::io::Read>(
-    mut reader: R,
+    reader: R,
     source: &str,
     warnings: Vec<String>,
 ) -> Result<Trace, LoadError> {
+    parse_input(Input::Stream(reader), source, warnings)
+}
+
+/// [`parse_reader`] and [`parse_slice`]: the splitter hands chunks to worker threads (scoped,
+/// so that they can read chunks left in an input held in memory), then the chunks' models
+/// are gathered in order.
+fn parse_input<'d, R: std::io::Read>(
+    input: Input<'d, R>,
+    source: &str,
+    warnings: Vec<String>,
+) -> Result<Trace, LoadError> {
+    use std::sync::Mutex;
     use std::sync::mpsc::{channel, sync_channel};
-    use std::sync::{Arc, Mutex};
     let mut clock = crate::timing::Phases::start();
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .clamp(1, 16);
-    // Worker threads: chunks in, parsed builders out. The bounded queue keeps memory flat
-    // when parsing is slower than reading.
-    let (chunk_tx, chunk_rx) = sync_channel::<(usize, Vec<u8>, usize)>(workers);
-    let chunk_rx = Arc::new(Mutex::new(chunk_rx));
-    let (out_tx, out_rx) = channel::<ChunkOut>();
-    let (free_chunk_tx, free_chunk_rx) = channel::<Vec<u8>>();
-    let mut handles = Vec::new();
-    for _ in 0..workers {
-        let rx = Arc::clone(&chunk_rx);
-        let tx = out_tx.clone();
-        let free = free_chunk_tx.clone();
-        let src = source.to_string();
-        handles.push(std::thread::spawn(move || {
-            loop {
-                let job = match rx.lock() {
-                    Ok(guard) => guard.recv(),
-                    Err(_) => return,
-                };
-                let Ok((index, text, line)) = job else { return };
-                let (result, buf) = parse_chunk_keep(text, line, &src);
-                let _ = free.send(buf);
-                if tx.send(ChunkOut { index, result }).is_err() {
-                    return;
-                }
-            }
-        }));
-    }
-    drop(out_tx);
-    drop(free_chunk_tx);
+    let data = match &input {
+        Input::Slice(d, _) => Some(*d),
+        Input::Stream(_) => None,
+    };
     let mut splitter = crate::json_split::Splitter::new(CHUNK);
     let mut outer: Vec<u8> = Vec::new();
-    let mut n_chunks = 0usize;
     let mut read_error: Option<std::io::Error> = None;
     let mut bytes_total = 0u64;
     let mut stream_warning: Option<String> = None;
-    {
-        let mut emit = |p: crate::json_split::Piece| match p {
-            crate::json_split::Piece::Events { text, line, .. } => {
-                let _ = chunk_tx.send((n_chunks, text, line));
-                n_chunks += 1;
-            }
-            crate::json_split::Piece::Outer(o) => outer = o,
-        };
-        loop {
-            while let Ok(buf) = free_chunk_rx.try_recv() {
-                splitter.recycle(buf);
-            }
-            match splitter.read_from(&mut reader, BLOCK, &mut emit) {
-                Ok(0) => break,
-                Ok(n) => bytes_total += n as u64,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    bytes_total = splitter.offset();
-                    read_error = Some(e);
-                    break;
+    // Worker threads: chunks in, parsed builders out. The bounded queue keeps memory flat
+    // when parsing is slower than reading.
+    let (chunk_tx, chunk_rx) = sync_channel::<(usize, ChunkText<'d>, usize, u64)>(workers);
+    let chunk_rx = Mutex::new(chunk_rx);
+    let (out_tx, out_rx) = channel::<ChunkOut>();
+    let (free_chunk_tx, free_chunk_rx) = channel::<Vec<u8>>();
+    let mut outs: Vec<ChunkOut> = std::thread::scope(|scope| {
+        for _ in 0..workers {
+            let rx = &chunk_rx;
+            let tx = out_tx.clone();
+            let free = free_chunk_tx.clone();
+            scope.spawn(move || {
+                loop {
+                    let job = match rx.lock() {
+                        Ok(guard) => guard.recv(),
+                        Err(_) => return,
+                    };
+                    let Ok((index, text, line, offset)) = job else {
+                        return;
+                    };
+                    let result = match text {
+                        ChunkText::Owned(text) => {
+                            let (result, buf) = parse_chunk_keep(text, line, source);
+                            let _ = free.send(buf);
+                            result
+                        }
+                        ChunkText::Borrowed(text) => parse_chunk_borrowed(text, line, source),
+                    };
+                    if tx
+                        .send(ChunkOut {
+                            index,
+                            offset,
+                            result,
+                        })
+                        .is_err()
+                    {
+                        return;
+                    }
                 }
-            }
+            });
         }
-        let cut = splitter.finish(&mut emit);
+        drop(out_tx);
+        drop(free_chunk_tx);
+        let mut n_chunks = 0usize;
+        let progress = match &input {
+            Input::Slice(_, p) => *p,
+            Input::Stream(_) => None,
+        };
+        let mut send = |text: ChunkText<'d>, line: usize, offset: u64| {
+            if let Some(c) = progress {
+                let n = match &text {
+                    ChunkText::Owned(t) => t.len(),
+                    ChunkText::Borrowed(t) => t.len(),
+                };
+                c.fetch_max(offset + n as u64, std::sync::atomic::Ordering::Relaxed);
+            }
+            let _ = chunk_tx.send((n_chunks, text, line, offset));
+            n_chunks += 1;
+        };
+        let cut = match input {
+            Input::Stream(mut reader) => {
+                let mut emit = |p: Piece| match p {
+                    Piece::Events { text, line, offset } => {
+                        send(ChunkText::Owned(text), line, offset)
+                    }
+                    Piece::Outer(o) => outer = o,
+                };
+                loop {
+                    while let Ok(buf) = free_chunk_rx.try_recv() {
+                        splitter.recycle(buf);
+                    }
+                    match splitter.read_from(&mut reader, BLOCK, &mut emit) {
+                        Ok(0) => break,
+                        Ok(n) => bytes_total += n as u64,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            bytes_total = splitter.offset();
+                            read_error = Some(e);
+                            break;
+                        }
+                    }
+                }
+                splitter.finish(&mut emit)
+            }
+            Input::Slice(d, _) => {
+                bytes_total = d.len() as u64;
+                splitter.split_slice(d, &mut |p| match p {
+                    SlicePiece::Piece(Piece::Events { text, line, offset }) => {
+                        send(ChunkText::Owned(text), line, offset)
+                    }
+                    SlicePiece::Piece(Piece::Outer(o)) => outer = o,
+                    SlicePiece::Borrowed { start, end } => {
+                        if let Some(text) = d.get(start..end) {
+                            send(ChunkText::Borrowed(text), 1, start as u64);
+                        }
+                    }
+                })
+            }
+        };
         if cut && read_error.is_none() {
             read_error = Some(std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
@@ -212,17 +318,25 @@ pub fn parse_reader<R: std::io::Read>(
                 "gzip stream ends early: decompressed {bytes_total} bytes before the compressed data ran out"
             ));
         }
-    }
-    drop(chunk_tx);
-    // The input is read: chunk buffers handed back from now on are freed, not kept for
-    // reuse, so they do not sit beside the model while it is merged and indexed.
-    drop(free_chunk_rx);
-    splitter.release_buffers();
-    let mut outs: Vec<ChunkOut> = out_rx.iter().collect();
-    for h in handles {
-        let _ = h.join();
-    }
+        drop(chunk_tx);
+        // The input is read: chunk buffers handed back from now on are freed, not kept for
+        // reuse, so they do not sit beside the model while it is merged and indexed.
+        drop(free_chunk_rx);
+        splitter.release_buffers();
+        out_rx.iter().collect()
+    });
     outs.sort_by_key(|o| o.index);
+    if let Some(d) = data {
+        // Chunks of an input held in memory were parsed as if each began on line 1: the
+        // line of bad JSON is the newlines before the chunk plus its line in the chunk.
+        for o in &mut outs {
+            if let Err(LoadError::Json { line, .. }) = &mut o.result {
+                let before = d.get(..o.offset as usize).unwrap_or(d);
+                *line += memchr::memchr_iter(b'\n', before).count();
+                break;
+            }
+        }
+    }
     clock.mark("kineto: read and parse");
 
     let mut b = Builder::new(source);
@@ -907,23 +1021,32 @@ pub static FAST_SCAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicB
 #[doc(hidden)]
 pub static SCAN_FALLBACKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Reads a chunk (`[event, ...]`) with the scanner into `b`.
+/// Reads a chunk (`[event, ...]`) with the scanner into `b`. A `bare` chunk is one as the
+/// splitter cuts it, read where it lies: it opens with `[` or with the `,` after the previous
+/// chunk, and its end closes the array (it reads as the array the chunk would be made into).
 ///
 /// The array, each event and its `args` are read by loops that keep the position in a
 /// local (a register) rather than behind the scanner's `&mut`; strings without escapes and
 /// plain numbers are taken in place, and only the uncommon values go through [`Scan`].
-fn scan_events(text: &str, b: &mut Builder) -> Scanned<()> {
+fn scan_events(text: &str, b: &mut Builder, bare: bool) -> Scanned<()> {
     let bytes = text.as_bytes();
     // One event struct read into again and again: returned by value it was copied twice per
     // event (it is some 500 bytes, more than the event's text).
     let mut ev = RawEvent::default();
     let mut p = skip_ws(bytes, 0);
-    if bytes.get(p) != Some(&b'[') {
-        return Err(Bail);
+    match bytes.get(p) {
+        Some(b'[') => {}
+        Some(b',') if bare => {}
+        _ => return Err(Bail),
     }
     p = skip_ws(bytes, p + 1);
-    if bytes.get(p) == Some(&b']') {
-        p += 1;
+    let empty = if bare {
+        p == bytes.len()
+    } else {
+        bytes.get(p) == Some(&b']')
+    };
+    if empty {
+        p += usize::from(!bare);
     } else {
         loop {
             if bytes.get(p) == Some(&b'{') {
@@ -939,10 +1062,11 @@ fn scan_events(text: &str, b: &mut Builder) -> Scanned<()> {
             p = skip_ws(bytes, p);
             match bytes.get(p) {
                 Some(b',') => p = skip_ws(bytes, p + 1),
-                Some(b']') => {
+                Some(b']') if !bare => {
                     p += 1;
                     break;
                 }
+                None if bare => break,
                 _ => return Err(Bail),
             }
         }
