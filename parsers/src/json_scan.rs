@@ -42,14 +42,29 @@ const NUMBER: [bool; 256] = {
 
 /// Position of the first `"` or `\\` in `b` at or after `from`. Strings in traces are mostly
 /// 2 to 60 bytes: sixteen bytes at a time with one wide compare per byte kind
-/// ([`quote_or_backslash_16`]) beats both a byte loop and memchr's setup there; long ones go
-/// to memchr, the last few bytes of the text to a byte loop.
-#[inline]
+/// ([`quote_or_backslash_16`]) beats both a byte loop and memchr's setup there. Most (keys,
+/// names) end within the first sixteen bytes, which are tested inline; the rest go to
+/// [`quote_or_backslash_far`].
+#[inline(always)]
 fn quote_or_backslash(b: &[u8], from: usize) -> Option<usize> {
+    if let Some(w) = b.get(from..).and_then(|r| r.first_chunk::<16>()) {
+        let hit = quote_or_backslash_16(w);
+        if hit != 0 {
+            return Some(from + hit.trailing_zeros() as usize);
+        }
+        return quote_or_backslash_far(b, from + 16);
+    }
+    quote_or_backslash_far(b, from)
+}
+
+/// [`quote_or_backslash`] past its first sixteen bytes: sixteen at a time for a few blocks,
+/// then memchr for long strings, a byte loop for the last bytes of the text.
+#[inline(never)]
+fn quote_or_backslash_far(b: &[u8], from: usize) -> Option<usize> {
     let mut at = from;
-    let limit = b.len().min(from + 64);
+    let limit = b.len().min(from + 48);
     while at + 16 <= limit {
-        let hit = match b[at..].first_chunk::<16>() {
+        let hit = match b.get(at..).and_then(|r| r.first_chunk::<16>()) {
             Some(w) => quote_or_backslash_16(w),
             None => break,
         };
@@ -61,7 +76,7 @@ fn quote_or_backslash(b: &[u8], from: usize) -> Option<usize> {
     if at + 16 <= b.len() {
         return memchr2(b'"', b'\\', &b[at..]).map(|k| at + k);
     }
-    b[at.min(b.len())..]
+    b.get(at..)?
         .iter()
         .position(|&c| c == b'"' || c == b'\\')
         .map(|k| at + k)
@@ -228,6 +243,117 @@ fn prefix_xor(mut x: u64) -> u64 {
     x
 }
 
+/// The first position at or after `p` that is not JSON whitespace. Most calls find a token
+/// at once or after one space (after `:` and `,`), so those two are tested inline; runs of
+/// whitespace (torch indents every field on its own line) go to [`skip_ws_run`].
+#[inline(always)]
+pub fn skip_ws(b: &[u8], p: usize) -> usize {
+    match b.get(p) {
+        Some(&c) if c > b' ' => p,
+        Some(b' ') if b.get(p + 1).is_some_and(|&n| n > b' ') => p + 1,
+        _ => skip_ws_run(b, p),
+    }
+}
+
+/// [`skip_ws`] past a run: spaces are passed eight bytes at a time.
+#[inline(never)]
+fn skip_ws_run(b: &[u8], mut p: usize) -> usize {
+    const SPACES: u64 = 0x2020_2020_2020_2020;
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    loop {
+        let Some(&c) = b.get(p) else { return p };
+        if c == b' ' {
+            let Some(w) = b.get(p..).and_then(|r| r.first_chunk::<8>()) else {
+                p += 1;
+                continue;
+            };
+            let x = u64::from_le_bytes(*w) ^ SPACES;
+            // High bit of each byte that is not a space (exact per byte: the low seven bits
+            // of a byte sum below 0x100, so no carry crosses into the next byte).
+            let other = (((x & LOW7) + LOW7) | x) & HIGH;
+            if other == 0 {
+                p += 8;
+                continue;
+            }
+            p += (other.trailing_zeros() / 8) as usize;
+            // Indentation ends at a token far more often than at more whitespace.
+            if b.get(p).is_some_and(|&n| n > b' ') {
+                return p;
+            }
+        } else if matches!(c, b'\n' | b'\r' | b'\t') {
+            p += 1;
+        } else {
+            return p;
+        }
+    }
+}
+
+/// Where the text of the string whose opening quote is at `p` ends (its closing quote), if
+/// the string has no escape; `None` for an escape or an unclosed string.
+#[inline(always)]
+pub fn plain_string_end(b: &[u8], p: usize) -> Option<usize> {
+    let end = quote_or_backslash(b, p + 1)?;
+    (b[end] == b'"').then_some(end)
+}
+
+/// The position after the number-like bytes starting at `p` (digits, signs, `.`, `e`):
+/// sixteen bytes at a time ([`number_bytes_16`]), the last few of the text one by one.
+#[inline(always)]
+pub fn number_end(b: &[u8], mut p: usize) -> usize {
+    while let Some(w) = b.get(p..).and_then(|r| r.first_chunk::<16>()) {
+        let other = !number_bytes_16(w) & 0xffff;
+        if other != 0 {
+            return p + other.trailing_zeros() as usize;
+        }
+        p += 16;
+    }
+    while b.get(p).is_some_and(|&c| NUMBER[c as usize]) {
+        p += 1;
+    }
+    p
+}
+
+/// Bit `i` set where byte `i` of `w` can continue a JSON number (see [`NUMBER`]).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn number_bytes_16(w: &[u8; 16]) -> u32 {
+    use std::arch::x86_64::*;
+    // SSE2 is part of the x86_64 baseline; the unaligned load reads the 16 bytes of `w`.
+    unsafe {
+        let v = _mm_loadu_si128(w.as_ptr().cast::<__m128i>());
+        // A digit is a byte whose distance above `0` is at most 9 (unsigned).
+        let d = _mm_sub_epi8(v, _mm_set1_epi8(b'0' as i8));
+        let digit = _mm_cmpeq_epi8(_mm_min_epu8(d, _mm_set1_epi8(9)), d);
+        let eq = |c: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8));
+        // `e` and `E` differ in one bit (0x20).
+        let e = _mm_cmpeq_epi8(
+            _mm_or_si128(v, _mm_set1_epi8(0x20)),
+            _mm_set1_epi8(b'e' as i8),
+        );
+        let m = _mm_or_si128(
+            _mm_or_si128(digit, e),
+            _mm_or_si128(eq(b'.'), _mm_or_si128(eq(b'-'), eq(b'+'))),
+        );
+        _mm_movemask_epi8(m) as u32
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+fn number_bytes_16(w: &[u8; 16]) -> u32 {
+    number_bytes_16_portable(w)
+}
+
+/// Portable [`number_bytes_16`].
+#[cfg(any(test, not(target_arch = "x86_64")))]
+#[inline]
+fn number_bytes_16_portable(w: &[u8; 16]) -> u32 {
+    w.iter()
+        .enumerate()
+        .fold(0, |m, (i, &c)| m | u32::from(NUMBER[c as usize]) << i)
+}
+
 /// A cursor over JSON text.
 pub struct Scan<'a> {
     text: &'a str,
@@ -240,6 +366,19 @@ impl<'a> Scan<'a> {
         Scan { text, pos: 0 }
     }
 
+    /// A scanner at byte `pos` of `text` (for a reader that keeps its own position and hands
+    /// the uncommon values to the scanner).
+    #[inline(always)]
+    pub fn at(text: &'a str, pos: usize) -> Self {
+        Scan { text, pos }
+    }
+
+    /// The byte position in the text.
+    #[inline(always)]
+    pub fn pos(&self) -> usize {
+        self.pos
+    }
+
     #[inline]
     fn bytes(&self) -> &'a [u8] {
         self.text.as_bytes()
@@ -249,17 +388,8 @@ impl<'a> Scan<'a> {
     #[inline]
     pub fn peek(&mut self) -> Option<u8> {
         let b = self.bytes();
-        let mut at = self.pos;
-        while let Some(&c) = b.get(at) {
-            // Every JSON whitespace byte is at most a space: one compare passes a token.
-            if c > b' ' || !matches!(c, b' ' | b'\n' | b'\r' | b'\t') {
-                self.pos = at;
-                return Some(c);
-            }
-            at += 1;
-        }
-        self.pos = at;
-        None
+        self.pos = skip_ws(b, self.pos);
+        b.get(self.pos).copied()
     }
 
     /// Consumes `c` (after whitespace) or bails.
@@ -360,11 +490,8 @@ impl<'a> Scan<'a> {
     }
 
     fn skip_number(&mut self) -> Scanned<()> {
-        let b = self.bytes();
         let start = self.pos;
-        while b.get(self.pos).is_some_and(|&c| NUMBER[c as usize]) {
-            self.pos += 1;
-        }
+        self.pos = number_end(self.bytes(), start);
         if self.pos == start { Err(Bail) } else { Ok(()) }
     }
 
@@ -391,6 +518,12 @@ impl<'a> Scan<'a> {
             _ => return Err(Bail),
         }
         Ok(&self.text[start..self.pos])
+    }
+
+    /// Skips the rest of the object the scanner is in (after one of its values), up to and
+    /// including its closing brace.
+    pub fn skip_rest_of_object(&mut self) -> Scanned<()> {
+        self.skip_nested(1)
     }
 
     /// Skips an object or array, tracking only strings and nesting: the values inside are
@@ -853,11 +986,41 @@ mod tests {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                *c = b"\"\\[]{}a \x80\xff\x7b\x5b\x02"[(x >> 20) as usize % 13];
+                *c = b"\"\\[]{}a \x80\xff\x7b\x5b\x020123456789.-+eE/:"[(x >> 20) as usize % 29];
             }
             assert_eq!(classify_64(&block), classify_64_portable(&block));
             let w: &[u8; 16] = block.first_chunk().unwrap();
             assert_eq!(quote_or_backslash_16(w), quote_or_backslash_16_portable(w));
+            assert_eq!(number_bytes_16(w), number_bytes_16_portable(w));
+        }
+    }
+
+    #[test]
+    fn whitespace_and_number_ends_agree_with_reading_every_byte() {
+        let mut x = 0x0123_4567_89ab_cdefu64;
+        let alphabet = b"  \n\r\t0123456789.-+eE\"x,:\x01";
+        for _ in 0..20_000 {
+            let len = 1 + (x % 40) as usize;
+            let text: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    alphabet[(x >> 24) as usize % alphabet.len()]
+                })
+                .collect();
+            for p in 0..text.len() {
+                let ws = text[p..]
+                    .iter()
+                    .position(|c| !matches!(c, b' ' | b'\n' | b'\r' | b'\t'))
+                    .map_or(text.len(), |k| p + k);
+                assert_eq!(skip_ws(&text, p), ws, "{text:?} at {p}");
+                let num = text[p..]
+                    .iter()
+                    .position(|&c| !NUMBER[c as usize])
+                    .map_or(text.len(), |k| p + k);
+                assert_eq!(number_end(&text, p), num, "{text:?} at {p}");
+            }
         }
     }
 

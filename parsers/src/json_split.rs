@@ -45,6 +45,22 @@ pub enum Piece {
     },
 }
 
+/// What [`Splitter::split_slice`] hands out.
+#[derive(Debug, PartialEq)]
+pub enum SlicePiece {
+    /// A piece as a stream's.
+    Piece(Piece),
+    /// Whole events as in [`Piece::Events`], left where they are in the input: its bytes
+    /// `start..end`. Their line is not counted (a reader that needs it, to report bad JSON,
+    /// counts the newlines before `start`).
+    Borrowed {
+        /// Offset of the first byte in the input.
+        start: usize,
+        /// Offset just after the last byte.
+        end: usize,
+    },
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Phase {
     /// Before the events array.
@@ -82,6 +98,9 @@ pub struct Splitter {
     bracket_pending: bool,
     /// Emptied chunk buffers handed back for reuse (fresh pages cost a page fault each).
     spare: Vec<Vec<u8>>,
+    /// Whether [`Piece::Events`] carry their line (off for an input held in memory, whose
+    /// lines are counted only when an error is reported).
+    count_lines: bool,
     /// Offset just after the last complete event (or the array), for truncation reports.
     pub last_complete_offset: u64,
     /// True once the events array was entered.
@@ -107,6 +126,7 @@ impl Splitter {
             fast_from: 0,
             bracket_pending: false,
             spare: Vec::new(),
+            count_lines: true,
             complete: 0,
             pending_line: 1,
             pending_offset: 0,
@@ -133,7 +153,9 @@ impl Splitter {
         let line = self.pending_line;
         let offset = self.pending_offset;
         // The next chunk starts where this one ended.
-        self.pending_line = line + memchr::memchr_iter(b'\n', &text).count();
+        if self.count_lines {
+            self.pending_line = line + memchr::memchr_iter(b'\n', &text).count();
+        }
         self.pending_offset = offset + text.len() as u64;
         self.complete = 0;
         // Whitespace left between the last event and the closing bracket is no chunk.
@@ -276,7 +298,9 @@ impl Splitter {
                     // Enter the events array: what came before is outer text; the chunk
                     // starts with this bracket.
                     self.outer.extend_from_slice(&buf[..=i]);
-                    self.pending_line = 1 + memchr::memchr_iter(b'\n', &self.outer).count();
+                    if self.count_lines {
+                        self.pending_line = 1 + memchr::memchr_iter(b'\n', &self.outer).count();
+                    }
                     self.pending_offset = base + i as u64;
                     buf.drain(..i);
                     base += i as u64;
@@ -375,6 +399,65 @@ impl Splitter {
         }
         emit(Piece::Outer(std::mem::take(&mut self.outer)));
         truncated
+    }
+
+    /// Splits an input held in memory (a mapped file). Chunks of a file in torch's layout are
+    /// handed out as ranges of `data` ([`Piece::Borrowed`]), cut where the streaming path
+    /// cuts them (at the first event separator past the chunk size), so nothing is copied;
+    /// the text before the events array, the last events and files in any other layout go
+    /// through the copying state machine as a stream would. No lines are counted: every
+    /// [`Piece::Events`] says line 1, and a reader that reports an error counts the lines
+    /// before the piece's offset. Returns true when the input ended inside the events array
+    /// (as [`Splitter::finish`]).
+    pub fn split_slice(&mut self, data: &[u8], emit: &mut impl FnMut(SlicePiece)) -> bool {
+        // Small steps until the events array is entered, so that no chunk is cut before the
+        // borrowed cutting can take over.
+        const HEAD: usize = 1 << 16;
+        const BLOCK: usize = 1 << 20;
+        self.count_lines = false;
+        self.pending_line = 1;
+        let step = HEAD.min(self.chunk_bytes / 2).max(1);
+        let mut fed = 0;
+        while fed < data.len() && self.phase == Phase::Before {
+            let end = data.len().min(fed + step);
+            self.feed(&data[fed..end], &mut |p| emit(SlicePiece::Piece(p)));
+            fed = end;
+        }
+        if self.fast && self.phase == Phase::Inside && self.bracket_pending {
+            // `pending` holds the input from the array's `[` on.
+            let mut start = fed - self.pending.len();
+            let mut first = true;
+            loop {
+                let from = start + self.chunk_bytes.saturating_sub(TORCH_SEP.len()).max(1);
+                let Some(k) = data
+                    .get(from..)
+                    .and_then(|rest| memchr::memmem::find(rest, TORCH_SEP))
+                else {
+                    break;
+                };
+                let end = from + k + 4;
+                emit(SlicePiece::Borrowed { start, end });
+                start = end;
+                first = false;
+                self.last_complete_offset = end as u64;
+            }
+            // The rest, less than a chunk, is read by the state machine from the known state
+            // between two events (or just after the array's `[`).
+            self.pending.clear();
+            self.pending.extend_from_slice(&data[start..]);
+            self.offset = data.len() as u64;
+            self.pending_offset = start as u64;
+            self.bracket_pending = first;
+            self.fast_from = 0;
+            self.complete = 0;
+        } else {
+            while fed < data.len() {
+                let end = data.len().min(fed + BLOCK);
+                self.feed(&data[fed..end], &mut |p| emit(SlicePiece::Piece(p)));
+                fed = end;
+            }
+        }
+        self.finish(&mut |p| emit(SlicePiece::Piece(p)))
     }
 
     /// Gives back a chunk buffer once its events are parsed, to be filled again.
@@ -500,6 +583,75 @@ mod tests {
             Piece::Events { text, .. } => text.trim_ascii_end().ends_with(b"}"),
             _ => true,
         }));
+    }
+
+    /// [`Splitter::split_slice`]'s pieces as text, in order, and its truncation flag.
+    fn split_in_memory(input: &[u8], chunk: usize) -> (Vec<String>, String, bool, u64, usize) {
+        let mut s = Splitter::new(chunk);
+        let mut texts = Vec::new();
+        let mut outer = String::new();
+        let mut borrowed = 0;
+        let t = s.split_slice(input, &mut |p| match p {
+            SlicePiece::Borrowed { start, end } => {
+                borrowed += 1;
+                texts.push(String::from_utf8_lossy(&input[start..end]).into_owned());
+            }
+            SlicePiece::Piece(Piece::Events { text, .. }) => {
+                texts.push(String::from_utf8_lossy(&text).into_owned())
+            }
+            SlicePiece::Piece(Piece::Outer(o)) => outer = String::from_utf8_lossy(&o).into(),
+        });
+        (texts, outer, t, s.last_complete_offset, borrowed)
+    }
+
+    #[test]
+    fn in_memory_split_leaves_torch_chunks_in_place_and_agrees() {
+        let mut doc = b"{\n  \"schemaVersion\": 1,\n  \"traceEvents\": [\n".to_vec();
+        for k in 0..400 {
+            if k > 0 {
+                doc.extend_from_slice(b",\n");
+            }
+            doc.extend_from_slice(format!("  {{\n    \"ph\": \"X\", \"name\": \"a}},\\n  {{{k}\",\n    \"args\": {{\n      \"x\": {k}\n    }}\n  }}").as_bytes());
+        }
+        doc.extend_from_slice(b"\n  ],\n  \"traceName\": \"t\"\n}");
+        let plain = br#"{"traceEvents":[{"a":"}]\"{"},{"b":[1,{"c":2}]},{"d":3}],"traceName":"t"}"#;
+        for input in [
+            &doc[..],
+            &doc[..doc.len() / 2],
+            &doc[..doc.len() - 3],
+            &plain[..],
+        ] {
+            for chunk in [100, 1000, 1 << 20] {
+                let (p, t) = split(input, chunk, 1 << 20);
+                let (texts, outer, t2, done, borrowed) = split_in_memory(input, chunk);
+                assert_eq!(t, t2, "chunk {chunk}");
+                // The same events in the same order, however the chunks were cut.
+                let strip = |x: &str| x.trim().trim_start_matches(['[', ',']).trim().to_string();
+                let streamed: Vec<String> = p
+                    .iter()
+                    .filter_map(|p| match p {
+                        Piece::Events { text, .. } => Some(strip(&String::from_utf8_lossy(text))),
+                        _ => None,
+                    })
+                    .collect();
+                let in_memory: Vec<String> = texts.iter().map(|t| strip(t)).collect();
+                let squeeze = |v: Vec<String>| v.join(",").replace(|c: char| c.is_whitespace(), "");
+                assert!(squeeze(streamed) == squeeze(in_memory), "chunk {chunk}");
+                match p.last() {
+                    Some(Piece::Outer(o)) => assert_eq!(String::from_utf8_lossy(o), outer),
+                    _ => panic!(),
+                }
+                let mut s = Splitter::new(chunk);
+                for b in input.chunks(1 << 20) {
+                    s.feed(b, &mut |_| {});
+                }
+                s.finish(&mut |_| {});
+                assert_eq!(s.last_complete_offset, done, "chunk {chunk}");
+                if input.len() == doc.len() && chunk == 1000 {
+                    assert!(borrowed > 10, "torch chunks are left in place");
+                }
+            }
+        }
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! A file that ends early (a job killed mid-write) yields what was complete, with a warning.
 
 use crate::error::LoadError;
-use crate::json_scan::{Bail, Scan, Scanned};
+use crate::json_scan::{Bail, Scan, Scanned, number_end, plain_string_end, skip_ws};
+use crate::json_split::{Piece, SlicePiece};
 use crate::lenient::{Dims, LStr, Num, us_text_to_ns};
 use crate::model::*;
 use rustc_hash::FxHashMap;
@@ -33,7 +34,34 @@ pub fn is_applicable(head: &[u8]) -> Option<bool> {
 
 /// Parses a whole Kineto trace held in memory.
 pub fn parse(data: &[u8], source: &str) -> Result<Trace, LoadError> {
-    parse_reader(data, source, Vec::new())
+    parse_slice(data, source, None)
+}
+
+/// Parses a whole Kineto trace held in memory (a mapped file): chunks of events are parsed
+/// where they lie instead of being copied, and lines are counted only to report bad JSON.
+/// `progress` is raised to the end of each chunk handed to the parsers.
+pub fn parse_slice(
+    data: &[u8],
+    source: &str,
+    progress: Option<&std::sync::atomic::AtomicU64>,
+) -> Result<Trace, LoadError> {
+    parse_input(Input::<&[u8]>::Slice(data, progress), source, Vec::new())
+}
+
+/// Where [`parse_input`] reads the trace from.
+enum Input<'d, R> {
+    /// A stream, read (and inflated) as it goes.
+    Stream(R),
+    /// The whole input in memory, and a counter raised to the end of each chunk handed out.
+    Slice(&'d [u8], Option<&'d std::sync::atomic::AtomicU64>),
+}
+
+/// The text of a chunk of events handed to a worker.
+enum ChunkText<'d> {
+    /// Copied out of a stream into a buffer of its own (given back for reuse once parsed).
+    Owned(Vec<u8>),
+    /// Left in the input held in memory.
+    Borrowed(&'d [u8]),
 }
 
 /// Bytes read from the input at a time.
@@ -44,6 +72,8 @@ const CHUNK: usize = 4 << 20;
 /// A chunk of events parsed on a worker.
 struct ChunkOut {
     index: usize,
+    /// Offset of the chunk's first byte in the input.
+    offset: u64,
     result: Result<Builder, LoadError>,
 }
 
@@ -56,6 +86,22 @@ fn parse_chunk_keep(
     let mut buf = buf;
     let r = parse_chunk_in(&mut buf, line, source);
     (r, buf)
+}
+
+/// Parses a chunk left in the input: the scanner reads it where it lies; anything else is
+/// left to [`parse_chunk_in`] on a copy (the slow path needs the chunk made an array).
+fn parse_chunk_borrowed(text: &[u8], line: usize, source: &str) -> Result<Builder, LoadError> {
+    if FAST_SCAN.load(std::sync::atomic::Ordering::Relaxed)
+        && let Ok(t) = std::str::from_utf8(text)
+    {
+        let mut b = Builder::new(source);
+        if scan_events(t, &mut b, true).is_ok() {
+            return Ok(b);
+        }
+    }
+    let mut buf = Vec::with_capacity(text.len() + 1);
+    buf.extend_from_slice(text);
+    parse_chunk_in(&mut buf, line, source)
 }
 
 fn parse_chunk_in(buf: &mut Vec<u8>, line: usize, source: &str) -> Result<Builder, LoadError> {
@@ -71,7 +117,7 @@ fn parse_chunk_in(buf: &mut Vec<u8>, line: usize, source: &str) -> Result<Builde
     let result = match std::str::from_utf8(buf) {
         Ok(text) => {
             if FAST_SCAN.load(std::sync::atomic::Ordering::Relaxed)
-                && scan_events(text, &mut b).is_ok()
+                && scan_events(text, &mut b, false).is_ok()
             {
                 return Ok(b);
             }
@@ -131,75 +177,135 @@ fn gather<T: Copy + Send + Sync>(
 /// read. Memory holds the model plus a few chunks, never the whole input. `warnings` are
 /// carried into the trace (e.g. from sniffing).
 pub fn parse_reader<R: std::io::Read>(
-    mut reader: R,
+    reader: R,
     source: &str,
     warnings: Vec<String>,
 ) -> Result<Trace, LoadError> {
+    parse_input(Input::Stream(reader), source, warnings)
+}
+
+/// [`parse_reader`] and [`parse_slice`]: the splitter hands chunks to worker threads (scoped,
+/// so that they can read chunks left in an input held in memory), then the chunks' models
+/// are gathered in order.
+fn parse_input<'d, R: std::io::Read>(
+    input: Input<'d, R>,
+    source: &str,
+    warnings: Vec<String>,
+) -> Result<Trace, LoadError> {
+    use std::sync::Mutex;
     use std::sync::mpsc::{channel, sync_channel};
-    use std::sync::{Arc, Mutex};
     let mut clock = crate::timing::Phases::start();
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .clamp(1, 16);
-    // Worker threads: chunks in, parsed builders out. The bounded queue keeps memory flat
-    // when parsing is slower than reading.
-    let (chunk_tx, chunk_rx) = sync_channel::<(usize, Vec<u8>, usize)>(workers);
-    let chunk_rx = Arc::new(Mutex::new(chunk_rx));
-    let (out_tx, out_rx) = channel::<ChunkOut>();
-    let (free_chunk_tx, free_chunk_rx) = channel::<Vec<u8>>();
-    let mut handles = Vec::new();
-    for _ in 0..workers {
-        let rx = Arc::clone(&chunk_rx);
-        let tx = out_tx.clone();
-        let free = free_chunk_tx.clone();
-        let src = source.to_string();
-        handles.push(std::thread::spawn(move || {
-            loop {
-                let job = match rx.lock() {
-                    Ok(guard) => guard.recv(),
-                    Err(_) => return,
-                };
-                let Ok((index, text, line)) = job else { return };
-                let (result, buf) = parse_chunk_keep(text, line, &src);
-                let _ = free.send(buf);
-                if tx.send(ChunkOut { index, result }).is_err() {
-                    return;
-                }
-            }
-        }));
-    }
-    drop(out_tx);
-    drop(free_chunk_tx);
+    let data = match &input {
+        Input::Slice(d, _) => Some(*d),
+        Input::Stream(_) => None,
+    };
     let mut splitter = crate::json_split::Splitter::new(CHUNK);
     let mut outer: Vec<u8> = Vec::new();
-    let mut n_chunks = 0usize;
     let mut read_error: Option<std::io::Error> = None;
     let mut bytes_total = 0u64;
     let mut stream_warning: Option<String> = None;
-    {
-        let mut emit = |p: crate::json_split::Piece| match p {
-            crate::json_split::Piece::Events { text, line, .. } => {
-                let _ = chunk_tx.send((n_chunks, text, line));
-                n_chunks += 1;
-            }
-            crate::json_split::Piece::Outer(o) => outer = o,
-        };
-        loop {
-            while let Ok(buf) = free_chunk_rx.try_recv() {
-                splitter.recycle(buf);
-            }
-            match splitter.read_from(&mut reader, BLOCK, &mut emit) {
-                Ok(0) => break,
-                Ok(n) => bytes_total += n as u64,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    bytes_total = splitter.offset();
-                    read_error = Some(e);
-                    break;
+    // Worker threads: chunks in, parsed builders out. The bounded queue keeps memory flat
+    // when parsing is slower than reading.
+    let (chunk_tx, chunk_rx) = sync_channel::<(usize, ChunkText<'d>, usize, u64)>(workers);
+    let chunk_rx = Mutex::new(chunk_rx);
+    let (out_tx, out_rx) = channel::<ChunkOut>();
+    let (free_chunk_tx, free_chunk_rx) = channel::<Vec<u8>>();
+    let mut outs: Vec<ChunkOut> = std::thread::scope(|scope| {
+        for _ in 0..workers {
+            let rx = &chunk_rx;
+            let tx = out_tx.clone();
+            let free = free_chunk_tx.clone();
+            scope.spawn(move || {
+                loop {
+                    let job = match rx.lock() {
+                        Ok(guard) => guard.recv(),
+                        Err(_) => return,
+                    };
+                    let Ok((index, text, line, offset)) = job else {
+                        return;
+                    };
+                    let result = match text {
+                        ChunkText::Owned(text) => {
+                            let (result, buf) = parse_chunk_keep(text, line, source);
+                            let _ = free.send(buf);
+                            result
+                        }
+                        ChunkText::Borrowed(text) => parse_chunk_borrowed(text, line, source),
+                    };
+                    if tx
+                        .send(ChunkOut {
+                            index,
+                            offset,
+                            result,
+                        })
+                        .is_err()
+                    {
+                        return;
+                    }
                 }
-            }
+            });
         }
-        let cut = splitter.finish(&mut emit);
+        drop(out_tx);
+        drop(free_chunk_tx);
+        let mut n_chunks = 0usize;
+        let progress = match &input {
+            Input::Slice(_, p) => *p,
+            Input::Stream(_) => None,
+        };
+        let mut send = |text: ChunkText<'d>, line: usize, offset: u64| {
+            if let Some(c) = progress {
+                let n = match &text {
+                    ChunkText::Owned(t) => t.len(),
+                    ChunkText::Borrowed(t) => t.len(),
+                };
+                c.fetch_max(offset + n as u64, std::sync::atomic::Ordering::Relaxed);
+            }
+            let _ = chunk_tx.send((n_chunks, text, line, offset));
+            n_chunks += 1;
+        };
+        let cut = match input {
+            Input::Stream(mut reader) => {
+                let mut emit = |p: Piece| match p {
+                    Piece::Events { text, line, offset } => {
+                        send(ChunkText::Owned(text), line, offset)
+                    }
+                    Piece::Outer(o) => outer = o,
+                };
+                loop {
+                    while let Ok(buf) = free_chunk_rx.try_recv() {
+                        splitter.recycle(buf);
+                    }
+                    match splitter.read_from(&mut reader, BLOCK, &mut emit) {
+                        Ok(0) => break,
+                        Ok(n) => bytes_total += n as u64,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            bytes_total = splitter.offset();
+                            read_error = Some(e);
+                            break;
+                        }
+                    }
+                }
+                splitter.finish(&mut emit)
+            }
+            Input::Slice(d, _) => {
+                bytes_total = d.len() as u64;
+                splitter.split_slice(d, &mut |p| match p {
+                    SlicePiece::Piece(Piece::Events { text, line, offset }) => {
+                        send(ChunkText::Owned(text), line, offset)
+                    }
+                    SlicePiece::Piece(Piece::Outer(o)) => outer = o,
+                    SlicePiece::Borrowed { start, end } => {
+                        if let Some(text) = d.get(start..end) {
+                            send(ChunkText::Borrowed(text), 1, start as u64);
+                        }
+                    }
+                })
+            }
+        };
         if cut && read_error.is_none() {
             read_error = Some(std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
@@ -212,17 +318,25 @@ pub fn parse_reader<R: std::io::Read>(
                 "gzip stream ends early: decompressed {bytes_total} bytes before the compressed data ran out"
             ));
         }
-    }
-    drop(chunk_tx);
-    // The input is read: chunk buffers handed back from now on are freed, not kept for
-    // reuse, so they do not sit beside the model while it is merged and indexed.
-    drop(free_chunk_rx);
-    splitter.release_buffers();
-    let mut outs: Vec<ChunkOut> = out_rx.iter().collect();
-    for h in handles {
-        let _ = h.join();
-    }
+        drop(chunk_tx);
+        // The input is read: chunk buffers handed back from now on are freed, not kept for
+        // reuse, so they do not sit beside the model while it is merged and indexed.
+        drop(free_chunk_rx);
+        splitter.release_buffers();
+        out_rx.iter().collect()
+    });
     outs.sort_by_key(|o| o.index);
+    if let Some(d) = data {
+        // Chunks of an input held in memory were parsed as if each began on line 1: the
+        // line of bad JSON is the newlines before the chunk plus its line in the chunk.
+        for o in &mut outs {
+            if let Err(LoadError::Json { line, .. }) = &mut o.result {
+                let before = d.get(..o.offset as usize).unwrap_or(d);
+                *line += memchr::memchr_iter(b'\n', before).count();
+                break;
+            }
+        }
+    }
     clock.mark("kineto: read and parse");
 
     let mut b = Builder::new(source);
@@ -907,27 +1021,65 @@ pub static FAST_SCAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicB
 #[doc(hidden)]
 pub static SCAN_FALLBACKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Reads a chunk (`[event, ...]`) with the scanner into `b`.
-fn scan_events(text: &str, b: &mut Builder) -> Scanned<()> {
-    let mut s = Scan::new(text);
+/// Reads a chunk (`[event, ...]`) with the scanner into `b`. A `bare` chunk is one as the
+/// splitter cuts it, read where it lies: it opens with `[` or with the `,` after the previous
+/// chunk, and its end closes the array (it reads as the array the chunk would be made into).
+///
+/// The array, each event and its `args` are read by loops that keep the position in a
+/// local (a register) rather than behind the scanner's `&mut`; strings without escapes and
+/// plain numbers are taken in place, and only the uncommon values go through [`Scan`].
+fn scan_events(text: &str, b: &mut Builder, bare: bool) -> Scanned<()> {
+    let bytes = text.as_bytes();
     // One event struct read into again and again: returned by value it was copied twice per
     // event (it is some 500 bytes, more than the event's text).
     let mut ev = RawEvent::default();
-    s.array(|s| {
-        if s.peek() == Some(b'{') {
-            scan_event(s, &mut ev)?;
-            b.add(&ev);
-        } else {
-            s.skip_value()?;
-            b.events += 1;
-            b.skip("not an object");
+    let mut p = skip_ws(bytes, 0);
+    match bytes.get(p) {
+        Some(b'[') => {}
+        Some(b',') if bare => {}
+        _ => return Err(Bail),
+    }
+    p = skip_ws(bytes, p + 1);
+    let empty = if bare {
+        p == bytes.len()
+    } else {
+        bytes.get(p) == Some(&b']')
+    };
+    if empty {
+        p += usize::from(!bare);
+    } else {
+        loop {
+            if bytes.get(p) == Some(&b'{') {
+                p = scan_event(text, p, &mut ev)?;
+                b.add(&ev);
+            } else {
+                let mut s = Scan::at(text, p);
+                s.skip_value()?;
+                p = s.pos();
+                b.events += 1;
+                b.skip("not an object");
+            }
+            p = skip_ws(bytes, p);
+            match bytes.get(p) {
+                Some(b',') => p = skip_ws(bytes, p + 1),
+                Some(b']') if !bare => {
+                    p += 1;
+                    break;
+                }
+                None if bare => break,
+                _ => return Err(Bail),
+            }
         }
+    }
+    if skip_ws(bytes, p) == bytes.len() {
         Ok(())
-    })?;
-    if s.at_end() { Ok(()) } else { Err(Bail) }
+    } else {
+        Err(Bail)
+    }
 }
 
 /// Marks a field as read; a second occurrence bails (serde rejects duplicate fields).
+#[inline(always)]
 fn once(seen: &mut u32, bit: u32) -> Scanned<()> {
     if *seen & bit != 0 {
         return Err(Bail);
@@ -936,8 +1088,103 @@ fn once(seen: &mut u32, bit: u32) -> Scanned<()> {
     Ok(())
 }
 
-/// One event object, as [`RawEvent`]'s serde derive reads it.
-fn scan_event<'a>(s: &mut Scan<'a>, ev: &mut RawEvent<'a>) -> Scanned<()> {
+/// Reads the key at `p` (its opening quote) and the colon after it: returns the key's text
+/// (decoded into `spill` when it has an escape) and the position of the value.
+#[inline(always)]
+fn scan_key<'t>(text: &'t str, p: usize, spill: &'t mut String) -> Scanned<(&'t str, usize)> {
+    let bytes = text.as_bytes();
+    if bytes.get(p) != Some(&b'"') {
+        return Err(Bail);
+    }
+    let (key, after) = match plain_string_end(bytes, p) {
+        // Both ends are ASCII quotes, so the slice is on char boundaries.
+        Some(end) => (text.get(p + 1..end).ok_or(Bail)?, end + 1),
+        None => {
+            let mut s = Scan::at(text, p);
+            *spill = s.string()?.into_owned();
+            (spill.as_str(), s.pos())
+        }
+    };
+    // `"key": value` is by far the most common spacing: tested before the general skips.
+    let q = if bytes.get(after) == Some(&b':') {
+        after
+    } else {
+        skip_ws(bytes, after)
+    };
+    if bytes.get(q) != Some(&b':') {
+        return Err(Bail);
+    }
+    Ok((key, skip_ws(bytes, q + 1)))
+}
+
+/// After a member of an object: the position of the next key (`,` consumed) or `None` when
+/// the object closed (the position is then after its `}`).
+#[inline(always)]
+fn next_member(bytes: &[u8], p: usize) -> Scanned<Result<usize, usize>> {
+    let p = skip_ws(bytes, p);
+    match bytes.get(p) {
+        Some(b',') => Ok(Ok(skip_ws(bytes, p + 1))),
+        Some(b'}') => Ok(Err(p + 1)),
+        _ => Err(Bail),
+    }
+}
+
+/// A lenient string at `p`: one without escapes is borrowed in place.
+#[inline(always)]
+fn lstr_at<'a>(text: &'a str, p: usize) -> Scanned<(LStr<'a>, usize)> {
+    let bytes = text.as_bytes();
+    if bytes.get(p) == Some(&b'"')
+        && let Some(end) = plain_string_end(bytes, p)
+    {
+        let s = text.get(p + 1..end).ok_or(Bail)?;
+        return Ok((LStr(Some(std::borrow::Cow::Borrowed(s))), end + 1));
+    }
+    let mut s = Scan::at(text, p);
+    let v = s.lstr()?;
+    Ok((v, s.pos()))
+}
+
+/// The raw text of the value at `p`, `None` for `null`: numbers are taken in place.
+#[inline(always)]
+fn raw_at(text: &str, p: usize) -> Scanned<(Option<&str>, usize)> {
+    let bytes = text.as_bytes();
+    if let Some(b'-' | b'0'..=b'9') = bytes.get(p) {
+        let end = number_end(bytes, p);
+        return Ok((Some(text.get(p..end).ok_or(Bail)?), end));
+    }
+    let mut s = Scan::at(text, p);
+    let v = s.raw()?;
+    Ok((v, s.pos()))
+}
+
+/// Skips the value at `p`.
+#[inline(always)]
+fn skip_at(text: &str, p: usize) -> Scanned<usize> {
+    let bytes = text.as_bytes();
+    if let Some(b'-' | b'0'..=b'9') = bytes.get(p) {
+        return Ok(number_end(bytes, p));
+    }
+    let mut s = Scan::at(text, p);
+    s.skip_value()?;
+    Ok(s.pos())
+}
+
+/// Runs a [`Scan`] reader on the value at `p`.
+#[inline(always)]
+fn with_scan<'a, T>(
+    text: &'a str,
+    p: usize,
+    read: impl FnOnce(&mut Scan<'a>) -> Scanned<T>,
+) -> Scanned<(T, usize)> {
+    let mut s = Scan::at(text, p);
+    let v = read(&mut s)?;
+    Ok((v, s.pos()))
+}
+
+/// Reads one event object, as [`RawEvent`]'s serde derive reads it, from `p` (its `{`);
+/// returns the position after its `}`.
+fn scan_event<'a>(text: &'a str, p: usize, ev: &mut RawEvent<'a>) -> Scanned<usize> {
+    let bytes = text.as_bytes();
     // Every field cleared (the pattern names them all, so a new field cannot be missed);
     // `args` is filled in place when the event has them.
     let RawEvent {
@@ -954,163 +1201,184 @@ fn scan_event<'a>(s: &mut Scan<'a>, ev: &mut RawEvent<'a>) -> Scanned<()> {
     (*ts, *dur, *pid, *tid) = (None, None, None, None);
     *args = None;
     let mut seen = 0u32;
-    s.object(|s, key| {
+    let mut spill = String::new();
+    let mut p = skip_ws(bytes, p + 1);
+    if bytes.get(p) == Some(&b'}') {
+        return Ok(p + 1);
+    }
+    loop {
+        let (key, at) = scan_key(text, p, &mut spill)?;
+        p = at;
         match key {
             "ph" => {
                 once(&mut seen, 1)?;
-                ev.ph = s.lstr()?;
+                (ev.ph, p) = lstr_at(text, p)?;
                 // Flows are skipped whatever else they hold (see Builder::add): a fifth of a
                 // torch trace's events need no more reading. Metadata is read for the
                 // threads' names.
                 if matches!(ev.ph.as_str(), "s" | "f" | "t") {
-                    return Ok(false);
+                    let mut s = Scan::at(text, p);
+                    s.skip_rest_of_object()?;
+                    return Ok(s.pos());
                 }
             }
             "cat" => {
                 once(&mut seen, 2)?;
-                ev.cat = s.lstr()?;
+                (ev.cat, p) = lstr_at(text, p)?;
             }
             "name" => {
                 once(&mut seen, 4)?;
-                ev.name = s.lstr()?;
+                (ev.name, p) = lstr_at(text, p)?;
             }
             "ts" => {
                 once(&mut seen, 8)?;
-                ev.ts = s.raw()?;
+                (ev.ts, p) = raw_at(text, p)?;
             }
             "dur" => {
                 once(&mut seen, 16)?;
-                ev.dur = s.raw()?;
+                (ev.dur, p) = raw_at(text, p)?;
             }
             "pid" => {
                 once(&mut seen, 32)?;
-                ev.pid = s.raw()?;
+                (ev.pid, p) = raw_at(text, p)?;
             }
             "tid" => {
                 once(&mut seen, 64)?;
-                ev.tid = s.raw()?;
+                (ev.tid, p) = raw_at(text, p)?;
             }
             "args" => {
                 once(&mut seen, 128)?;
-                match s.peek() {
-                    Some(b'{') => scan_args(s, ev.args.insert(RawArgs::default()))?,
-                    Some(b'n') => {
-                        s.skip_value()?;
+                match bytes.get(p) {
+                    Some(b'{') => {
+                        let a = ev.args.insert(RawArgs::default());
+                        p = scan_args(text, p, a)?;
                     }
+                    Some(b'n') => p = skip_at(text, p)?,
                     // Metadata is read only for the names it gives: odd args are skipped.
-                    _ if ev.ph.as_str() == "M" => {
-                        s.skip_value()?;
-                    }
+                    _ if ev.ph.as_str() == "M" => p = skip_at(text, p)?,
                     _ => return Err(Bail),
                 }
             }
-            _ => {
-                s.skip_value()?;
-            }
+            _ => p = skip_at(text, p)?,
         }
-        Ok(true)
-    })
+        match next_member(bytes, p)? {
+            Ok(next) => p = next,
+            Err(end) => return Ok(end),
+        }
+    }
 }
 
-/// An event's `args`, as [`RawArgs`]' serde derive reads them.
-fn scan_args<'a>(s: &mut Scan<'a>, a: &mut RawArgs<'a>) -> Scanned<()> {
+/// An event's `args` from `p` (its `{`), as [`RawArgs`]' serde derive reads them; returns
+/// the position after the closing `}`.
+fn scan_args<'a>(text: &'a str, p: usize, a: &mut RawArgs<'a>) -> Scanned<usize> {
+    let bytes = text.as_bytes();
     let mut seen = 0u32;
-    s.object(|s, key| {
+    let mut spill = String::new();
+    let mut p = skip_ws(bytes, p + 1);
+    if bytes.get(p) == Some(&b'}') {
+        return Ok(p + 1);
+    }
+    loop {
+        let (key, at) = scan_key(text, p, &mut spill)?;
+        p = at;
         match key {
             "correlation" => {
                 once(&mut seen, 1)?;
-                a.correlation = s.num()?;
+                (a.correlation, p) = with_scan(text, p, Scan::num)?;
             }
             "External id" | "external id" => {
                 once(&mut seen, 1 << 1)?;
-                a.external_id = s.num()?;
+                (a.external_id, p) = with_scan(text, p, Scan::num)?;
             }
             "device" => {
                 once(&mut seen, 1 << 2)?;
-                a.device = s.num()?;
+                (a.device, p) = with_scan(text, p, Scan::num)?;
             }
             "stream" => {
                 once(&mut seen, 1 << 3)?;
-                a.stream = s.num()?;
+                (a.stream, p) = with_scan(text, p, Scan::num)?;
             }
             "bytes" => {
                 once(&mut seen, 1 << 4)?;
-                a.bytes = s.num()?;
+                (a.bytes, p) = with_scan(text, p, Scan::num)?;
             }
             "grid" => {
                 once(&mut seen, 1 << 5)?;
-                a.grid = Some(s.dims()?);
+                let (d, at) = with_scan(text, p, Scan::dims)?;
+                (a.grid, p) = (Some(d), at);
             }
             "block" => {
                 once(&mut seen, 1 << 6)?;
-                a.block = Some(s.dims()?);
+                let (d, at) = with_scan(text, p, Scan::dims)?;
+                (a.block, p) = (Some(d), at);
             }
             "registers per thread" => {
                 once(&mut seen, 1 << 7)?;
-                a.registers = s.num()?;
+                (a.registers, p) = with_scan(text, p, Scan::num)?;
             }
             "shared memory" => {
                 once(&mut seen, 1 << 8)?;
-                a.shared_mem = s.num()?;
+                (a.shared_mem, p) = with_scan(text, p, Scan::num)?;
             }
             "est. achieved occupancy %" => {
                 once(&mut seen, 1 << 9)?;
-                a.occupancy = s.num()?;
+                (a.occupancy, p) = with_scan(text, p, Scan::num)?;
             }
             "Bytes" => {
                 once(&mut seen, 1 << 10)?;
-                a.mem_bytes = s.num()?;
+                (a.mem_bytes, p) = with_scan(text, p, Scan::num)?;
             }
             "Total Allocated" => {
                 once(&mut seen, 1 << 11)?;
-                a.total_allocated = s.num()?;
+                (a.total_allocated, p) = with_scan(text, p, Scan::num)?;
             }
             "Total Reserved" => {
                 once(&mut seen, 1 << 12)?;
-                a.total_reserved = s.num()?;
+                (a.total_reserved, p) = with_scan(text, p, Scan::num)?;
             }
             "Device Type" => {
                 once(&mut seen, 1 << 13)?;
-                a.device_type = s.num()?;
+                (a.device_type, p) = with_scan(text, p, Scan::num)?;
             }
             "Device Id" => {
                 once(&mut seen, 1 << 14)?;
-                a.device_id = s.num()?;
+                (a.device_id, p) = with_scan(text, p, Scan::num)?;
             }
             "Addr" => {
                 once(&mut seen, 1 << 15)?;
-                a.addr = s.num()?;
+                (a.addr, p) = with_scan(text, p, Scan::num)?;
             }
             "Input Dims" | "Input dims" => {
                 once(&mut seen, 1 << 16)?;
-                a.input_dims = s.raw()?;
+                (a.input_dims, p) = raw_at(text, p)?;
             }
             "Input type" => {
                 once(&mut seen, 1 << 17)?;
-                a.input_type = s.raw()?;
+                (a.input_type, p) = raw_at(text, p)?;
             }
             "Call stack" => {
                 once(&mut seen, 1 << 18)?;
-                a.call_stack = s.lstr()?;
+                (a.call_stack, p) = lstr_at(text, p)?;
             }
             "kind" => {
                 once(&mut seen, 1 << 19)?;
-                a.kind = s.lstr()?;
+                (a.kind, p) = lstr_at(text, p)?;
             }
             "Concrete Inputs" => {
                 once(&mut seen, 1 << 20)?;
-                a.concrete = s.raw()?;
+                (a.concrete, p) = raw_at(text, p)?;
             }
             "name" => {
                 once(&mut seen, 1 << 21)?;
-                a.name = s.lstr()?;
+                (a.name, p) = lstr_at(text, p)?;
             }
-            _ => {
-                s.skip_value()?;
-            }
+            _ => p = skip_at(text, p)?,
         }
-        Ok(true)
-    })
+        match next_member(bytes, p)? {
+            Ok(next) => p = next,
+            Err(end) => return Ok(end),
+        }
+    }
 }
 
 struct TopSeed<'b> {
