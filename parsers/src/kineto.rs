@@ -34,26 +34,41 @@ pub fn is_applicable(head: &[u8]) -> Option<bool> {
 
 /// Parses a whole Kineto trace held in memory.
 pub fn parse(data: &[u8], source: &str) -> Result<Trace, LoadError> {
-    parse_slice(data, source, None)
+    parse_slice(data, source, None, None)
 }
+
+/// Called with each chunk of an input held in memory once it is parsed, so that a mapped
+/// file's pages can be given back as the parse moves on.
+pub type Release<'d> = &'d (dyn Fn(&[u8]) + Sync);
 
 /// Parses a whole Kineto trace held in memory (a mapped file): chunks of events are parsed
 /// where they lie instead of being copied, and lines are counted only to report bad JSON.
-/// `progress` is raised to the end of each chunk handed to the parsers.
-pub fn parse_slice(
-    data: &[u8],
+/// `progress` is raised to the end of each chunk handed to the parsers; `release` is given
+/// each chunk parsed where it lies.
+pub fn parse_slice<'d>(
+    data: &'d [u8],
     source: &str,
-    progress: Option<&std::sync::atomic::AtomicU64>,
+    progress: Option<&'d std::sync::atomic::AtomicU64>,
+    release: Option<Release<'d>>,
 ) -> Result<Trace, LoadError> {
-    parse_input(Input::<&[u8]>::Slice(data, progress), source, Vec::new())
+    parse_input(
+        Input::<&[u8]>::Slice(data, progress, release),
+        source,
+        Vec::new(),
+    )
 }
 
 /// Where [`parse_input`] reads the trace from.
 enum Input<'d, R> {
     /// A stream, read (and inflated) as it goes.
     Stream(R),
-    /// The whole input in memory, and a counter raised to the end of each chunk handed out.
-    Slice(&'d [u8], Option<&'d std::sync::atomic::AtomicU64>),
+    /// The whole input in memory, a counter raised to the end of each chunk handed out, and
+    /// what to call with each chunk parsed where it lies.
+    Slice(
+        &'d [u8],
+        Option<&'d std::sync::atomic::AtomicU64>,
+        Option<Release<'d>>,
+    ),
 }
 
 /// The text of a chunk of events handed to a worker.
@@ -199,7 +214,7 @@ fn parse_input<'d, R: std::io::Read>(
         .map_or(2, |n| n.get())
         .clamp(1, 16);
     let data = match &input {
-        Input::Slice(d, _) => Some(*d),
+        Input::Slice(d, ..) => Some(*d),
         Input::Stream(_) => None,
     };
     let mut splitter = crate::json_split::Splitter::new(CHUNK);
@@ -213,6 +228,10 @@ fn parse_input<'d, R: std::io::Read>(
     let chunk_rx = Mutex::new(chunk_rx);
     let (out_tx, out_rx) = channel::<ChunkOut>();
     let (free_chunk_tx, free_chunk_rx) = channel::<Vec<u8>>();
+    let release = match &input {
+        Input::Slice(_, _, r) => *r,
+        Input::Stream(_) => None,
+    };
     let mut outs: Vec<ChunkOut> = std::thread::scope(|scope| {
         for _ in 0..workers {
             let rx = &chunk_rx;
@@ -233,7 +252,13 @@ fn parse_input<'d, R: std::io::Read>(
                             let _ = free.send(buf);
                             result
                         }
-                        ChunkText::Borrowed(text) => parse_chunk_borrowed(text, line, source),
+                        ChunkText::Borrowed(text) => {
+                            let result = parse_chunk_borrowed(text, line, source);
+                            if let Some(release) = release {
+                                release(text);
+                            }
+                            result
+                        }
                     };
                     if tx
                         .send(ChunkOut {
@@ -252,7 +277,7 @@ fn parse_input<'d, R: std::io::Read>(
         drop(free_chunk_tx);
         let mut n_chunks = 0usize;
         let progress = match &input {
-            Input::Slice(_, p) => *p,
+            Input::Slice(_, p, _) => *p,
             Input::Stream(_) => None,
         };
         let mut send = |text: ChunkText<'d>, line: usize, offset: u64| {
@@ -291,7 +316,7 @@ fn parse_input<'d, R: std::io::Read>(
                 }
                 splitter.finish(&mut emit)
             }
-            Input::Slice(d, _) => {
+            Input::Slice(d, ..) => {
                 bytes_total = d.len() as u64;
                 splitter.split_slice(d, &mut |p| match p {
                     SlicePiece::Piece(Piece::Events { text, line, offset }) => {

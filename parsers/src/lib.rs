@@ -89,6 +89,34 @@ fn map_read_only(path: &Path) -> Option<memmap2::Mmap> {
     Some(map)
 }
 
+/// Gives back the pages that lie wholly inside `chunk`, a part of `map` already parsed, so
+/// the mapped file does not add up in the process's resident memory as the parse moves on.
+/// A hint: when it fails, the pages simply stay.
+fn release_pages(map: &memmap2::Mmap, chunk: &[u8]) {
+    #[cfg(unix)]
+    {
+        // A multiple of every page size in use (4 KiB to 64 KiB), so the range is aligned
+        // whatever the machine's; a chunk is megabytes, so little is left resident.
+        const PAGE: usize = 64 << 10;
+        let base = map.as_ptr() as usize;
+        let Some(start) = (chunk.as_ptr() as usize).checked_sub(base) else {
+            return;
+        };
+        let end = start + chunk.len();
+        let (from, to) = (start.div_ceil(PAGE) * PAGE, end / PAGE * PAGE);
+        if to > from && to <= map.len() {
+            // SAFETY: the map is a shared read-only mapping of a file that is never written
+            // through it: a page dropped here is read again from the page cache, unchanged,
+            // if anything touches it later (a neighbouring chunk's first or last bytes, the
+            // line count of an error), so no borrow of the map sees different bytes. Only
+            // private and anonymous mappings lose their contents to MADV_DONTNEED.
+            let _ = unsafe {
+                map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
+            };
+        }
+    }
+}
+
 /// True when `data` starts with the gzip magic bytes.
 pub fn is_gzip(data: &[u8]) -> bool {
     data.len() >= 2 && data[0] == 0x1f && data[1] == 0x8b
@@ -280,7 +308,8 @@ pub fn load_with(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> 
     if format == Some(Format::Kineto) {
         if !gz && let Some(map) = map_read_only(path) {
             let progress = options.progress.as_deref();
-            let t = kineto::parse_slice(&map, &name, progress);
+            let release = |chunk: &[u8]| release_pages(&map, chunk);
+            let t = kineto::parse_slice(&map, &name, progress, Some(&release));
             if let Some(c) = progress {
                 c.fetch_max(map.len() as u64, std::sync::atomic::Ordering::Relaxed);
             }
