@@ -1124,7 +1124,7 @@ fn device_model(cx: &Scope, marks: &Marks, classes: &[KernelClass], device: i32)
     let mut by_span: FxHashMap<u32, u32> = FxHashMap::default();
     let mut memo: FxHashMap<u32, Seen> = FxHashMap::default();
     let mut path: Vec<(u32, u8)> = Vec::new();
-    let mut items_out = Vec::new();
+    let mut items_out = Vec::with_capacity(t.device_ops(device).len());
     let mut split = Split::default();
     for &i in t.device_ops(device) {
         let op = &t.gpu_ops[i as usize];
@@ -1196,6 +1196,9 @@ fn device_model(cx: &Scope, marks: &Marks, classes: &[KernelClass], device: i32)
             MemClass::Latency => split.latency_ns += c.ns,
         }
     }
+    // Kept for every rule that reads the model: without the spare capacity of growing.
+    calls.shrink_to_fit();
+    items_out.shrink_to_fit();
     DeviceModel {
         device,
         models,

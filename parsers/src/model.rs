@@ -1002,7 +1002,11 @@ impl Trace {
                 b.correlation,
             ))
         };
-        self.gpu_ops.par_sort_by(op_order);
+        // A stable sort allocates a buffer as large as the ops: skipped when they are in
+        // order already.
+        if !self.gpu_ops.is_sorted_by(|a, b| op_order(a, b).is_le()) {
+            self.gpu_ops.par_sort_by(op_order);
+        }
         // Sorted in place, with the input position as the last key so the order is the one a
         // stable sort would give: a stable parallel sort needs a buffer as large as the
         // spans, the biggest allocation of a load. `parent` holds the position until
@@ -1034,7 +1038,11 @@ impl Trace {
                 ))
         };
         self.host_spans.par_sort_unstable_by(span_order);
-        self.memory.sort_by_key(|m| m.ts);
+        // Allocator events come in time order; a stable sort would allocate half their size
+        // to find that out.
+        if !self.memory.is_sorted_by_key(|m| m.ts) {
+            self.memory.sort_by_key(|m| m.ts);
+        }
         self.concrete_inputs.sort_unstable();
         clock.mark("finish: sort");
         self.detect_steps();
@@ -1077,12 +1085,27 @@ impl Trace {
     }
 
     fn build_nesting(&mut self) {
-        let mut by_thread: FxHashMap<(i64, i64), Vec<u32>> = FxHashMap::default();
-        for (i, s) in self.host_spans.iter().enumerate() {
-            by_thread.entry((s.pid, s.tid)).or_default().push(i as u32);
+        // Counted first, so each thread's list is allocated once at its size: grown by
+        // doubling, the lists of a large trace held megabytes of spare capacity for good.
+        let mut counts: FxHashMap<(i64, i64), usize> = FxHashMap::default();
+        for s in &self.host_spans {
+            *counts.entry((s.pid, s.tid)).or_default() += 1;
         }
-        let mut threads: Vec<((i64, i64), Vec<u32>)> = by_thread.into_iter().collect();
+        let mut threads: Vec<((i64, i64), Vec<u32>)> = counts
+            .iter()
+            .map(|(&k, &n)| (k, Vec::with_capacity(n)))
+            .collect();
         threads.sort_by_key(|(k, _)| *k);
+        let slot: FxHashMap<(i64, i64), usize> = threads
+            .iter()
+            .enumerate()
+            .map(|(k, (key, _))| (*key, k))
+            .collect();
+        for (i, s) in self.host_spans.iter().enumerate() {
+            if let Some(&k) = slot.get(&(s.pid, s.tid)) {
+                threads[k].1.push(i as u32);
+            }
+        }
         let mut stack: Vec<u32> = Vec::new();
         for (_, idx) in &threads {
             stack.clear();

@@ -484,6 +484,8 @@ fn merge_parts(mut parts: Vec<Part>) -> Vec<Part> {
             .then(x.kind.cmp(&y.kind))
             .then(x.leaf.cmp(&y.leaf))
     });
+    // Kept with the gap for the whole analysis (tens of thousands of gaps).
+    out.shrink_to_fit();
     out
 }
 
