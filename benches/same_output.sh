@@ -10,17 +10,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BASE="${1:?usage: benches/same_output.sh BASE_REV}"
 WORK="${SAME_OUTPUT_DIR:-${TMPDIR:-/tmp}/tracehound-same-output}"
-mkdir -p "$WORK"
 rev="$(git rev-parse --short "$BASE")"
-if [ ! -d "$WORK/base-$rev" ]; then
-    git worktree add --detach "$WORK/base-$rev" "$rev" > /dev/null
-fi
-(cd "$WORK/base-$rev" && CARGO_TARGET_DIR="$WORK/target-base" cargo build --release -q)
+source benches/base_build.sh
+BASE_BIN="$(base_build "$BASE")"
 cargo build --release -q
 TARGET="${CARGO_TARGET_DIR:-target}"
 rm -rf "$WORK/out-base" "$WORK/out-head"
 # The base's outputs are taken on this tree's sample traces, so only the binary differs.
-benches/outputs.sh "$WORK/target-base/release/tracehound" "$WORK/out-base" > /dev/null
+benches/outputs.sh "$BASE_BIN" "$WORK/out-base" > /dev/null
 benches/outputs.sh "$TARGET/release/tracehound" "$WORK/out-head" > /dev/null
 sed -i "s#$WORK/out-base#OUT#g; s#$WORK/out-head#OUT#g" "$WORK"/out-*/* 2> /dev/null || true
 if diff -rq "$WORK/out-base" "$WORK/out-head"; then
