@@ -107,7 +107,7 @@ fn parse_chunk_keep(
 /// left to [`parse_chunk_in`] on a copy (the slow path needs the chunk made an array).
 fn parse_chunk_borrowed(text: &[u8], line: usize, source: &str) -> Result<Builder, LoadError> {
     if FAST_SCAN.load(std::sync::atomic::Ordering::Relaxed)
-        && let Ok(t) = std::str::from_utf8(text)
+        && let Ok(t) = simdutf8::basic::from_utf8(text)
     {
         let mut b = Builder::new(source);
         if scan_events(t, &mut b, true).is_ok() {
@@ -129,7 +129,7 @@ fn parse_chunk_in(buf: &mut Vec<u8>, line: usize, source: &str) -> Result<Builde
     buf.push(b']');
     let mut b = Builder::new(source);
     // One UTF-8 check over the chunk is much cheaper than one per string.
-    let result = match std::str::from_utf8(buf) {
+    let result = match simdutf8::basic::from_utf8(buf) {
         Ok(text) => {
             if FAST_SCAN.load(std::sync::atomic::Ordering::Relaxed)
                 && scan_events(text, &mut b, false).is_ok()
