@@ -915,8 +915,6 @@ struct Marks {
     /// Autograd engine nodes (`autograd::engine::evaluate_function: MulBackward0`, and the
     /// node's own `MulBackward0` record).
     engine: Vec<bool>,
-    /// User Python frames ([`tracehound_parsers::is_user_frame`]).
-    user_frame: Vec<bool>,
     /// Optimizer step ranges (`Optimizer.step#AdamW.step`).
     optimizer: Vec<bool>,
     /// Module frames (`nn.Module: LayerNormUnfused_0`).
@@ -931,7 +929,6 @@ impl Marks {
                     || (!n.contains("::") && (n.contains("Backward") || n == "AccumulateGrad"))
                     || n.starts_with("torch::autograd::")
             }),
-            user_frame: t.strings.matching(tracehound_parsers::is_user_frame),
             optimizer: t.strings.matching(|n| n.starts_with("Optimizer.step#")),
             module: t.strings.matching(|n| n.starts_with("nn.Module: ")),
         }
@@ -988,7 +985,7 @@ fn origin(
         let sp = &t.host_spans[a as usize];
         let kind = match sp.kind {
             HostKind::CpuOp if Marks::get(&marks.engine, sp.name) => ENGINE,
-            HostKind::Python if Marks::get(&marks.user_frame, sp.name) => FRAME,
+            HostKind::Python if t.is_user_frame_name(sp.name) => FRAME,
             HostKind::Python if Marks::get(&marks.module, sp.name) => MODULE,
             HostKind::Annotation | HostKind::CpuOp if Marks::get(&marks.optimizer, sp.name) => {
                 OPTIMIZER

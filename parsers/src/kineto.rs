@@ -213,9 +213,10 @@ fn parse_input<'d, R: std::io::Read>(
     let workers = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .clamp(1, 16);
-    let data = match &input {
-        Input::Slice(d, ..) => Some(*d),
-        Input::Stream(_) => None,
+    // An input held in memory: its bytes, the progress counter and the pages' release.
+    let (data, progress, release) = match &input {
+        Input::Slice(d, p, r) => (Some(*d), *p, *r),
+        Input::Stream(_) => (None, None, None),
     };
     let mut splitter = crate::json_split::Splitter::new(CHUNK);
     let mut outer: Vec<u8> = Vec::new();
@@ -228,10 +229,6 @@ fn parse_input<'d, R: std::io::Read>(
     let chunk_rx = Mutex::new(chunk_rx);
     let (out_tx, out_rx) = channel::<ChunkOut>();
     let (free_chunk_tx, free_chunk_rx) = channel::<Vec<u8>>();
-    let release = match &input {
-        Input::Slice(_, _, r) => *r,
-        Input::Stream(_) => None,
-    };
     let mut outs: Vec<ChunkOut> = std::thread::scope(|scope| {
         for _ in 0..workers {
             let rx = &chunk_rx;
@@ -276,10 +273,6 @@ fn parse_input<'d, R: std::io::Read>(
         drop(out_tx);
         drop(free_chunk_tx);
         let mut n_chunks = 0usize;
-        let progress = match &input {
-            Input::Slice(_, p, _) => *p,
-            Input::Stream(_) => None,
-        };
         let mut send = |text: ChunkText<'d>, line: usize, offset: u64| {
             if let Some(c) = progress {
                 let n = match &text {

@@ -1229,8 +1229,9 @@ impl Trace {
         self.index.user_frame_names = flags;
     }
 
-    /// Whether the name `name` of a Python span is a user's frame ([`is_user_frame`]).
-    fn is_user_frame_name(&self, name: StrId) -> bool {
+    /// Whether the name `name` of a Python span is a user's frame ([`is_user_frame`]), from
+    /// the table built at [`Trace::finish`] (worked out on the spot for other names).
+    pub fn is_user_frame_name(&self, name: StrId) -> bool {
         match self.index.user_frame_names.get(name as usize) {
             Some(1) => false,
             Some(2) => true,

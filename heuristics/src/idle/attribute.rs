@@ -74,11 +74,10 @@ struct Raw<'t> {
     ns: i64,
 }
 
-/// Name flags: the DataLoader, a convolution, a user's Python frame, torch.compile compiling,
-/// Inductor autotuning, a garbage collection.
+/// Name flags: the DataLoader, a convolution, torch.compile compiling, Inductor autotuning, a
+/// garbage collection (user frames are the trace's own table, `Trace::is_user_frame_name`).
 const LOADER: u8 = 1;
 const CONV: u8 = 2;
-const USER_FRAME: u8 = 4;
 const COMPILE: u8 = 8;
 const INDUCTOR_TUNE: u8 = 16;
 const GC: u8 = 32;
@@ -127,7 +126,7 @@ pub(super) struct Attributor<'t> {
     conv_tuned: Mutex<FxHashMap<u32, bool>>,
     /// (thread, name) -> start of the first CPU operator of that name, built on demand.
     first_op: OnceLock<FxHashMap<(ThreadKey, u32), i64>>,
-    /// Per string id: what a span of that name is ([`LOADER`], [`CONV`], [`USER_FRAME`]),
+    /// Per string id: what a span of that name is ([`LOADER`], [`CONV`], …),
     /// decided once per name instead of once per span visited.
     flags: Vec<std::sync::atomic::AtomicU8>,
     /// Whether any span carries an old-style `Call stack` (the frame fallback).
@@ -489,11 +488,6 @@ impl<'t> Attributor<'t> {
             v = KNOWN
                 | (if is_loader(n) { LOADER } else { 0 })
                 | (if is_conv(n) { CONV } else { 0 })
-                | (if tracehound_parsers::is_user_frame(n) {
-                    USER_FRAME
-                } else {
-                    0
-                })
                 | (if is_compile(n) { COMPILE } else { 0 })
                 | (if is_inductor_tuning(n) {
                     INDUCTOR_TUNE
@@ -562,7 +556,7 @@ impl<'t> Attributor<'t> {
                         a.conv = k;
                     }
                 }
-                HostKind::Python if self.flag(s.name, USER_FRAME) => a.frame = k,
+                HostKind::Python if t.is_user_frame_name(s.name) => a.frame = k,
                 _ => {}
             }
             memo.around.insert(k, a);
