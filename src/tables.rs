@@ -403,7 +403,7 @@ pub fn build<'t>(which: &str, sources: &[Source<'t>]) -> Option<Table<'t>> {
                         .i64("depth", Some(h.depth as i64))
                         .i64("correlation", Some(h.correlation as i64))
                         .i64("external_id", Some(h.external_id as i64))
-                        .str("input_dims", name(t, h.input_dims))
+                        .str("input_dims", name(t, t.op_args(h).input_dims))
                         .bool("in_window", h.start >= w.start && h.start < w.end);
                     b.end_row();
                 }

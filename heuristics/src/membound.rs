@@ -1041,13 +1041,19 @@ fn modelled_op(
             return None;
         }
         let s = &t.host_spans[i as usize];
-        if s.kind == HostKind::CpuOp && s.input_types != 0 {
-            let key = (s.name, s.input_dims, s.input_types, list_elem.unwrap_or(0));
+        let args = t.op_args(s);
+        if s.kind == HostKind::CpuOp && args.input_types != 0 {
+            let key = (
+                s.name,
+                args.input_dims,
+                args.input_types,
+                list_elem.unwrap_or(0),
+            );
             let m = *cache.entry(key).or_insert_with(|| {
                 model_op(
                     t.str(s.name),
-                    t.str(s.input_dims),
-                    t.str(s.input_types),
+                    t.str(args.input_dims),
+                    t.str(args.input_types),
                     list_elem,
                     shapes,
                 )

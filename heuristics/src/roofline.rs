@@ -447,21 +447,24 @@ pub(crate) fn matrix_calls(cx: &Scope, device: i32) -> DeviceCalls {
         .filter_map(|(op, (ns, tc, simt))| {
             let s = &t.host_spans[op as usize];
             let name = t.str(s.name);
+            let args = t.op_args(s);
             let dims = dims_of
-                .entry(s.input_dims)
+                .entry(args.input_dims)
                 .or_insert_with(|| t.input_dims(op));
             let work = matrix_work(name, dims, t.concrete_inputs_of(op).as_deref())?;
-            let dtype = (*math_of.entry((s.name, s.input_types)).or_insert_with(|| {
-                let types = t.input_types(op);
-                // The first matrix input: after the bias of addmm, after the gradient of a
-                // backward.
-                let first = if name.starts_with("aten::add") || name.starts_with("aten::badd") {
-                    types.get(1)
-                } else {
-                    types.first()
-                };
-                dtype_math(first?)
-            }))?;
+            let dtype = (*math_of
+                .entry((s.name, args.input_types))
+                .or_insert_with(|| {
+                    let types = t.input_types(op);
+                    // The first matrix input: after the bias of addmm, after the gradient of a
+                    // backward.
+                    let first = if name.starts_with("aten::add") || name.starts_with("aten::badd") {
+                        types.get(1)
+                    } else {
+                        types.first()
+                    };
+                    dtype_math(first?)
+                }))?;
             let math = match dtype {
                 Math::Fp32 if tc && !simt => Math::Tf32,
                 m => m,

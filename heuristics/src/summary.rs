@@ -702,10 +702,12 @@ mod tests {
         use tracehound_parsers::*;
         let mut tb = crate::testutil::TB::new();
         tb.span(HostKind::CpuOp, "aten::add_", 0, 50_000);
-        let dims = tb.t.strings.intern("[[1073741824], [1073741824], []]");
-        let types = tb.t.strings.intern(r#"["float", "float", "Scalar"]"#);
-        let s = tb.t.host_spans.last_mut().unwrap();
-        (s.input_dims, s.input_types) = (dims, types);
+        let args = OpArgs {
+            input_dims: tb.t.strings.intern("[[1073741824], [1073741824], []]"),
+            input_types: tb.t.strings.intern(r#"["float", "float", "Scalar"]"#),
+            call_stack: 0,
+        };
+        tb.t.host_spans.last_mut().unwrap().args = tb.t.args.intern(args);
         tb.op(
             GpuOpKind::Kernel,
             "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)",

@@ -401,6 +401,24 @@ fn parse_input<'d, R: std::io::Read>(
                 .collect()
         })
         .collect();
+    // The same for the operators' argument lists, their strings rewritten first.
+    let args_maps: Vec<Vec<u32>> = chunks
+        .iter()
+        .zip(&maps)
+        .map(|(c, map)| {
+            let m = |id: StrId| map.get(id as usize).copied().unwrap_or(0);
+            (0..c.trace.args.len() as u32)
+                .map(|id| {
+                    let a = c.trace.args.get(id);
+                    b.trace.args.intern(OpArgs {
+                        input_dims: m(a.input_dims),
+                        input_types: m(a.input_types),
+                        call_stack: m(a.call_stack),
+                    })
+                })
+                .collect()
+        })
+        .collect();
     let (n_ops, n_spans, n_mem) = chunks.iter().fold((0, 0, 0), |n, c| {
         (
             n.0 + c.trace.gpu_ops.len(),
@@ -436,9 +454,10 @@ fn parse_input<'d, R: std::io::Read>(
             |c| &c.trace.host_spans,
             |k, mut sp| {
                 sp.name = m(k, sp.name);
-                sp.input_dims = m(k, sp.input_dims);
-                sp.input_types = m(k, sp.input_types);
-                sp.call_stack = m(k, sp.call_stack);
+                sp.args = args_maps[first + k]
+                    .get(sp.args as usize)
+                    .copied()
+                    .unwrap_or(0);
                 sp
             },
         );
@@ -896,12 +915,15 @@ impl Builder {
         let pid = self.id_of(ev.pid);
         let tid = self.id_of(ev.tid);
         let name = self.trace.strings.intern(ev.name.as_str());
-        let input_dims = a.input_dims.map_or(0, |v| self.trace.strings.intern(v));
-        let input_types = a.input_type.map_or(0, |v| self.trace.strings.intern(v));
-        let call_stack = match &a.call_stack.0 {
-            Some(s) if !s.is_empty() => self.trace.strings.intern(s),
-            _ => 0,
+        let args = OpArgs {
+            input_dims: a.input_dims.map_or(0, |v| self.trace.strings.intern(v)),
+            input_types: a.input_type.map_or(0, |v| self.trace.strings.intern(v)),
+            call_stack: match &a.call_stack.0 {
+                Some(s) if !s.is_empty() => self.trace.strings.intern(s),
+                _ => 0,
+            },
         };
+        let args = self.trace.args.intern(args);
         // Stride, padding and masks of the operators whose work depends on them; kept for
         // those only (every operator records its scalars, most of them of no use here).
         if let Some(c) = a.concrete
@@ -925,9 +947,7 @@ impl Builder {
             name,
             correlation: a.correlation.u64().unwrap_or(0),
             external_id: a.external_id.u64().unwrap_or(0),
-            input_dims,
-            input_types,
-            call_stack,
+            args,
             depth: 0,
             parent: NONE,
         });

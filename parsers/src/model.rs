@@ -63,6 +63,62 @@ impl Strings {
     }
 }
 
+/// What an operator recorded of its inputs and its Python stack, as interned strings (0 when
+/// absent): `Input Dims` and `Input type` (raw JSON; read them through [`Trace::input_dims`],
+/// [`Trace::input_shapes`] and [`Trace::input_types`]) and the `Call stack` of old traces.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize)]
+pub struct OpArgs {
+    /// `Input Dims` as recorded, 0 when absent.
+    pub input_dims: StrId,
+    /// `Input type` as recorded, 0 when absent.
+    pub input_types: StrId,
+    /// `Call stack` as recorded by old traces, 0 when absent.
+    pub call_stack: StrId,
+}
+
+/// The distinct [`OpArgs`] of a trace, each stored once. A trace's million operators repeat
+/// a few thousand input lists, so a span holds one id here instead of three string ids: the
+/// span stays 64 bytes, a cache line. Id 0 is "nothing recorded".
+#[derive(Debug, Default, Clone)]
+pub struct ArgsTable {
+    values: Vec<OpArgs>,
+    ids: FxHashMap<OpArgs, u32>,
+}
+
+impl ArgsTable {
+    /// Interns `a` and returns its id; nothing recorded is always id 0.
+    pub fn intern(&mut self, a: OpArgs) -> u32 {
+        if a == OpArgs::default() {
+            return 0;
+        }
+        if self.values.is_empty() {
+            self.values.push(OpArgs::default());
+        }
+        if let Some(&id) = self.ids.get(&a) {
+            return id;
+        }
+        let id = self.values.len() as u32;
+        self.values.push(a);
+        self.ids.insert(a, id);
+        id
+    }
+
+    /// The arguments behind `id` (nothing recorded for an unknown id).
+    pub fn get(&self, id: u32) -> OpArgs {
+        self.values.get(id as usize).copied().unwrap_or_default()
+    }
+
+    /// Number of distinct argument lists, "nothing recorded" included once any is interned.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// True when no arguments were interned.
+    pub fn is_empty(&self) -> bool {
+        self.values.len() <= 1
+    }
+}
+
 /// The input format a trace came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -258,8 +314,8 @@ impl Capture {
                 |(k, c, d), s| {
                     (
                         k | 1 << s.kind as u32,
-                        c || s.call_stack != 0,
-                        d || s.input_dims != 0,
+                        c || trace.args.get(s.args).call_stack != 0,
+                        d || trace.args.get(s.args).input_dims != 0,
                     )
                 },
             )
@@ -567,19 +623,17 @@ pub struct HostSpan {
     pub correlation: u64,
     /// Profiler external id (0 when absent).
     pub external_id: u64,
-    /// Input shapes as recorded (`Input Dims`, raw JSON), 0 when absent; read them through
-    /// [`Trace::input_dims`] and [`Trace::input_shapes`].
-    pub input_dims: StrId,
-    /// Input types as recorded (`Input type`, raw JSON), 0 when absent; read them through
-    /// [`Trace::input_types`].
-    pub input_types: StrId,
-    /// Python call stack as recorded by old traces (`Call stack`), 0 when absent.
-    pub call_stack: StrId,
+    /// The operator's recorded inputs and stack, an id in [`Trace::args`] (0 when none); read
+    /// them through [`Trace::op_args`].
+    pub args: u32,
     /// Nesting depth on its thread (0 = outermost); set by [`Trace::finish`].
     pub depth: u16,
     /// Index of the enclosing span on the same thread, or [`NONE`]; set by [`Trace::finish`].
     pub parent: u32,
 }
+
+// A span is one cache line: the sort and every walk over the spans move 64 bytes each.
+const _: () = assert!(std::mem::size_of::<HostSpan>() == 64);
 
 impl HostSpan {
     /// A span with what places it set and nothing else recorded (no ids, shapes or stack),
@@ -594,9 +648,7 @@ impl HostSpan {
             name,
             correlation: 0,
             external_id: 0,
-            input_dims: 0,
-            input_types: 0,
-            call_stack: 0,
+            args: 0,
             depth: 0,
             parent: NONE,
         }
@@ -756,6 +808,8 @@ pub struct Trace {
     pub meta: TraceMeta,
     /// Interned strings.
     pub strings: Strings,
+    /// The operators' distinct recorded inputs and stacks ([`HostSpan::args`]).
+    pub args: ArgsTable,
     /// GPU operations, sorted by (start, device, stream) after [`Trace::finish`].
     pub gpu_ops: Vec<GpuOp>,
     /// Host spans, sorted by (start, longer first) after [`Trace::finish`].
@@ -949,6 +1003,11 @@ impl Trace {
     /// Name of a string id.
     pub fn str(&self, id: StrId) -> &str {
         self.strings.get(id)
+    }
+
+    /// What span `s` recorded of its inputs and stack (all 0 when nothing).
+    pub fn op_args(&self, s: &HostSpan) -> OpArgs {
+        self.args.get(s.args)
     }
 
     /// The API that a runtime or driver call recorded as `name` calls, without the version
@@ -1278,8 +1337,8 @@ impl Trace {
                 if self.is_user_frame_name(s.name) {
                     return Some(self.str(s.name));
                 }
-            } else if s.call_stack != 0 && fallback.is_none() {
-                let stack = self.str(s.call_stack);
+            } else if fallback.is_none() && self.op_args(s).call_stack != 0 {
+                let stack = self.str(self.op_args(s).call_stack);
                 fallback = stack.split(';').map(str::trim).find(|f| is_user_frame(f));
             }
         }

@@ -12,7 +12,7 @@ impl Trace {
     pub fn input_dims(&self, i: u32) -> Vec<Vec<u64>> {
         self.host_spans
             .get(i as usize)
-            .map_or_else(Vec::new, |s| dims(self.str(s.input_dims)))
+            .map_or_else(Vec::new, |s| dims(self.str(self.op_args(s).input_dims)))
     }
 
     /// The shape of each input of span `i` as text, by position (`[16, 1024]`, `[]`), spaced
@@ -20,7 +20,7 @@ impl Trace {
     pub fn input_shapes(&self, i: u32) -> Vec<String> {
         self.host_spans
             .get(i as usize)
-            .map_or_else(Vec::new, |s| items(self.str(s.input_dims)))
+            .map_or_else(Vec::new, |s| items(self.str(self.op_args(s).input_dims)))
     }
 
     /// The type of each input of span `i`, by position (`float`, `c10::BFloat16`, `Scalar`);
@@ -28,7 +28,7 @@ impl Trace {
     pub fn input_types(&self, i: u32) -> Vec<String> {
         self.host_spans
             .get(i as usize)
-            .map_or_else(Vec::new, |s| items(self.str(s.input_types)))
+            .map_or_else(Vec::new, |s| items(self.str(self.op_args(s).input_types)))
     }
 
     /// The recorded scalar inputs of span `i` by position (`Concrete Inputs` of convolution and

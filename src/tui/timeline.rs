@@ -288,8 +288,9 @@ fn details<'a>(l: &Loaded, app: &App) -> Vec<Line<'a>> {
             t.str(s.name),
             fmt_ns(s.dur())
         )));
-        if s.input_dims != 0 {
-            out.push(Line::from(format!("input dims {}", t.str(s.input_dims))));
+        let dims = t.op_args(s).input_dims;
+        if dims != 0 {
+            out.push(Line::from(format!("input dims {}", t.str(dims))));
         }
         if let Some(fr) = t.user_frame(it.index) {
             out.push(Line::from(format!("python: {fr}")));

@@ -647,9 +647,12 @@ impl<'t> Attributor<'t> {
 
     /// Whether any span carries an old-style `Call stack`.
     fn call_stacks(&self) -> bool {
-        *self
-            .call_stacks
-            .get_or_init(|| self.trace.host_spans.iter().any(|s| s.call_stack != 0))
+        *self.call_stacks.get_or_init(|| {
+            self.trace
+                .host_spans
+                .iter()
+                .any(|s| self.trace.op_args(s).call_stack != 0)
+        })
     }
 
     /// Whether CPU operator `op` is the first of its name on its thread.

@@ -178,7 +178,8 @@ impl Rule for CopyHotspots {
             g.frames.push(frame);
             let c = &t.host_spans[copy as usize];
             let root_name = t.host_spans[root as usize].name;
-            let key = (c.input_dims, c.input_types, c.name, root_name);
+            let args = t.op_args(c);
+            let key = (args.input_dims, args.input_types, c.name, root_name);
             let (shape_label, _, _) = labels.entry(key).or_insert_with(|| {
                 let (shape, conv) = shape_dtype(t, copy);
                 let label = match &conv {
@@ -376,14 +377,17 @@ mod rule_tests {
                 Some(202_000),
             );
         let mut t = b.build();
-        let dims = t.strings.intern("[[16, 1024], [16, 1024], []]");
-        let types = t
-            .strings
-            .intern("[\"c10::BFloat16\", \"float\", \"Scalar\"]");
+        let args = tracehound_parsers::OpArgs {
+            input_dims: t.strings.intern("[[16, 1024], [16, 1024], []]"),
+            input_types: t
+                .strings
+                .intern("[\"c10::BFloat16\", \"float\", \"Scalar\"]"),
+            call_stack: 0,
+        };
+        let args = t.args.intern(args);
         for s in t.host_spans.iter_mut() {
             if t.strings.get(s.name) == "aten::copy_" && s.start == 3_000 {
-                s.input_dims = dims;
-                s.input_types = types;
+                s.args = args;
             }
         }
         let f = check(&t);

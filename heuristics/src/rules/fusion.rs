@@ -654,10 +654,13 @@ mod tests {
             r#"["float"]"#
         };
         tb.span(HostKind::CpuOp, name, at * 1000, at * 1000 + 5_000);
-        let (d, ty) = (tb.t.strings.intern(dims), tb.t.strings.intern(types));
-        let s = tb.t.host_spans.last_mut().unwrap();
-        s.input_dims = d;
-        s.input_types = ty;
+        let args = tracehound_parsers::OpArgs {
+            input_dims: tb.t.strings.intern(dims),
+            input_types: tb.t.strings.intern(types),
+            call_stack: 0,
+        };
+        let args = tb.t.args.intern(args);
+        tb.t.host_spans.last_mut().unwrap().args = args;
         tb.op(
             GpuOpKind::Kernel,
             kernel,
