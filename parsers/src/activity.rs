@@ -6,7 +6,7 @@
 //! covers is untraced time. A span's share is its clipped duration minus that of its children,
 //! so the shares always add up to the interval.
 
-use crate::model::{HostKind, NONE, Trace};
+use crate::model::{HostKind, HostSpan, NONE, Trace};
 
 /// A thread of the trace: (pid, tid).
 pub type ThreadKey = (i64, i64);
@@ -102,6 +102,29 @@ impl Trace {
                 left -= x.1;
             }
             out.retain(|x| x.1 > 0);
+        }
+        out
+    }
+
+    /// For every span, the outermost of itself and its ancestors for which `pick` holds, or
+    /// [`NONE`]: what walking each span's ancestry would give, for all spans in one pass
+    /// (a span's parent comes before it, so its answer is known when the span is reached).
+    pub fn outermost_where(&self, pick: impl Fn(&HostSpan) -> bool) -> Vec<u32> {
+        let mut out: Vec<u32> = Vec::with_capacity(self.host_spans.len());
+        for (i, s) in self.host_spans.iter().enumerate() {
+            let above = match out.get(s.parent as usize) {
+                Some(&r) if (s.parent as usize) < i => r,
+                // A parent after its child (a trace not nested by `finish`): walk.
+                _ => self
+                    .ancestors(i as u32)
+                    .filter(|&a| pick(&self.host_spans[a as usize]))
+                    .last()
+                    .unwrap_or(NONE),
+            };
+            out.push(match above {
+                NONE if pick(s) => i as u32,
+                r => r,
+            });
         }
         out
     }

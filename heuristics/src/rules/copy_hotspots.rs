@@ -40,16 +40,11 @@ fn copy_names(t: &Trace) -> Vec<bool> {
     t.strings.matching(is_copy_op)
 }
 
-/// The outermost copy-family operator around CPU operator `i`, or NONE.
-fn root_copy(t: &Trace, copy: &[bool], i: u32) -> u32 {
-    let mut root = NONE;
-    for a in std::iter::once(i).chain(t.ancestors(i)) {
-        let s = &t.host_spans[a as usize];
-        if s.kind == HostKind::CpuOp && copy.get(s.name as usize).copied().unwrap_or(false) {
-            root = a;
-        }
-    }
-    root
+/// For every span, the outermost copy-family operator at or around it, or NONE.
+fn root_copies(t: &Trace, copy: &[bool]) -> Vec<u32> {
+    t.outermost_where(|s| {
+        s.kind == HostKind::CpuOp && copy.get(s.name as usize).copied().unwrap_or(false)
+    })
 }
 
 /// Who asked for the copy: the nearest enclosing operator or user annotation
@@ -113,6 +108,10 @@ impl Rule for CopyHotspots {
         let mut n_ops = 0u64;
         let mut per_root: FxHashMap<u32, (i64, u64, u32)> = FxHashMap::default();
         let copy = copy_names(t);
+        if !copy.contains(&true) {
+            return Vec::new();
+        }
+        let root_copy = root_copies(t, &copy);
         for (i, op) in t.gpu_ops.iter().enumerate() {
             if !op.is_work() || op.start < w.start || op.start >= w.end {
                 continue;
@@ -124,7 +123,7 @@ impl Rule for CopyHotspots {
             if cpu == NONE {
                 continue;
             }
-            let root = root_copy(t, &copy, cpu);
+            let root = root_copy.get(cpu as usize).copied().unwrap_or(NONE);
             if root == NONE {
                 continue;
             }
@@ -146,18 +145,13 @@ impl Rule for CopyHotspots {
         if gpu_ns == 0 {
             return Vec::new();
         }
-        let cpu_ns: i64 = t
-            .host_spans
-            .iter()
-            .enumerate()
-            .filter(|(i, s)| {
-                s.kind == HostKind::CpuOp
-                    && s.start >= w.start
-                    && s.start < w.end
-                    && copy.get(s.name as usize).copied().unwrap_or(false)
-                    && root_copy(t, &copy, *i as u32) == *i as u32
-            })
-            .map(|(_, s)| s.dur())
+        // The outermost copies are the spans that are their own root: only those are read.
+        let cpu_ns: i64 = (0u32..)
+            .zip(&root_copy)
+            .filter(|&(i, &r)| r == i)
+            .map(|(i, _)| &t.host_spans[i as usize])
+            .filter(|s| s.start >= w.start && s.start < w.end)
+            .map(|s| s.dur())
             .sum();
         let mut by_caller: FxHashMap<&str, Group> = FxHashMap::default();
         let mut by_shape: FxHashMap<String, Group> = FxHashMap::default();
