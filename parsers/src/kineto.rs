@@ -1226,6 +1226,31 @@ fn with_scan<'a, T>(
 
 /// Reads one event object, as [`RawEvent`]'s serde derive reads it, from `p` (its `{`);
 /// returns the position after its `}`.
+/// The member loop of the object whose `{` is at `$p`, returning from the enclosing
+/// function with the position after its `}`: for each member, `$key` is the key and `$p`
+/// the position of its value, and `$read` (a `match` on the key) leaves `$p` after the
+/// value. A macro, not a function taking a closure: on the hot path the closure cost 2%
+/// more instructions (the 121 MB trace's `info`: 1.673 G against 1.702 G).
+macro_rules! members {
+    ($text:ident, $p:ident, $key:ident => $read:block) => {{
+        let bytes = $text.as_bytes();
+        let mut spill = String::new();
+        let mut $p = skip_ws(bytes, $p + 1);
+        if bytes.get($p) == Some(&b'}') {
+            return Ok($p + 1);
+        }
+        loop {
+            let ($key, at) = scan_key($text, $p, &mut spill)?;
+            $p = at;
+            $read
+            match next_member(bytes, $p)? {
+                Ok(next) => $p = next,
+                Err(end) => return Ok(end),
+            }
+        }
+    }};
+}
+
 fn scan_event<'a>(text: &'a str, p: usize, ev: &mut RawEvent<'a>) -> Scanned<usize> {
     let bytes = text.as_bytes();
     // Every field cleared (the pattern names them all, so a new field cannot be missed);
@@ -1244,14 +1269,7 @@ fn scan_event<'a>(text: &'a str, p: usize, ev: &mut RawEvent<'a>) -> Scanned<usi
     (*ts, *dur, *pid, *tid) = (None, None, None, None);
     *args = None;
     let mut seen = 0u32;
-    let mut spill = String::new();
-    let mut p = skip_ws(bytes, p + 1);
-    if bytes.get(p) == Some(&b'}') {
-        return Ok(p + 1);
-    }
-    loop {
-        let (key, at) = scan_key(text, p, &mut spill)?;
-        p = at;
+    members!(text, p, key => {
         match key {
             "ph" => {
                 once(&mut seen, 1)?;
@@ -1304,26 +1322,14 @@ fn scan_event<'a>(text: &'a str, p: usize, ev: &mut RawEvent<'a>) -> Scanned<usi
             }
             _ => p = skip_at(text, p)?,
         }
-        match next_member(bytes, p)? {
-            Ok(next) => p = next,
-            Err(end) => return Ok(end),
-        }
-    }
+    })
 }
 
 /// An event's `args` from `p` (its `{`), as [`RawArgs`]' serde derive reads them; returns
 /// the position after the closing `}`.
 fn scan_args<'a>(text: &'a str, p: usize, a: &mut RawArgs<'a>) -> Scanned<usize> {
-    let bytes = text.as_bytes();
     let mut seen = 0u32;
-    let mut spill = String::new();
-    let mut p = skip_ws(bytes, p + 1);
-    if bytes.get(p) == Some(&b'}') {
-        return Ok(p + 1);
-    }
-    loop {
-        let (key, at) = scan_key(text, p, &mut spill)?;
-        p = at;
+    members!(text, p, key => {
         match key {
             "correlation" => {
                 once(&mut seen, 1)?;
@@ -1417,11 +1423,7 @@ fn scan_args<'a>(text: &'a str, p: usize, a: &mut RawArgs<'a>) -> Scanned<usize>
             }
             _ => p = skip_at(text, p)?,
         }
-        match next_member(bytes, p)? {
-            Ok(next) => p = next,
-            Err(end) => return Ok(end),
-        }
-    }
+    })
 }
 
 struct TopSeed<'b> {
