@@ -722,6 +722,9 @@ struct Builder {
     with_geometry: u64,
     /// (pid, tid, name) of the `thread_name` metadata events, in file order.
     thread_names: Vec<(i64, i64, String)>,
+    /// Per string id of an operator name: whether its `Concrete Inputs` are kept (1), not
+    /// (2), or not yet asked (0); asked once per name, not once per operator.
+    keeps_concrete: Vec<u8>,
 }
 
 impl Builder {
@@ -745,7 +748,23 @@ impl Builder {
             legacy_categories: false,
             with_geometry: 0,
             thread_names: Vec::new(),
+            keeps_concrete: Vec::new(),
         }
+    }
+
+    /// Whether the operator named `name` (string id `id`) keeps its `Concrete Inputs`:
+    /// stride, padding and masks of the operators whose work depends on them. Every
+    /// operator records its scalars, most of them of no use here.
+    fn keeps_concrete(&mut self, id: StrId, name: &str) -> bool {
+        let i = id as usize;
+        if self.keeps_concrete.len() <= i {
+            self.keeps_concrete.resize(i + 1, 0);
+        }
+        if self.keeps_concrete[i] == 0 {
+            let keep = name.contains("convolution") || name.contains("attention");
+            self.keeps_concrete[i] = if keep { 1 } else { 2 };
+        }
+        self.keeps_concrete[i] == 1
     }
 
     fn skip(&mut self, what: &str) {
@@ -929,14 +948,9 @@ impl Builder {
             },
         };
         let args = self.trace.args.intern(args);
-        // Stride, padding and masks of the operators whose work depends on them; kept for
-        // those only (every operator records its scalars, most of them of no use here).
         if let Some(c) = a.concrete
             && kind == HostKind::CpuOp
-            && {
-                let n = ev.name.as_str();
-                n.contains("convolution") || n.contains("attention")
-            }
+            && self.keeps_concrete(name, ev.name.as_str())
         {
             let c = self.trace.strings.intern(c);
             self.trace
