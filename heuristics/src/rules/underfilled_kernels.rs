@@ -50,6 +50,18 @@ impl Rule for UnderfilledKernels {
         let t = cx.trace;
         let w = &cx.window;
         let mut out = Vec::new();
+        // Per string id: 0 not yet asked, 1 a communication kernel, 2 not (asked once per
+        // name, not once per kernel).
+        let mut comm = vec![0u8; t.strings.len()];
+        let mut is_comm = |name: u32| {
+            let Some(c) = comm.get_mut(name as usize) else {
+                return crate::collectives::is_collective_kernel(t.str(name));
+            };
+            if *c == 0 {
+                *c = if crate::collectives::is_collective_kernel(t.str(name)) { 1 } else { 2 };
+            }
+            *c == 1
+        };
         for d in t.devices() {
             let Some(sms) = t
                 .meta
@@ -72,9 +84,7 @@ impl Rule for UnderfilledKernels {
                 // A kernel without a recorded grid (replayed from a graph, or ROCm's in Kineto)
                 // is no one-block launch: only what the trace recorded is judged.
                 let underfilled = k.geometry && 2 * blocks <= u64::from(sms);
-                if !underfilled && !low_occ
-                    || crate::collectives::is_collective_kernel(t.str(op.name))
-                {
+                if !underfilled && !low_occ || is_comm(op.name) {
                     continue;
                 }
                 let cpu = t.index.op_cpu_op[i];
