@@ -319,6 +319,7 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
             why: "an SQLite database, but not an Nsight Systems export (no StringIds and CUPTI_ACTIVITY_KIND_* / NVTX_EVENTS tables)".into(),
         });
     }
+    let mut clock = crate::timing::Phases::start();
     let mut trace = Trace {
         source: source.clone(),
         ..Default::default()
@@ -463,6 +464,7 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
         )?;
     }
 
+    clock.mark("nsys: strings and metadata");
     let mut notes: Vec<String> = Vec::new();
     let gpu_op = |kind,
                   device: Option<i64>,
@@ -629,6 +631,7 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
             },
         )?;
     }
+    clock.mark("nsys: GPU activity");
     let span = |kind, g: Option<i64>, start: i64, end: i64, name, corr: Option<i64>| {
         let (pid, tid) = split_global_tid(g.unwrap_or(0));
         HostSpan {
@@ -718,6 +721,7 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
             Ok(())
         })?;
     }
+    clock.mark("nsys: host activity");
     if db.has("COMPOSITE_EVENTS") && db.has("SAMPLING_CALLCHAINS") {
         read_samples(&db, &mut trace, &ids)?;
     }
@@ -787,7 +791,9 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
             Ok(())
         })?;
     }
+    clock.mark("nsys: samples, memory, threads");
     trace.finish();
+    clock.mark("nsys: finish");
     // What was traced is declared by the tables the export holds.
     let mut capture = Capture::from_events(&trace);
     capture.kernels = db.has("CUPTI_ACTIVITY_KIND_KERNEL");
