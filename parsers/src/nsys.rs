@@ -59,7 +59,7 @@ fn open_flags() -> OpenFlags {
 }
 
 /// Rows per range of a parallel read: a few MB of events, so that many ranges keep every
-/// connection busy to the end and the ranges' buffers, held until they are gathered, stay small.
+/// connection busy to the end and the buffers of ranges waiting to be gathered stay small.
 const RANGE_ROWS: i64 = 1 << 16;
 
 /// The most ranges a parallel read makes of one table.
@@ -127,10 +127,9 @@ impl Db {
     }
 
     /// Appends to `out` the rows of `table` that `f` keeps, in the order of [`Db::select`]
-    /// (rowid order), read
-    /// by one connection per core, each taking ranges of rowids in turn: the activity tables
-    /// of a large export hold millions of rows, and SQLite decodes them one at a time.
-    /// A table without rowids is read by this connection alone.
+    /// (rowid order), read by one connection per core, each taking ranges of rowids in turn:
+    /// the activity tables of a large export hold millions of rows, and SQLite decodes them
+    /// one at a time. A small table, or one without rowids, is read by this connection alone.
     fn select_par<T: Send>(
         &self,
         table: &str,
