@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Speed and memory at scale: generates traces of 0.1 .. 4 GB (and optionally 10 GB) from the
-# real h200_gpt_train_big capture, a 1 GB gzip one and an 8-rank job, and reports the median
-# wall time (of RUNS) and peak RSS of `tracehound analyze` on each.
+# real h200_gpt_train_big capture, a 1 GB gzip one, an 8-rank job and a 700 MB Nsight Systems
+# export (benches/nsys_scale.py, from the h200_gpt_decode_launch_bound capture), and reports
+# the median wall time (of RUNS) and peak RSS of `tracehound analyze` on each.
 #
 #   benches/scale.sh [--with-10gb]      (inputs under ${BENCH_DIR:-/tmp/tracehound-bench})
 set -euo pipefail
@@ -17,6 +18,10 @@ gen() { [ -e "$D/$1" ] || "$DEV" scale "$SRC" "$D/$1" "${@:2}" > /dev/null; }
 for gb in 0.1 0.5 1 2 4; do gen "t${gb}g.json" --size-mb "$(awk -v g=$gb 'BEGIN{print g*1000}')"; done
 gen t1g.json.gz --size-mb 1000 --gzip
 gen job8 --size-mb 125 --ranks 8 --slow-rank 5 --gzip
+NSYS_SRC=../shared/sample-traces/nsys/h200_gpt_decode_launch_bound.sqlite
+if [ -f "$NSYS_SRC" ] && [ ! -e "$D/nsys_big.sqlite" ]; then
+  python3 benches/nsys_scale.py "$NSYS_SRC" "$D/nsys_big.sqlite" --size-mb 700 > /dev/null
+fi
 if [ "${1:-}" = "--with-10gb" ]; then gen t10g.json --size-mb 10000; fi
 measure() {
   local w=() m=()
@@ -27,8 +32,9 @@ measure() {
   IFS=$'\n' ws=($(sort -g <<<"${w[*]}")); ms=($(sort -g <<<"${m[*]}")); unset IFS
   echo "${ws[$((RUNS / 2))]} ${ms[$((RUNS / 2))]}"
 }
-printf "%-24s %10s %10s %10s %10s\n" input "JSON_MB" "wall_s" "peak_MB" "MB/s"
-for f in "$SRC" "$D"/t0.1g.json "$D"/t0.5g.json "$D"/t1g.json "$D"/t2g.json "$D"/t4g.json "$D"/t1g.json.gz "$D"/t10g.json "$D"/job8; do
+# input_MB: the JSON's size (decompressed, all ranks of a job), or the SQLite file's.
+printf "%-24s %10s %10s %10s %10s\n" input "input_MB" "wall_s" "peak_MB" "MB/s"
+for f in "$SRC" "$D"/t0.1g.json "$D"/t0.5g.json "$D"/t1g.json "$D"/t2g.json "$D"/t4g.json "$D"/t1g.json.gz "$D"/t10g.json "$D"/job8 "$D"/nsys_big.sqlite; do
   [ -e "$f" ] || continue
   if [ -d "$f" ]; then size=$(for r in "$f"/*; do gzip -dc "$r" | wc -c; done | awk '{s+=$1} END {print s}')
   elif [[ "$f" == *.gz ]]; then size=$(gzip -dc "$f" | wc -c)

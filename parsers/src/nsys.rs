@@ -18,6 +18,7 @@ use crate::model::*;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::borrow::Cow;
 use std::path::Path;
 
 /// The 16-byte header of every SQLite 3 database.
@@ -49,7 +50,20 @@ struct Db {
     conn: Connection,
     tables: FxHashSet<String>,
     source: String,
+    /// The URI the database was opened by, for the readers' own connections.
+    uri: String,
 }
+
+fn open_flags() -> OpenFlags {
+    OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_NO_MUTEX
+}
+
+/// Rows per range of a parallel read: a few MB of events, so that many ranges keep every
+/// connection busy to the end and the buffers of ranges waiting to be gathered stay small.
+const RANGE_ROWS: i64 = 1 << 16;
+
+/// The most ranges a parallel read makes of one table.
+const MAX_RANGES: i64 = 1 << 14;
 
 impl Db {
     fn err(&self, e: rusqlite::Error) -> LoadError {
@@ -76,14 +90,8 @@ impl Db {
         Ok(cols)
     }
 
-    /// Runs `SELECT wanted... FROM table` with NULL for the columns the table lacks, and calls
-    /// `f` with each row as optional integers / text.
-    fn select(
-        &self,
-        table: &str,
-        wanted: &[&str],
-        mut f: impl FnMut(&Row) -> Result<(), LoadError>,
-    ) -> Result<(), LoadError> {
+    /// `wanted...`, with NULL for the columns the table lacks.
+    fn select_list(&self, table: &str, wanted: &[&str]) -> Result<String, LoadError> {
         let cols = self.columns(table)?;
         let list: Vec<String> = wanted
             .iter()
@@ -95,44 +103,161 @@ impl Db {
                 }
             })
             .collect();
-        let sql = format!("SELECT {} FROM \"{table}\"", list.join(", "));
+        Ok(list.join(", "))
+    }
+
+    /// Runs `SELECT wanted... FROM table` with NULL for the columns the table lacks, and calls
+    /// `f` with each row as optional integers / text.
+    fn select(
+        &self,
+        table: &str,
+        wanted: &[&str],
+        mut f: impl FnMut(&Row) -> Result<(), LoadError>,
+    ) -> Result<(), LoadError> {
+        let sql = format!(
+            "SELECT {} FROM \"{table}\"",
+            self.select_list(table, wanted)?
+        );
         let mut st = self.conn.prepare(&sql).map_err(|e| self.err(e))?;
         let mut rows = st.query([]).map_err(|e| self.err(e))?;
-        let mut row = Row {
-            ints: vec![None; wanted.len()],
-            texts: vec![None; wanted.len()],
-        };
         while let Some(r) = rows.next().map_err(|e| self.err(e))? {
-            for k in 0..wanted.len() {
-                row.ints[k] = None;
-                row.texts[k] = None;
-                match r.get_ref(k).map_err(|e| self.err(e))? {
-                    ValueRef::Integer(i) => row.ints[k] = Some(i),
-                    ValueRef::Real(x) => row.ints[k] = Some(x as i64),
-                    ValueRef::Text(b) | ValueRef::Blob(b) => {
-                        row.texts[k] = Some(String::from_utf8_lossy(b).into_owned())
-                    }
-                    ValueRef::Null => {}
-                }
-            }
-            f(&row)?;
+            f(&Row(r))?;
         }
         Ok(())
     }
-}
 
-/// One row of a [`Db::select`].
-struct Row {
-    ints: Vec<Option<i64>>,
-    texts: Vec<Option<String>>,
-}
-
-impl Row {
-    fn i(&self, k: usize) -> Option<i64> {
-        self.ints[k]
+    /// Appends to `out` the rows of `table` that `f` keeps, in the order of [`Db::select`]
+    /// (rowid order), read by one connection per core, each taking ranges of rowids in turn:
+    /// the activity tables of a large export hold millions of rows, and SQLite decodes them
+    /// one at a time. A small table, or one without rowids, is read by this connection alone.
+    fn select_par<T: Send>(
+        &self,
+        table: &str,
+        wanted: &[&str],
+        out: &mut Vec<T>,
+        f: impl Fn(&Row) -> Option<T> + Sync,
+    ) -> Result<(), LoadError> {
+        let list = self.select_list(table, wanted)?;
+        let bounds: Option<(i64, i64)> = self
+            .conn
+            .query_row(
+                // Two subqueries: SQLite reads min and max of a rowid from the ends of the
+                // table's tree only when each is alone in its query.
+                &format!(
+                    "SELECT (SELECT min(rowid) FROM \"{table}\"), (SELECT max(rowid) FROM \"{table}\")"
+                ),
+                [],
+                |r| Ok((r.get::<_, Option<i64>>(0)?, r.get::<_, Option<i64>>(1)?)),
+            )
+            .ok()
+            .and_then(|(lo, hi)| lo.zip(hi));
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // Rowids are dense in an export; sparse ones (rows deleted by a post-processing tool)
+        // make wider ranges rather than millions of empty ones.
+        let span = bounds.map_or(0, |(lo, hi)| hi as i128 - lo as i128 + 1);
+        let step = (span / MAX_RANGES as i128 + 1).max(RANGE_ROWS as i128);
+        let ranges = (span + step - 1) / step;
+        let (step, ranges) = (step.min(i64::MAX as i128) as i64, ranges as i64);
+        let Some((lo, _)) = bounds.filter(|_| workers > 1 && ranges > 1) else {
+            return self.select(table, wanted, |r| {
+                out.extend(f(r));
+                Ok(())
+            });
+        };
+        let sql =
+            format!("SELECT {list} FROM \"{table}\" WHERE rowid BETWEEN ?1 AND ?2 ORDER BY rowid");
+        use std::sync::atomic::{AtomicI64, Ordering};
+        let next = AtomicI64::new(0);
+        let uri = self.uri.as_str();
+        // A range's rows go to the gathering thread in a buffer that comes back emptied, so
+        // the events are written twice into memory that is already there rather than into
+        // fresh pages for every range.
+        let pool: std::sync::Mutex<Vec<Vec<T>>> = Default::default();
+        type Sent<T> = Result<(i64, Vec<T>), rusqlite::Error>;
+        let (tx, rx) = std::sync::mpsc::channel::<Sent<T>>();
+        let read = |tx: std::sync::mpsc::Sender<Sent<T>>| {
+            let conn = match Connection::open_with_flags(uri, open_flags()) {
+                Ok(c) => c,
+                Err(e) => return drop(tx.send(Err(e))),
+            };
+            let mut st = match conn.prepare(&sql) {
+                Ok(st) => st,
+                Err(e) => return drop(tx.send(Err(e))),
+            };
+            loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                if k >= ranges {
+                    return;
+                }
+                let from = lo.saturating_add(k.saturating_mul(step));
+                let mut buf = pool
+                    .lock()
+                    .map(|mut p| p.pop())
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default();
+                let sent = (|| {
+                    let mut rows = st.query([from, from.saturating_add(step - 1)])?;
+                    while let Some(r) = rows.next()? {
+                        buf.extend(f(&Row(r)));
+                    }
+                    Ok((k, buf))
+                })();
+                let failed = sent.is_err();
+                if tx.send(sent).is_err() || failed {
+                    return;
+                }
+            }
+        };
+        std::thread::scope(|s| {
+            for _ in 0..workers.min(ranges as usize) {
+                let tx = tx.clone();
+                s.spawn(|| read(tx));
+            }
+            drop(tx);
+            // In rowid order: a range that comes early waits for those before it.
+            let mut waiting: std::collections::BTreeMap<i64, Vec<T>> = Default::default();
+            let mut due = 0;
+            for sent in &rx {
+                let (k, buf) = match sent {
+                    Ok(x) => x,
+                    Err(e) => {
+                        // The readers stop at their next range.
+                        next.store(ranges, Ordering::Relaxed);
+                        return Err(self.err(e));
+                    }
+                };
+                waiting.insert(k, buf);
+                while let Some(mut buf) = waiting.remove(&due) {
+                    out.append(&mut buf);
+                    if let Ok(mut p) = pool.lock() {
+                        p.push(buf);
+                    }
+                    due += 1;
+                }
+            }
+            Ok(())
+        })
     }
-    fn t(&self, k: usize) -> Option<&str> {
-        self.texts[k].as_deref()
+}
+
+/// One row of a [`Db::select`]: integers (REAL truncated) and text (TEXT or BLOB, decoded
+/// lossily), None for NULL or a value of the other kind.
+struct Row<'a, 'r>(&'a rusqlite::Row<'r>);
+
+impl Row<'_, '_> {
+    fn i(&self, k: usize) -> Option<i64> {
+        match self.0.get_ref(k) {
+            Ok(ValueRef::Integer(i)) => Some(i),
+            Ok(ValueRef::Real(x)) => Some(x as i64),
+            _ => None,
+        }
+    }
+    fn t(&self, k: usize) -> Option<Cow<'_, str>> {
+        match self.0.get_ref(k) {
+            Ok(ValueRef::Text(b) | ValueRef::Blob(b)) => Some(String::from_utf8_lossy(b)),
+            _ => None,
+        }
     }
 }
 
@@ -267,11 +392,9 @@ pub fn parse(path: &Path) -> Result<Trace, LoadError> {
 /// [`parse`] of a database at `path` that the user knows as `source` (a `.sqlite.gz` they
 /// gave, decompressed to a temporary file): messages and the trace name `source`.
 pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
-        | OpenFlags::SQLITE_OPEN_URI
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let uri = uri_path(path);
     let conn =
-        Connection::open_with_flags(uri_path(path), flags).map_err(|e| LoadError::NotATrace {
+        Connection::open_with_flags(&uri, open_flags()).map_err(|e| LoadError::NotATrace {
             path: source.clone(),
             why: format!("cannot open as SQLite: {e}"),
         })?;
@@ -279,6 +402,7 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
         conn,
         tables: FxHashSet::default(),
         source: source.clone(),
+        uri,
     };
     let tables: Vec<String> = {
         let mut st = db
@@ -319,6 +443,7 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
             why: "an SQLite database, but not an Nsight Systems export (no StringIds and CUPTI_ACTIVITY_KIND_* / NVTX_EVENTS tables)".into(),
         });
     }
+    let mut clock = crate::timing::Phases::start();
     let mut trace = Trace {
         source: source.clone(),
         ..Default::default()
@@ -337,7 +462,7 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
     let mut ids: FxHashMap<i64, StrId> = FxHashMap::default();
     db.select("StringIds", &["id", "value"], |r| {
         if let Some(id) = r.i(0) {
-            ids.insert(id, trace.strings.intern(r.t(1).unwrap_or("")));
+            ids.insert(id, trace.strings.intern(r.t(1).as_deref().unwrap_or("")));
         }
         Ok(())
     })?;
@@ -349,7 +474,7 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
         if db.has(t) {
             db.select(t, &["name", "value"], |r| {
                 if let (Some(n), Some(v)) = (r.t(0), r.t(1)) {
-                    version.insert(n.to_string(), v.to_string());
+                    version.insert(n.into_owned(), v.into_owned());
                 }
                 Ok(())
             })?;
@@ -374,8 +499,8 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
     if db.has("TARGET_INFO_SYSTEM_ENV") {
         let stack = &mut trace.meta.stack;
         db.select("TARGET_INFO_SYSTEM_ENV", &["name", "value"], |r| {
-            let v = r.t(1).map(str::to_string).filter(|v| !v.is_empty());
-            match r.t(0).unwrap_or("") {
+            let v = r.t(1).map(Cow::into_owned).filter(|v| !v.is_empty());
+            match r.t(0).as_deref().unwrap_or("") {
                 "NvDriverVersion" => stack.driver = v,
                 "CudaDriverVersion" => {
                     stack.driver_cuda = v.and_then(|v| v.parse().ok()).filter(|&v| v > 0)
@@ -415,7 +540,7 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
                 let id = r.i(7).or(r.i(0)).or(r.i(1)).unwrap_or(0) as i32;
                 trace.meta.gpus.push(GpuInfo {
                     id,
-                    name: r.t(2).unwrap_or("").to_string(),
+                    name: r.t(2).unwrap_or_default().into_owned(),
                     compute_capability: match (r.i(5), r.i(6)) {
                         (Some(a), Some(b)) => Some((a as u32, b as u32)),
                         _ => None,
@@ -439,7 +564,7 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
                 "computeCapabilityMinor",
             ],
             |r| {
-                let name = r.t(0).unwrap_or("").to_string();
+                let name = r.t(0).unwrap_or_default().into_owned();
                 if let Some(g) = trace
                     .meta
                     .gpus
@@ -463,6 +588,7 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
         )?;
     }
 
+    clock.mark("nsys: strings and metadata");
     let mut notes: Vec<String> = Vec::new();
     let gpu_op = |kind,
                   device: Option<i64>,
@@ -486,7 +612,7 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
     if db.has("CUPTI_ACTIVITY_KIND_KERNEL") {
         let cols = db.columns("CUPTI_ACTIVITY_KIND_KERNEL")?;
         kernel_geometry = ["gridX", "blockX"].iter().all(|c| cols.contains(*c));
-        db.select(
+        db.select_par(
             "CUPTI_ACTIVITY_KIND_KERNEL",
             &[
                 "start",
@@ -506,9 +632,10 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
                 "staticSharedMemory",
                 "dynamicSharedMemory",
             ],
+            &mut trace.gpu_ops,
             |r| {
                 let (Some(s), Some(e)) = (r.i(0), r.i(1)) else {
-                    return Ok(());
+                    return None;
                 };
                 let name = match name_of(r.i(5)) {
                     0 => name_of(r.i(6)),
@@ -524,16 +651,15 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
                     occupancy_pct: None,
                     geometry: u(7) > 0 && u(10) > 0,
                 });
-                trace.gpu_ops.push(op);
-                Ok(())
+                Some(op)
             },
         )?;
     } else {
         notes.push("no CUPTI_ACTIVITY_KIND_KERNEL table: the capture has no kernels".into());
     }
     if db.has("CUPTI_ACTIVITY_KIND_MEMCPY") {
-        let mut names: FxHashMap<(CopyDirection, MemKind, MemKind), StrId> = FxHashMap::default();
-        db.select(
+        let first = trace.gpu_ops.len();
+        db.select_par(
             "CUPTI_ACTIVITY_KIND_MEMCPY",
             &[
                 "start",
@@ -546,35 +672,41 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
                 "srcKind",
                 "dstKind",
             ],
+            &mut trace.gpu_ops,
             |r| {
                 let (Some(s), Some(e)) = (r.i(0), r.i(1)) else {
-                    return Ok(());
+                    return None;
                 };
                 let dir = copy_direction(r.i(6).unwrap_or(0));
                 let (src, dst) = (mem_kind(r.i(7)), mem_kind(r.i(8)));
-                let name = *names.entry((dir, src, dst)).or_insert_with(|| {
-                    trace.strings.intern(&format!(
-                        "Memcpy {} ({} -> {})",
-                        dir.label(),
-                        src.label(),
-                        dst.label()
-                    ))
-                });
-                let mut op = gpu_op(GpuOpKind::Memcpy, r.i(2), r.i(3), s, e, r.i(4), name);
+                let mut op = gpu_op(GpuOpKind::Memcpy, r.i(2), r.i(3), s, e, r.i(4), 0);
                 op.bytes = r.i(5).unwrap_or(0).max(0) as u64;
                 op.direction = dir;
                 op.src_kind = src;
                 op.dst_kind = dst;
-                trace.gpu_ops.push(op);
-                Ok(())
+                Some(op)
             },
         )?;
+        // Named in the order the copies come, as they were when read one row at a time, so
+        // that string ids do not depend on how the table was split between connections.
+        let mut names: FxHashMap<(CopyDirection, MemKind, MemKind), StrId> = FxHashMap::default();
+        for op in &mut trace.gpu_ops[first..] {
+            let (dir, src, dst) = (op.direction, op.src_kind, op.dst_kind);
+            op.name = *names.entry((dir, src, dst)).or_insert_with(|| {
+                trace.strings.intern(&format!(
+                    "Memcpy {} ({} -> {})",
+                    dir.label(),
+                    src.label(),
+                    dst.label()
+                ))
+            });
+        }
     } else {
         notes.push("no CUPTI_ACTIVITY_KIND_MEMCPY table: no memory copies captured".into());
     }
     if db.has("CUPTI_ACTIVITY_KIND_MEMSET") {
         let name = trace.strings.intern("Memset (Device)");
-        db.select(
+        db.select_par(
             "CUPTI_ACTIVITY_KIND_MEMSET",
             &[
                 "start",
@@ -584,14 +716,14 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
                 "correlationId",
                 "bytes",
             ],
+            &mut trace.gpu_ops,
             |r| {
                 let (Some(s), Some(e)) = (r.i(0), r.i(1)) else {
-                    return Ok(());
+                    return None;
                 };
                 let mut op = gpu_op(GpuOpKind::Memset, r.i(2), r.i(3), s, e, r.i(4), name);
                 op.bytes = r.i(5).unwrap_or(0).max(0) as u64;
-                trace.gpu_ops.push(op);
-                Ok(())
+                Some(op)
             },
         )?;
     }
@@ -604,7 +736,7 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
             "Context sync",
         ];
         let ids: Vec<StrId> = labels.iter().map(|l| trace.strings.intern(l)).collect();
-        db.select(
+        db.select_par(
             "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
             &[
                 "start",
@@ -614,21 +746,20 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
                 "correlationId",
                 "syncType",
             ],
+            &mut trace.gpu_ops,
             |r| {
                 let (Some(s), Some(e)) = (r.i(0), r.i(1)) else {
-                    return Ok(());
+                    return None;
                 };
                 let name = ids
                     .get(r.i(5).unwrap_or(0).clamp(0, 4) as usize)
                     .copied()
                     .unwrap_or(0);
-                trace
-                    .gpu_ops
-                    .push(gpu_op(GpuOpKind::Sync, r.i(2), r.i(3), s, e, r.i(4), name));
-                Ok(())
+                Some(gpu_op(GpuOpKind::Sync, r.i(2), r.i(3), s, e, r.i(4), name))
             },
         )?;
     }
+    clock.mark("nsys: GPU activity");
     let span = |kind, g: Option<i64>, start: i64, end: i64, name, corr: Option<i64>| {
         let (pid, tid) = split_global_tid(g.unwrap_or(0));
         HostSpan {
@@ -637,22 +768,22 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
         }
     };
     if db.has("CUPTI_ACTIVITY_KIND_RUNTIME") {
-        db.select(
+        db.select_par(
             "CUPTI_ACTIVITY_KIND_RUNTIME",
             &["start", "end", "globalTid", "correlationId", "nameId"],
+            &mut trace.host_spans,
             |r| {
                 let (Some(s), Some(e)) = (r.i(0), r.i(1)) else {
-                    return Ok(());
+                    return None;
                 };
-                trace.host_spans.push(span(
+                Some(span(
                     HostKind::Runtime,
                     r.i(2),
                     s,
                     e,
                     name_of(r.i(4)),
                     r.i(3),
-                ));
-                Ok(())
+                ))
             },
         )?;
     } else {
@@ -677,7 +808,7 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
                     return Ok(());
                 }
                 let name = match r.t(3) {
-                    Some(t) => trace.strings.intern(t),
+                    Some(t) => trace.strings.intern(&t),
                     None => name_of(r.i(4)),
                 };
                 let op = *op_names.entry(name).or_insert_with(|| {
@@ -708,16 +839,19 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
         );
     }
     if db.has("OSRT_API") {
-        db.select("OSRT_API", &["start", "end", "globalTid", "nameId"], |r| {
-            let (Some(s), Some(e)) = (r.i(0), r.i(1)) else {
-                return Ok(());
-            };
-            trace
-                .host_spans
-                .push(span(HostKind::OsCall, r.i(2), s, e, name_of(r.i(3)), None));
-            Ok(())
-        })?;
+        db.select_par(
+            "OSRT_API",
+            &["start", "end", "globalTid", "nameId"],
+            &mut trace.host_spans,
+            |r| {
+                let (Some(s), Some(e)) = (r.i(0), r.i(1)) else {
+                    return None;
+                };
+                Some(span(HostKind::OsCall, r.i(2), s, e, name_of(r.i(3)), None))
+            },
+        )?;
     }
+    clock.mark("nsys: host activity");
     if db.has("COMPOSITE_EVENTS") && db.has("SAMPLING_CALLCHAINS") {
         read_samples(&db, &mut trace, &ids)?;
     }
@@ -787,7 +921,9 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
             Ok(())
         })?;
     }
+    clock.mark("nsys: samples, memory, threads");
     trace.finish();
+    clock.mark("nsys: finish");
     // What was traced is declared by the tables the export holds.
     let mut capture = Capture::from_events(&trace);
     capture.kernels = db.has("CUPTI_ACTIVITY_KIND_KERNEL");
