@@ -54,7 +54,9 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
     let t = cx.trace;
     let w = &cx.window;
     let (mut tc, mut simt) = (0i64, 0i64);
-    let mut groups: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+    // By caller and kernel name ids first: the label is spelled once per pair, not once per
+    // kernel (a decode capture runs millions of FP32 GEMVs).
+    let mut by_id: rustc_hash::FxHashMap<(u32, u32), (u64, i64)> = Default::default();
     let mut built = BTreeMap::<u32, i64>::new();
     let mut n = 0u64;
     for (i, op) in w.kernels(t, d) {
@@ -69,18 +71,29 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
                 }
                 let cpu = t.index.op_cpu_op[i];
                 let caller = if cpu == NONE {
-                    "(no operator)"
+                    NONE
                 } else {
-                    t.str(t.host_spans[cpu as usize].name)
+                    t.host_spans[cpu as usize].name
                 };
-                let g = groups
-                    .entry(format!("{caller} → {}", short_name(t.str(op.name), 60)))
-                    .or_default();
+                let g = by_id.entry((caller, op.name)).or_default();
                 g.0 += 1;
                 g.1 += op.dur();
             }
             None => {}
         }
+    }
+    let mut groups: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+    for ((caller, name), (count, ns)) in by_id {
+        let caller = if caller == NONE {
+            "(no operator)"
+        } else {
+            t.str(caller)
+        };
+        let g = groups
+            .entry(format!("{caller} → {}", short_name(t.str(name), 60)))
+            .or_default();
+        g.0 += count;
+        g.1 += ns;
     }
     if simt == 0 || w.share(simt) < MIN_SHARE {
         return None;
