@@ -20,6 +20,7 @@ pub mod session;
 pub mod shapes;
 pub mod smi_query;
 pub mod smi_xml;
+mod sort;
 pub mod timing;
 
 pub use error::LoadError;
