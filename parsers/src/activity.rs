@@ -50,8 +50,10 @@ impl Trace {
             let s = &self.host_spans[i as usize];
             (s.end.min(b) - s.start.max(a)).max(0)
         };
-        let mut set: Vec<u32> = chain.into_iter().rev().filter(|&i| clip(i) > 0).collect();
         let end = spans.partition_point(|&i| self.host_spans[i as usize].start < b);
+        // Sized once: the gaps of a trace call this a hundred thousand times.
+        let mut set: Vec<u32> = Vec::with_capacity(chain.len() + end.saturating_sub(first_after));
+        set.extend(chain.into_iter().rev().filter(|&i| clip(i) > 0));
         set.extend(
             spans[first_after..end.max(first_after)]
                 .iter()
@@ -78,11 +80,8 @@ impl Trace {
                 _ => covered += clip(i),
             }
         }
-        let mut out: Vec<(u32, i64)> = set
-            .into_iter()
-            .zip(excl)
-            .filter(|(_, ns)| *ns > 0)
-            .collect();
+        let mut out: Vec<(u32, i64)> = Vec::with_capacity(set.len() + 1);
+        out.extend(set.into_iter().zip(excl).filter(|(_, ns)| *ns > 0));
         let untraced = (b - a) - covered;
         if untraced > 0 {
             out.push((NONE, untraced));

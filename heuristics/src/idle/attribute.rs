@@ -478,9 +478,14 @@ impl<'t> Attributor<'t> {
     /// Whether name `name` has flag `f`; each name's flags are worked out on first use (a
     /// trace holds far more names than gaps ever touch).
     fn flag(&self, name: u32, f: u8) -> bool {
+        self.flags_of(name) & f != 0
+    }
+
+    /// All the flags of name `name` ([`Self::flag`]), worked out on first use.
+    fn flags_of(&self, name: u32) -> u8 {
         use std::sync::atomic::Ordering::Relaxed;
         let Some(slot) = self.flags.get(name as usize) else {
-            return false;
+            return 0;
         };
         let mut v = slot.load(Relaxed);
         if v & KNOWN == 0 {
@@ -502,7 +507,7 @@ impl<'t> Attributor<'t> {
                 });
             slot.store(v, Relaxed);
         }
-        v & f != 0
+        v
     }
 
     /// What encloses span `i`: its own contribution on top of its parent's, memoised per
@@ -535,16 +540,17 @@ impl<'t> Attributor<'t> {
         // innermost wins for the frame.
         for &k in chain.iter().rev() {
             let s = &t.host_spans[k as usize];
-            if a.loader == NONE && self.flag(s.name, LOADER) {
+            let f = self.flags_of(s.name);
+            if a.loader == NONE && f & LOADER != 0 {
                 a.loader = k;
             }
-            if a.compile == NONE && self.flag(s.name, COMPILE) {
+            if a.compile == NONE && f & COMPILE != 0 {
                 a.compile = k;
             }
-            if a.tune == NONE && self.flag(s.name, INDUCTOR_TUNE) {
+            if a.tune == NONE && f & INDUCTOR_TUNE != 0 {
                 a.tune = k;
             }
-            if a.gc == NONE && self.flag(s.name, GC) {
+            if a.gc == NONE && f & GC != 0 {
                 a.gc = k;
             }
             match s.kind {
@@ -552,7 +558,7 @@ impl<'t> Attributor<'t> {
                     if a.op == NONE {
                         a.op = k;
                     }
-                    if a.conv == NONE && self.flag(s.name, CONV) {
+                    if a.conv == NONE && f & CONV != 0 {
                         a.conv = k;
                     }
                 }
@@ -1060,8 +1066,10 @@ impl<'t> Attributor<'t> {
         } else {
             b
         };
-        let mut raws: Vec<Raw> = Vec::new();
-        for (i, ns) in t.exclusive_time(thread, a, host_end) {
+        let spent = t.exclusive_time(thread, a, host_end);
+        // Room for the gap's own parts (latency, queue, first call) too.
+        let mut raws: Vec<Raw> = Vec::with_capacity(spent.len() + 4);
+        for (i, ns) in spent {
             // Waiting in run_backward: the autograd engine thread did the work meanwhile.
             if let Some((x, y, engine)) = self.backward_wait(i, ns, thread, a, host_end) {
                 // The engine's parts cover [x, y); scaled to the caller's own time there
