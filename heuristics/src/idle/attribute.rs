@@ -10,7 +10,7 @@ use tracehound_parsers::{HostKind, NONE, Trace, activity::ThreadKey};
 
 /// What a measured slice of a gap was, as a key: ids and borrowed names, so that a gap's
 /// hundreds of slices merge without building a string each; the words come after merging.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Leaf {
     /// No span (untraced).
     Untraced,
@@ -187,6 +187,9 @@ pub(super) struct Memo {
     chain: Vec<u32>,
     /// The leaves and frames handed out, one copy of each text (kept across gaps).
     shared: rustc_hash::FxHashSet<std::sync::Arc<str>>,
+    /// Each leaf's words, spelled once (kept across gaps: a trace's gaps repeat a few
+    /// hundred leaves). All but [`Leaf::Drained`], whose words are the gap's own.
+    words: FxHashMap<Leaf, std::sync::Arc<str>>,
 }
 
 impl Memo {
@@ -1207,7 +1210,17 @@ impl<'t> Attributor<'t> {
             .into_iter()
             .map(|r| Part {
                 kind: r.kind,
-                leaf: memo.share(self.leaf_text(r.leaf, gap.drained_by.as_deref())),
+                leaf: match r.leaf {
+                    Leaf::Drained => memo.share(self.leaf_text(r.leaf, gap.drained_by.as_deref())),
+                    leaf => match memo.words.get(&leaf) {
+                        Some(w) => std::sync::Arc::clone(w),
+                        None => {
+                            let w = memo.share(self.leaf_text(leaf, None));
+                            memo.words.insert(leaf, std::sync::Arc::clone(&w));
+                            w
+                        }
+                    },
+                },
                 frame: r.frame.map(|f| memo.share_str(f)),
                 ns: r.ns,
             })
