@@ -14,7 +14,6 @@
 use super::Rule;
 use crate::context::{Ctx, new_finding, rows_by_time};
 use crate::finding::{Confidence, Finding, Instance, fmt_ns, metrics};
-use crate::names::span_name;
 use crate::stats::percentile;
 use std::collections::BTreeMap;
 use tracehound_parsers::NONE;
@@ -82,7 +81,8 @@ impl Rule for LaunchBound {
             // device's ops are sorted by start, so one pointer walks them alongside.
             let dev_ops = t.device_ops(d);
             let (mut starved_ns, mut starved_n) = (0i64, 0u64);
-            let mut groups: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+            // By the operator's name id: no string built per starved kernel.
+            let mut by_name: rustc_hash::FxHashMap<u32, (u64, i64)> = Default::default();
             let (mut run, mut run_ns, mut run_start) = (0usize, 0i64, 0i64);
             let mut stretches: Vec<(i64, usize, i64, i64)> = Vec::new();
             let mut busy_end = i64::MIN;
@@ -113,9 +113,12 @@ impl Rule for LaunchBound {
                     starved_n += 1;
                     durs.push(op.dur());
                     let outer = t.outermost_cpu_op(l);
-                    let g = groups
-                        .entry(span_name(t, outer, "(no operator)").to_string())
-                        .or_default();
+                    let name = if outer == NONE {
+                        NONE
+                    } else {
+                        t.host_spans[outer as usize].name
+                    };
+                    let g = by_name.entry(name).or_default();
                     g.0 += 1;
                     g.1 += gap;
                     if run == 0 {
@@ -172,6 +175,17 @@ impl Rule for LaunchBound {
                     }
                 ),
             );
+            let mut groups: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+            for (name, (n, ns)) in by_name {
+                let label = if name == NONE {
+                    "(no operator)"
+                } else {
+                    t.str(name)
+                };
+                let g = groups.entry(label.to_string()).or_default();
+                g.0 += n;
+                g.1 += ns;
+            }
             f.breakdown = rows_by_time(cx, groups, starved_ns);
             f.instances = stretches
                 .iter()
