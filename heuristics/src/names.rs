@@ -5,11 +5,22 @@ use tracehound_parsers::{NONE, Trace};
 
 /// Name of span `i`, or `fallback` for NONE.
 pub(crate) fn span_name<'t>(trace: &'t Trace, i: u32, fallback: &'t str) -> &'t str {
+    name_or(trace, span_name_id(trace, i), fallback)
+}
+
+/// The name's string id of span `i`, or NONE for NONE: a key to group spans by, spelled once
+/// per group with [`name_or`] rather than once per span.
+pub(crate) fn span_name_id(trace: &Trace, i: u32) -> u32 {
     if i == NONE {
-        fallback
+        NONE
     } else {
-        trace.str(trace.host_spans[i as usize].name)
+        trace.host_spans[i as usize].name
     }
+}
+
+/// The text of string id `id` ([`span_name_id`]), or `fallback` for NONE.
+pub(crate) fn name_or<'t>(trace: &'t Trace, id: u32, fallback: &'t str) -> &'t str {
+    if id == NONE { fallback } else { trace.str(id) }
 }
 
 /// CUDA / HIP calls that block the host until the GPU has drained, by the API's name

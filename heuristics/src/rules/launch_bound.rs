@@ -14,6 +14,7 @@
 use super::Rule;
 use crate::context::{Ctx, new_finding, rows_by_time};
 use crate::finding::{Confidence, Finding, Instance, fmt_ns, metrics};
+use crate::names::{name_or, span_name_id};
 use crate::stats::percentile;
 use std::collections::BTreeMap;
 use tracehound_parsers::NONE;
@@ -113,12 +114,7 @@ impl Rule for LaunchBound {
                     starved_n += 1;
                     durs.push(op.dur());
                     let outer = t.outermost_cpu_op(l);
-                    let name = if outer == NONE {
-                        NONE
-                    } else {
-                        t.host_spans[outer as usize].name
-                    };
-                    let g = by_name.entry(name).or_default();
+                    let g = by_name.entry(span_name_id(t, outer)).or_default();
                     g.0 += 1;
                     g.1 += gap;
                     if run == 0 {
@@ -177,11 +173,7 @@ impl Rule for LaunchBound {
             );
             let mut groups: BTreeMap<String, (u64, i64)> = BTreeMap::new();
             for (name, (n, ns)) in by_name {
-                let label = if name == NONE {
-                    "(no operator)"
-                } else {
-                    t.str(name)
-                };
+                let label = name_or(t, name, "(no operator)");
                 let g = groups.entry(label.to_string()).or_default();
                 g.0 += n;
                 g.1 += ns;

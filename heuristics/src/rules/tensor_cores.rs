@@ -14,10 +14,9 @@ use super::Rule;
 use crate::context::{Ctx, new_finding, rows_by_time};
 use crate::finding::{Confidence, Finding, fmt_ns, metrics};
 use crate::hardware::{Math, MathUnit, peaks_for};
-use crate::names::short_name;
+use crate::names::{name_or, short_name, span_name_id};
 use crate::roofline::time_at_roof_ns;
 use std::collections::BTreeMap;
-use tracehound_parsers::NONE;
 
 /// The rule's id: in its findings, their stable ids and `--rules`.
 pub const ID: &str = "tensor_cores";
@@ -69,12 +68,7 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
                 if let Some(sm) = class.built_for {
                     *built.entry(sm).or_default() += op.dur();
                 }
-                let cpu = t.index.op_cpu_op[i];
-                let caller = if cpu == NONE {
-                    NONE
-                } else {
-                    t.host_spans[cpu as usize].name
-                };
+                let caller = span_name_id(t, t.index.op_cpu_op[i]);
                 let g = by_id.entry((caller, op.name)).or_default();
                 g.0 += 1;
                 g.1 += op.dur();
@@ -84,11 +78,7 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
     }
     let mut groups: BTreeMap<String, (u64, i64)> = BTreeMap::new();
     for ((caller, name), (count, ns)) in by_id {
-        let caller = if caller == NONE {
-            "(no operator)"
-        } else {
-            t.str(caller)
-        };
+        let caller = name_or(t, caller, "(no operator)");
         let g = groups
             .entry(format!("{caller} → {}", short_name(t.str(name), 60)))
             .or_default();

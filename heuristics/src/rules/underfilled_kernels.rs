@@ -13,9 +13,8 @@
 use super::Rule;
 use crate::context::{Ctx, new_finding};
 use crate::finding::{Confidence, Finding, Row, fmt_ns, metrics};
-use crate::names::short_name;
+use crate::names::{name_or, short_name, span_name_id};
 use std::collections::BTreeMap;
-use tracehound_parsers::NONE;
 
 /// The rule's id: in its findings, their stable ids and `--rules`.
 pub const ID: &str = "underfilled_kernels";
@@ -50,18 +49,8 @@ impl Rule for UnderfilledKernels {
         let t = cx.trace;
         let w = &cx.window;
         let mut out = Vec::new();
-        // Per string id: 0 not yet asked, 1 a communication kernel, 2 not (asked once per
-        // name, not once per kernel).
-        let mut comm = vec![0u8; t.strings.len()];
-        let mut is_comm = |name: u32| {
-            let Some(c) = comm.get_mut(name as usize) else {
-                return crate::collectives::is_collective_kernel(t.str(name));
-            };
-            if *c == 0 {
-                *c = if crate::collectives::is_collective_kernel(t.str(name)) { 1 } else { 2 };
-            }
-            *c == 1
-        };
+        let comm = crate::collectives::communication_names(t);
+        let is_comm = |name: u32| comm.get(name as usize).copied().unwrap_or(false);
         for d in t.devices() {
             let Some(sms) = t
                 .meta
@@ -87,12 +76,7 @@ impl Rule for UnderfilledKernels {
                 if !underfilled && !low_occ || is_comm(op.name) {
                     continue;
                 }
-                let cpu = t.index.op_cpu_op[i];
-                let caller = if cpu == NONE {
-                    NONE
-                } else {
-                    t.host_spans[cpu as usize].name
-                };
+                let caller = span_name_id(t, t.index.op_cpu_op[i]);
                 let g = by_id.entry((op.name, caller)).or_default();
                 g.count += 1;
                 g.time += op.dur();
@@ -111,11 +95,7 @@ impl Rule for UnderfilledKernels {
             }
             let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
             for ((name, caller), g) in by_id {
-                let caller = if caller == NONE {
-                    String::new()
-                } else {
-                    t.str(caller).to_string()
-                };
+                let caller = name_or(t, caller, "").to_string();
                 let e = groups
                     .entry((short_name(t.str(name), 70), caller))
                     .or_default();
