@@ -1062,11 +1062,9 @@ impl Trace {
             ))
         };
         // A stable sort allocates a buffer as large as the ops: skipped when they are in
-        // order already, and when they are a long sorted run and a few short ones (the
-        // tables of an export) merged into place instead.
-        if !self.gpu_ops.is_sorted_by(|a, b| op_order(a, b).is_le())
-            && !crate::sort::stable_by_runs(&mut self.gpu_ops, op_order)
-        {
+        // order already or are a long sorted run and a few short ones (the tables of an
+        // export), merged into place instead.
+        if !crate::sort::stable_by_runs(&mut self.gpu_ops, op_order) {
             self.gpu_ops.par_sort_by(op_order);
         }
         // Sorted in place, with the input position as the last key so the order is the one a

@@ -12,7 +12,8 @@ const MAX_RUNS: usize = 16;
 
 /// Sorts `v` stably by `cmp` when it is a few sorted runs of which the first holds at least
 /// three quarters of it, by merging the later runs into the first from the back (buffer:
-/// the later runs). Returns false, leaving `v` as it was, when it is not of that shape.
+/// the later runs); a sorted `v`, one run, is left as it is. Returns false, leaving `v` as
+/// it was, when it is not of that shape.
 pub fn stable_by_runs<T: Copy>(v: &mut [T], cmp: impl Fn(&T, &T) -> Ordering) -> bool {
     let n = v.len();
     let mut starts = vec![0usize];
