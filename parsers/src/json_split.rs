@@ -402,7 +402,7 @@ impl Splitter {
     }
 
     /// Splits an input held in memory (a mapped file). Chunks of a file in torch's layout are
-    /// handed out as ranges of `data` ([`Piece::Borrowed`]), cut where the streaming path
+    /// handed out as ranges of `data` ([`SlicePiece::Borrowed`]), cut where the streaming path
     /// cuts them (at the first event separator past the chunk size), so nothing is copied;
     /// the text before the events array, the last events and files in any other layout go
     /// through the copying state machine as a stream would. No lines are counted: every
@@ -542,16 +542,23 @@ mod tests {
         }
     }
 
-    #[test]
-    fn torch_layout_takes_the_fast_path_and_agrees() {
+    /// A document in torch's own layout with `n` events, each holding a string that looks
+    /// like the event separator (`},\n  {`), which the splitter must not cut at.
+    fn torch_layout(n: usize) -> Vec<u8> {
         let mut doc = b"{\n  \"schemaVersion\": 1,\n  \"traceEvents\": [\n".to_vec();
-        for k in 0..50 {
+        for k in 0..n {
             if k > 0 {
                 doc.extend_from_slice(b",\n");
             }
             doc.extend_from_slice(format!("  {{\n    \"ph\": \"X\", \"name\": \"a}},\\n  {{{k}\",\n    \"args\": {{\n      \"x\": {k}\n    }}\n  }}").as_bytes());
         }
         doc.extend_from_slice(b"\n  ],\n  \"traceName\": \"t\"\n}");
+        doc
+    }
+
+    #[test]
+    fn torch_layout_takes_the_fast_path_and_agrees() {
+        let doc = torch_layout(50);
         for block in [1, 7, 64, 100_000] {
             for chunk in [1, 100, 1 << 20] {
                 let (p, t) = split(&doc, chunk, block);
@@ -606,14 +613,7 @@ mod tests {
 
     #[test]
     fn in_memory_split_leaves_torch_chunks_in_place_and_agrees() {
-        let mut doc = b"{\n  \"schemaVersion\": 1,\n  \"traceEvents\": [\n".to_vec();
-        for k in 0..400 {
-            if k > 0 {
-                doc.extend_from_slice(b",\n");
-            }
-            doc.extend_from_slice(format!("  {{\n    \"ph\": \"X\", \"name\": \"a}},\\n  {{{k}\",\n    \"args\": {{\n      \"x\": {k}\n    }}\n  }}").as_bytes());
-        }
-        doc.extend_from_slice(b"\n  ],\n  \"traceName\": \"t\"\n}");
+        let doc = torch_layout(400);
         let plain = br#"{"traceEvents":[{"a":"}]\"{"},{"b":[1,{"c":2}]},{"d":3}],"traceName":"t"}"#;
         for input in [
             &doc[..],

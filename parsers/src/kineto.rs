@@ -1174,8 +1174,8 @@ fn scan_key<'t>(text: &'t str, p: usize, spill: &'t mut String) -> Scanned<(&'t 
     Ok((key, skip_ws(bytes, q + 1)))
 }
 
-/// After a member of an object: the position of the next key (`,` consumed) or `None` when
-/// the object closed (the position is then after its `}`).
+/// After a member of an object: `Ok` with the position of the next key (`,` consumed), or
+/// `Err` with the position after the `}` when the object closed.
 #[inline(always)]
 fn next_member(bytes: &[u8], p: usize) -> Scanned<Result<usize, usize>> {
     let p = skip_ws(bytes, p);
@@ -1238,8 +1238,6 @@ fn with_scan<'a, T>(
     Ok((v, s.pos()))
 }
 
-/// Reads one event object, as [`RawEvent`]'s serde derive reads it, from `p` (its `{`);
-/// returns the position after its `}`.
 /// The member loop of the object whose `{` is at `$p`, returning from the enclosing
 /// function with the position after its `}`: for each member, `$key` is the key and `$p`
 /// the position of its value, and `$read` (a `match` on the key) leaves `$p` after the
@@ -1265,6 +1263,8 @@ macro_rules! members {
     }};
 }
 
+/// Reads one event object, as [`RawEvent`]'s serde derive reads it, from `p` (its `{`);
+/// returns the position after its `}`.
 fn scan_event<'a>(text: &'a str, p: usize, ev: &mut RawEvent<'a>) -> Scanned<usize> {
     let bytes = text.as_bytes();
     // Every field cleared (the pattern names them all, so a new field cannot be missed);
