@@ -97,29 +97,42 @@ fn parse_chunk_keep(
     buf: Vec<u8>,
     line: usize,
     source: &str,
+    spare: Spare,
 ) -> (Result<Builder, LoadError>, Vec<u8>) {
     let mut buf = buf;
-    let r = parse_chunk_in(&mut buf, line, source);
+    let r = parse_chunk_in(&mut buf, line, source, spare);
     (r, buf)
 }
 
 /// Parses a chunk left in the input: the scanner reads it where it lies; anything else is
 /// left to [`parse_chunk_in`] on a copy (the slow path needs the chunk made an array).
-fn parse_chunk_borrowed(text: &[u8], line: usize, source: &str) -> Result<Builder, LoadError> {
+fn parse_chunk_borrowed(
+    text: &[u8],
+    line: usize,
+    source: &str,
+    spare: Spare,
+) -> Result<Builder, LoadError> {
+    let mut spare = spare;
     if FAST_SCAN.load(std::sync::atomic::Ordering::Relaxed)
         && let Ok(t) = simdutf8::basic::from_utf8(text)
     {
-        let mut b = Builder::new(source);
+        let mut b = Builder::recycled(source, spare);
         if scan_events(t, &mut b, true).is_ok() {
             return Ok(b);
         }
+        spare = b.into_spare();
     }
     let mut buf = Vec::with_capacity(text.len() + 1);
     buf.extend_from_slice(text);
-    parse_chunk_in(&mut buf, line, source)
+    parse_chunk_in(&mut buf, line, source, spare)
 }
 
-fn parse_chunk_in(buf: &mut Vec<u8>, line: usize, source: &str) -> Result<Builder, LoadError> {
+fn parse_chunk_in(
+    buf: &mut Vec<u8>,
+    line: usize,
+    source: &str,
+    spare: Spare,
+) -> Result<Builder, LoadError> {
     // Make the chunk a JSON array in place: `[` or `,` first, `]` last.
     if let Some(k) = buf.iter().position(|b| !b.is_ascii_whitespace())
         && buf[k] == b','
@@ -127,7 +140,7 @@ fn parse_chunk_in(buf: &mut Vec<u8>, line: usize, source: &str) -> Result<Builde
         buf[k] = b'[';
     }
     buf.push(b']');
-    let mut b = Builder::new(source);
+    let mut b = Builder::recycled(source, spare);
     // One UTF-8 check over the chunk is much cheaper than one per string.
     let result = match simdutf8::basic::from_utf8(buf) {
         Ok(text) => {
@@ -161,29 +174,168 @@ fn parse_chunk_in(buf: &mut Vec<u8>, line: usize, source: &str) -> Result<Builde
     Ok(b)
 }
 
-/// Chunks whose events are gathered into the trace at a time.
-const GATHER_BATCH: usize = 16;
+/// The lists of a parsed chunk, emptied for the next chunk to fill. A chunk's lists are
+/// larger than the allocator's mmap threshold: fresh ones would be fresh pages, faulted in
+/// and given back again for every 4 MiB of input.
+#[derive(Default)]
+struct Spare {
+    gpu_ops: Vec<GpuOp>,
+    host_spans: Vec<HostSpan>,
+    memory: Vec<MemorySample>,
+    concrete_inputs: Vec<((i64, i64, i64, StrId), StrId)>,
+}
 
-/// Appends one vector of every chunk to `dst`, in chunk order, passing each element through
-/// `fix(chunk index, element)`; runs in parallel and writes in place (rayon fills the
-/// reserved space of an indexed extend directly), so the copy is not serial.
-fn gather<T: Copy + Send + Sync>(
-    dst: &mut Vec<T>,
-    chunks: &[Builder],
-    part: impl Fn(&Builder) -> &Vec<T> + Sync,
-    fix: impl Fn(usize, T) -> T + Sync,
-) {
-    use rayon::prelude::*;
-    let mut offsets = Vec::with_capacity(chunks.len() + 1);
-    let mut total = 0;
-    for c in chunks {
-        offsets.push(total);
-        total += part(c).len();
+/// Merges parsed chunks into one builder in chunk order as they come off the workers, so
+/// that the copy runs while the next chunks are parsed and each chunk's lists are reused
+/// (memory holds the model and the chunks in flight, never every chunk).
+struct Merger {
+    queue: std::sync::Mutex<MergeQueue>,
+    /// Touched only by the worker holding [`MergeQueue::merging`].
+    into: std::sync::Mutex<Builder>,
+}
+
+/// Chunks parsed and waiting for their turn.
+struct MergeQueue {
+    /// Index of the next chunk to merge.
+    next: usize,
+    pending: std::collections::BTreeMap<usize, ChunkOut>,
+    /// Whether a worker is merging (the others leave their chunks to it).
+    merging: bool,
+    /// The first chunk, in chunk order, that did not parse: nothing after it is merged.
+    failed: Option<ChunkOut>,
+    spares: Vec<Spare>,
+}
+
+impl Merger {
+    fn new(source: &str) -> Self {
+        Merger {
+            queue: std::sync::Mutex::new(MergeQueue {
+                next: 0,
+                pending: Default::default(),
+                merging: false,
+                failed: None,
+                spares: Vec::new(),
+            }),
+            into: std::sync::Mutex::new(Builder::new(source)),
+        }
     }
-    dst.par_extend((0..total).into_par_iter().with_min_len(1 << 13).map(|i| {
-        let k = offsets.partition_point(|&o| o <= i) - 1;
-        fix(k, part(&chunks[k])[i - offsets[k]])
-    }));
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, MergeQueue> {
+        self.queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Lists for the next chunk, from one merged already when there is one.
+    fn spare(&self) -> Spare {
+        self.queue().spares.pop().unwrap_or_default()
+    }
+
+    /// Takes a parsed chunk; merges it, and the chunks waiting after it, when it is next
+    /// and no other worker is merging.
+    fn done(&self, out: ChunkOut) {
+        let mut q = self.queue();
+        if q.failed.is_some() {
+            return;
+        }
+        q.pending.insert(out.index, out);
+        if q.merging {
+            return;
+        }
+        q.merging = true;
+        // The check for the next chunk and the end of merging happen under one lock, so a
+        // chunk put in meanwhile is never left behind.
+        while let Some(out) = {
+            let next = q.next;
+            q.pending.remove(&next)
+        } {
+            q.next += 1;
+            match out.result {
+                Ok(mut c) => {
+                    drop(q);
+                    merge_chunk(
+                        &mut self
+                            .into
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner),
+                        &mut c,
+                    );
+                    let spare = c.into_spare();
+                    q = self.queue();
+                    q.spares.push(spare);
+                }
+                Err(e) => {
+                    q.failed = Some(ChunkOut {
+                        result: Err(e),
+                        ..out
+                    });
+                    q.pending.clear();
+                    break;
+                }
+            }
+        }
+        q.merging = false;
+    }
+}
+
+/// Appends the events of `c` to `into`, string and argument ids rewritten to `into`'s, and
+/// adds its counters; `c`'s lists are left empty. Into an empty builder the lists are moved,
+/// not copied (the ids are the same).
+fn merge_chunk(into: &mut Builder, c: &mut Builder) {
+    let t = &mut into.trace;
+    if t.strings.len() <= 1
+        && t.args.is_empty()
+        && t.gpu_ops.is_empty()
+        && t.host_spans.is_empty()
+        && t.memory.is_empty()
+        && t.concrete_inputs.is_empty()
+    {
+        std::mem::swap(&mut t.strings, &mut c.trace.strings);
+        std::mem::swap(&mut t.args, &mut c.trace.args);
+        std::mem::swap(&mut t.gpu_ops, &mut c.trace.gpu_ops);
+        std::mem::swap(&mut t.host_spans, &mut c.trace.host_spans);
+        std::mem::swap(&mut t.memory, &mut c.trace.memory);
+        std::mem::swap(&mut t.concrete_inputs, &mut c.trace.concrete_inputs);
+        if t.strings.is_empty() {
+            t.strings.intern("");
+        }
+    } else {
+        // String ids are assigned in chunk order, so they do not depend on which worker
+        // finished first.
+        let map: Vec<StrId> = (0..c.trace.strings.len() as u32)
+            .map(|id| t.strings.intern(c.trace.strings.get(id)))
+            .collect();
+        let m = |id: StrId| map.get(id as usize).copied().unwrap_or(0);
+        // The same for the operators' argument lists, their strings rewritten first.
+        let args_map: Vec<u32> = (0..c.trace.args.len() as u32)
+            .map(|id| {
+                let a = c.trace.args.get(id);
+                t.args.intern(OpArgs {
+                    input_dims: m(a.input_dims),
+                    input_types: m(a.input_types),
+                    call_stack: m(a.call_stack),
+                })
+            })
+            .collect();
+        t.gpu_ops.extend(c.trace.gpu_ops.drain(..).map(|mut op| {
+            op.name = m(op.name);
+            op
+        }));
+        t.host_spans
+            .extend(c.trace.host_spans.drain(..).map(|mut sp| {
+                sp.name = m(sp.name);
+                sp.args = args_map.get(sp.args as usize).copied().unwrap_or(0);
+                sp
+            }));
+        t.memory.append(&mut c.trace.memory);
+        t.concrete_inputs.extend(
+            c.trace
+                .concrete_inputs
+                .drain(..)
+                .map(|((pid, tid, start, name), v)| ((pid, tid, start, m(name)), m(v))),
+        );
+    }
+    into.absorb(c);
 }
 
 /// Parses a Kineto trace from a reader, streaming: this thread reads (and, for gzip,
@@ -200,8 +352,8 @@ pub fn parse_reader<R: std::io::Read>(
 }
 
 /// [`parse_reader`] and [`parse_slice`]: the splitter hands chunks to worker threads (scoped,
-/// so that they can read chunks left in an input held in memory), then the chunks' models
-/// are gathered in order.
+/// so that they can read chunks left in an input held in memory), and the workers merge the
+/// parsed chunks in chunk order as they go ([`Merger`]).
 fn parse_input<'d, R: std::io::Read>(
     input: Input<'d, R>,
     source: &str,
@@ -227,12 +379,12 @@ fn parse_input<'d, R: std::io::Read>(
     // when parsing is slower than reading.
     let (chunk_tx, chunk_rx) = sync_channel::<(usize, ChunkText<'d>, usize, u64)>(workers);
     let chunk_rx = Mutex::new(chunk_rx);
-    let (out_tx, out_rx) = channel::<ChunkOut>();
     let (free_chunk_tx, free_chunk_rx) = channel::<Vec<u8>>();
-    let mut outs: Vec<ChunkOut> = std::thread::scope(|scope| {
+    let merger = Merger::new(source);
+    std::thread::scope(|scope| {
         for _ in 0..workers {
             let rx = &chunk_rx;
-            let tx = out_tx.clone();
+            let merger = &merger;
             let free = free_chunk_tx.clone();
             scope.spawn(move || {
                 loop {
@@ -243,34 +395,29 @@ fn parse_input<'d, R: std::io::Read>(
                     let Ok((index, text, line, offset)) = job else {
                         return;
                     };
+                    let spare = merger.spare();
                     let result = match text {
                         ChunkText::Owned(text) => {
-                            let (result, buf) = parse_chunk_keep(text, line, source);
+                            let (result, buf) = parse_chunk_keep(text, line, source, spare);
                             let _ = free.send(buf);
                             result
                         }
                         ChunkText::Borrowed(text) => {
-                            let result = parse_chunk_borrowed(text, line, source);
+                            let result = parse_chunk_borrowed(text, line, source, spare);
                             if let Some(release) = release {
                                 release(text);
                             }
                             result
                         }
                     };
-                    if tx
-                        .send(ChunkOut {
-                            index,
-                            offset,
-                            result,
-                        })
-                        .is_err()
-                    {
-                        return;
-                    }
+                    merger.done(ChunkOut {
+                        index,
+                        offset,
+                        result,
+                    });
                 }
             });
         }
-        drop(out_tx);
         drop(free_chunk_tx);
         let mut n_chunks = 0usize;
         let mut send = |text: ChunkText<'d>, line: usize, offset: u64| {
@@ -341,9 +488,16 @@ fn parse_input<'d, R: std::io::Read>(
         // reuse, so they do not sit beside the model while it is merged and indexed.
         drop(free_chunk_rx);
         splitter.release_buffers();
-        out_rx.iter().collect()
     });
-    outs.sort_by_key(|o| o.index);
+    let queue = merger
+        .queue
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut merged = merger
+        .into
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut failed = queue.failed;
     // Each chunk gave back the pages wholly inside it; the pages where two chunks meet
     // (a sixteenth of a 4 MiB chunk on average) go now, with the rest of the input.
     if let (Some(d), Some(release)) = (data, release) {
@@ -352,12 +506,11 @@ fn parse_input<'d, R: std::io::Read>(
     if let Some(d) = data {
         // Chunks of an input held in memory were parsed as if each began on line 1: the
         // line of bad JSON is the newlines before the chunk plus its line in the chunk.
-        for o in &mut outs {
-            if let Err(LoadError::Json { line, .. }) = &mut o.result {
-                let before = d.get(..o.offset as usize).unwrap_or(d);
-                *line += memchr::memchr_iter(b'\n', before).count();
-                break;
-            }
+        if let Some(o) = &mut failed
+            && let Err(LoadError::Json { line, .. }) = &mut o.result
+        {
+            let before = d.get(..o.offset as usize).unwrap_or(d);
+            *line += memchr::memchr_iter(b'\n', before).count();
         }
     }
     clock.mark("kineto: read and parse");
@@ -392,95 +545,11 @@ fn parse_input<'d, R: std::io::Read>(
         }
     }
     b.saw_events_container |= splitter.saw_events;
-    let chunks = outs
-        .into_iter()
-        .map(|o| o.result)
-        .collect::<Result<Vec<Builder>, LoadError>>()?;
-    // String ids are assigned in chunk order, so they do not depend on which worker finished
-    // first. The events are then copied into the trace, ids rewritten, in parallel.
-    let maps: Vec<Vec<StrId>> = chunks
-        .iter()
-        .map(|c| {
-            (0..c.trace.strings.len() as u32)
-                .map(|id| b.trace.strings.intern(c.trace.strings.get(id)))
-                .collect()
-        })
-        .collect();
-    // The same for the operators' argument lists, their strings rewritten first.
-    let args_maps: Vec<Vec<u32>> = chunks
-        .iter()
-        .zip(&maps)
-        .map(|(c, map)| {
-            let m = |id: StrId| map.get(id as usize).copied().unwrap_or(0);
-            (0..c.trace.args.len() as u32)
-                .map(|id| {
-                    let a = c.trace.args.get(id);
-                    b.trace.args.intern(OpArgs {
-                        input_dims: m(a.input_dims),
-                        input_types: m(a.input_types),
-                        call_stack: m(a.call_stack),
-                    })
-                })
-                .collect()
-        })
-        .collect();
-    let (n_ops, n_spans, n_mem) = chunks.iter().fold((0, 0, 0), |n, c| {
-        (
-            n.0 + c.trace.gpu_ops.len(),
-            n.1 + c.trace.host_spans.len(),
-            n.2 + c.trace.memory.len(),
-        )
-    });
-    b.trace.gpu_ops.reserve_exact(n_ops);
-    b.trace.host_spans.reserve_exact(n_spans);
-    b.trace.memory.reserve_exact(n_mem);
-    // A batch at a time, freeing each batch's chunks after it: memory holds the trace and
-    // one batch, not the trace twice.
-    let mut first = 0;
-    let mut chunks = chunks.into_iter();
-    loop {
-        let batch: Vec<Builder> = chunks.by_ref().take(GATHER_BATCH).collect();
-        if batch.is_empty() {
-            break;
-        }
-        let m = |k: usize, id: StrId| maps[first + k].get(id as usize).copied().unwrap_or(0);
-        gather(
-            &mut b.trace.gpu_ops,
-            &batch,
-            |c| &c.trace.gpu_ops,
-            |k, mut op| {
-                op.name = m(k, op.name);
-                op
-            },
-        );
-        gather(
-            &mut b.trace.host_spans,
-            &batch,
-            |c| &c.trace.host_spans,
-            |k, mut sp| {
-                sp.name = m(k, sp.name);
-                sp.args = args_maps[first + k]
-                    .get(sp.args as usize)
-                    .copied()
-                    .unwrap_or(0);
-                sp
-            },
-        );
-        gather(&mut b.trace.memory, &batch, |c| &c.trace.memory, |_, s| s);
-        for (k, c) in batch.iter().enumerate() {
-            b.trace.concrete_inputs.extend(
-                c.trace
-                    .concrete_inputs
-                    .iter()
-                    .map(|&((pid, tid, start, name), v)| ((pid, tid, start, m(k, name)), m(k, v))),
-            );
-        }
-        first += batch.len();
-        for c in batch {
-            b.absorb(c);
-        }
+    if let Some(ChunkOut { result: Err(e), .. }) = failed {
+        return Err(e);
     }
-    clock.mark("kineto: gather chunks");
+    merge_chunk(&mut b, &mut merged);
+    clock.mark("kineto: merge");
     if truncated {
         if b.events == 0 {
             return Err(LoadError::NotATrace {
@@ -798,15 +867,43 @@ impl Builder {
 
     /// Adds the counters of a chunk parsed on another thread (its events are gathered
     /// separately).
-    fn absorb(&mut self, c: Builder) {
+    fn absorb(&mut self, c: &mut Builder) {
         self.events += c.events;
         self.bad_dur += c.bad_dur;
         self.with_ph += c.with_ph;
         self.legacy_categories |= c.legacy_categories;
         self.with_geometry += c.with_geometry;
-        self.thread_names.extend(c.thread_names);
-        for (k, v) in c.skipped {
+        self.thread_names.append(&mut c.thread_names);
+        for (k, v) in c.skipped.drain() {
             *self.skipped.entry(k).or_default() += v;
+        }
+    }
+
+    /// A builder for the next chunk, filling the lists of one already merged.
+    fn recycled(source: &str, spare: Spare) -> Self {
+        let mut b = Builder::new(source);
+        let t = &mut b.trace;
+        (t.gpu_ops, t.host_spans, t.memory, t.concrete_inputs) = (
+            spare.gpu_ops,
+            spare.host_spans,
+            spare.memory,
+            spare.concrete_inputs,
+        );
+        t.gpu_ops.clear();
+        t.host_spans.clear();
+        t.memory.clear();
+        t.concrete_inputs.clear();
+        b
+    }
+
+    /// The lists of a builder whose events are merged, for another chunk.
+    fn into_spare(self) -> Spare {
+        let t = self.trace;
+        Spare {
+            gpu_ops: t.gpu_ops,
+            host_spans: t.host_spans,
+            memory: t.memory,
+            concrete_inputs: t.concrete_inputs,
         }
     }
 
