@@ -255,38 +255,57 @@ pub fn skip_ws(b: &[u8], p: usize) -> usize {
     }
 }
 
-/// [`skip_ws`] past a run: spaces are passed eight bytes at a time.
+/// [`skip_ws`] past a run, sixteen bytes at a time ([`whitespace_16`]), the last few of the
+/// text one by one.
 #[inline(never)]
 fn skip_ws_run(b: &[u8], mut p: usize) -> usize {
-    const SPACES: u64 = 0x2020_2020_2020_2020;
-    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    loop {
-        let Some(&c) = b.get(p) else { return p };
-        if c == b' ' {
-            let Some(w) = b.get(p..).and_then(|r| r.first_chunk::<8>()) else {
-                p += 1;
-                continue;
-            };
-            let x = u64::from_le_bytes(*w) ^ SPACES;
-            // High bit of each byte that is not a space (exact per byte: the low seven bits
-            // of a byte sum below 0x100, so no carry crosses into the next byte).
-            let other = (((x & LOW7) + LOW7) | x) & HIGH;
-            if other == 0 {
-                p += 8;
-                continue;
-            }
-            p += (other.trailing_zeros() / 8) as usize;
-            // Indentation ends at a token far more often than at more whitespace.
-            if b.get(p).is_some_and(|&n| n > b' ') {
-                return p;
-            }
-        } else if matches!(c, b'\n' | b'\r' | b'\t') {
-            p += 1;
-        } else {
-            return p;
+    while let Some(w) = b.get(p..).and_then(|r| r.first_chunk::<16>()) {
+        let other = !whitespace_16(w) & 0xffff;
+        if other != 0 {
+            return p + other.trailing_zeros() as usize;
         }
+        p += 16;
     }
+    while b
+        .get(p)
+        .is_some_and(|&c| matches!(c, b' ' | b'\n' | b'\r' | b'\t'))
+    {
+        p += 1;
+    }
+    p
+}
+
+/// Bit `i` set where byte `i` of `w` is JSON whitespace (space, `\n`, `\r`, `\t`; no other
+/// control byte, which is no JSON outside a string).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn whitespace_16(w: &[u8; 16]) -> u32 {
+    use std::arch::x86_64::*;
+    // SSE2 is part of the x86_64 baseline; the unaligned load reads the 16 bytes of `w`.
+    unsafe {
+        let v = _mm_loadu_si128(w.as_ptr().cast::<__m128i>());
+        let eq = |c: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(c as i8));
+        let m = _mm_or_si128(
+            _mm_or_si128(eq(b' '), eq(b'\n')),
+            _mm_or_si128(eq(b'\r'), eq(b'\t')),
+        );
+        _mm_movemask_epi8(m) as u32
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline]
+fn whitespace_16(w: &[u8; 16]) -> u32 {
+    whitespace_16_portable(w)
+}
+
+/// Portable [`whitespace_16`].
+#[cfg(any(test, not(target_arch = "x86_64")))]
+#[inline]
+fn whitespace_16_portable(w: &[u8; 16]) -> u32 {
+    w.iter().enumerate().fold(0, |m, (i, &c)| {
+        m | u32::from(matches!(c, b' ' | b'\n' | b'\r' | b'\t')) << i
+    })
 }
 
 /// Where the text of the string whose opening quote is at `p` ends (its closing quote), if
@@ -986,12 +1005,14 @@ mod tests {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                *c = b"\"\\[]{}a \x80\xff\x7b\x5b\x020123456789.-+eE/:"[(x >> 20) as usize % 29];
+                *c = b"\"\\[]{}a \x80\xff\x7b\x5b\x020123456789.-+eE/:\n\r\t\x0b"
+                    [(x >> 20) as usize % 33];
             }
             assert_eq!(classify_64(&block), classify_64_portable(&block));
             let w: &[u8; 16] = block.first_chunk().unwrap();
             assert_eq!(quote_or_backslash_16(w), quote_or_backslash_16_portable(w));
             assert_eq!(number_bytes_16(w), number_bytes_16_portable(w));
+            assert_eq!(whitespace_16(w), whitespace_16_portable(w));
         }
     }
 
