@@ -376,48 +376,58 @@ fn parse_input<'d, R: std::io::Read>(
     let mut bytes_total = 0u64;
     let mut stream_warning: Option<String> = None;
     // Worker threads: chunks in, parsed builders out. The bounded queue keeps memory flat
-    // when parsing is slower than reading.
-    let (chunk_tx, chunk_rx) = sync_channel::<(usize, ChunkText<'d>, usize, u64)>(workers);
+    // when parsing is slower than reading. An input held in memory of at most one chunk is
+    // parsed on this thread as it is split: starting threads costs more than such a parse.
+    let inline = matches!(&input, Input::Slice(d, ..) if d.len() <= CHUNK);
+    type Job<'d> = (usize, ChunkText<'d>, usize, u64);
+    let (chunk_tx, chunk_rx) = sync_channel::<Job<'d>>(workers);
     let chunk_rx = Mutex::new(chunk_rx);
     let (free_chunk_tx, free_chunk_rx) = channel::<Vec<u8>>();
     let merger = Merger::new(source);
-    std::thread::scope(|scope| {
-        for _ in 0..workers {
-            let rx = &chunk_rx;
-            let merger = &merger;
-            let free = free_chunk_tx.clone();
-            scope.spawn(move || {
-                loop {
-                    let job = match rx.lock() {
-                        Ok(guard) => guard.recv(),
-                        Err(_) => return,
-                    };
-                    let Ok((index, text, line, offset)) = job else {
-                        return;
-                    };
-                    let spare = merger.spare();
-                    let result = match text {
-                        ChunkText::Owned(text) => {
-                            let (result, buf) = parse_chunk_keep(text, line, source, spare);
-                            let _ = free.send(buf);
-                            result
-                        }
-                        ChunkText::Borrowed(text) => {
-                            let result = parse_chunk_borrowed(text, line, source, spare);
-                            if let Some(release) = release {
-                                release(text);
-                            }
-                            result
-                        }
-                    };
-                    merger.done(ChunkOut {
-                        index,
-                        offset,
-                        result,
-                    });
+    let parse_one = |(index, text, line, offset): Job<'d>,
+                     free: &std::sync::mpsc::Sender<Vec<u8>>| {
+        let spare = merger.spare();
+        let result = match text {
+            ChunkText::Owned(text) => {
+                let (result, buf) = parse_chunk_keep(text, line, source, spare);
+                let _ = free.send(buf);
+                result
+            }
+            ChunkText::Borrowed(text) => {
+                let result = parse_chunk_borrowed(text, line, source, spare);
+                if let Some(release) = release {
+                    release(text);
                 }
-            });
+                result
+            }
+        };
+        merger.done(ChunkOut {
+            index,
+            offset,
+            result,
+        });
+    };
+    // Parses chunks until the queue is closed and empty: on the workers, and on this thread
+    // once the input is split.
+    let work = |free: std::sync::mpsc::Sender<Vec<u8>>| {
+        loop {
+            let job = match chunk_rx.lock() {
+                Ok(guard) => guard.recv(),
+                Err(_) => return,
+            };
+            let Ok(job) = job else {
+                return;
+            };
+            parse_one(job, &free);
         }
+    };
+    std::thread::scope(|scope| {
+        for _ in 0..if inline { 0 } else { workers } {
+            let free = free_chunk_tx.clone();
+            let work = &work;
+            scope.spawn(move || work(free));
+        }
+        let free_here = free_chunk_tx.clone();
         drop(free_chunk_tx);
         let mut n_chunks = 0usize;
         let mut send = |text: ChunkText<'d>, line: usize, offset: u64| {
@@ -428,7 +438,12 @@ fn parse_input<'d, R: std::io::Read>(
                 };
                 c.fetch_max(offset + n as u64, std::sync::atomic::Ordering::Relaxed);
             }
-            let _ = chunk_tx.send((n_chunks, text, line, offset));
+            let job = (n_chunks, text, line, offset);
+            if inline {
+                parse_one(job, &free_here);
+            } else {
+                let _ = chunk_tx.send(job);
+            }
             n_chunks += 1;
         };
         let cut = match input {
@@ -488,6 +503,7 @@ fn parse_input<'d, R: std::io::Read>(
         // reuse, so they do not sit beside the model while it is merged and indexed.
         drop(free_chunk_rx);
         splitter.release_buffers();
+        work(free_here);
     });
     let queue = merger
         .queue
