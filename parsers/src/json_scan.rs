@@ -258,25 +258,50 @@ pub fn skip_ws(b: &[u8], p: usize) -> usize {
 /// [`skip_ws`] past a run, sixteen bytes at a time ([`whitespace_16`]), the last few of the
 /// text one by one.
 #[inline(never)]
-fn skip_ws_run(b: &[u8], mut p: usize) -> usize {
+fn skip_ws_run(b: &[u8], p: usize) -> usize {
+    run_end(b, p, whitespace_16, is_whitespace)
+}
+
+/// JSON whitespace: space, `\n`, `\r`, `\t` (no other control byte, which is no JSON
+/// outside a string).
+fn is_whitespace(c: u8) -> bool {
+    matches!(c, b' ' | b'\n' | b'\r' | b'\t')
+}
+
+/// The first position at or after `p` whose byte is not in a class: sixteen bytes at a time
+/// with `wide` (bit `i` set where byte `i` is in it), the last few of the text one by one
+/// with `byte`.
+#[inline(always)]
+fn run_end(
+    b: &[u8],
+    mut p: usize,
+    wide: impl Fn(&[u8; 16]) -> u32,
+    byte: impl Fn(u8) -> bool,
+) -> usize {
     while let Some(w) = b.get(p..).and_then(|r| r.first_chunk::<16>()) {
-        let other = !whitespace_16(w) & 0xffff;
+        let other = !wide(w) & 0xffff;
         if other != 0 {
             return p + other.trailing_zeros() as usize;
         }
         p += 16;
     }
-    while b
-        .get(p)
-        .is_some_and(|&c| matches!(c, b' ' | b'\n' | b'\r' | b'\t'))
-    {
+    while b.get(p).is_some_and(|&c| byte(c)) {
         p += 1;
     }
     p
 }
 
-/// Bit `i` set where byte `i` of `w` is JSON whitespace (space, `\n`, `\r`, `\t`; no other
-/// control byte, which is no JSON outside a string).
+/// Bit `i` set where `byte` holds for byte `i` of `w`: the portable form of the wide
+/// compares, and what their tests check them against.
+#[cfg(any(test, not(target_arch = "x86_64")))]
+#[inline]
+fn class_16_portable(w: &[u8; 16], byte: impl Fn(u8) -> bool) -> u32 {
+    w.iter()
+        .enumerate()
+        .fold(0, |m, (i, &c)| m | u32::from(byte(c)) << i)
+}
+
+/// Bit `i` set where byte `i` of `w` is JSON whitespace ([`is_whitespace`]).
 #[cfg(target_arch = "x86_64")]
 #[inline]
 fn whitespace_16(w: &[u8; 16]) -> u32 {
@@ -296,16 +321,7 @@ fn whitespace_16(w: &[u8; 16]) -> u32 {
 #[cfg(not(target_arch = "x86_64"))]
 #[inline]
 fn whitespace_16(w: &[u8; 16]) -> u32 {
-    whitespace_16_portable(w)
-}
-
-/// Portable [`whitespace_16`].
-#[cfg(any(test, not(target_arch = "x86_64")))]
-#[inline]
-fn whitespace_16_portable(w: &[u8; 16]) -> u32 {
-    w.iter().enumerate().fold(0, |m, (i, &c)| {
-        m | u32::from(matches!(c, b' ' | b'\n' | b'\r' | b'\t')) << i
-    })
+    class_16_portable(w, is_whitespace)
 }
 
 /// Where the text of the string whose opening quote is at `p` ends (its closing quote), if
@@ -319,18 +335,8 @@ pub fn plain_string_end(b: &[u8], p: usize) -> Option<usize> {
 /// The position after the number-like bytes starting at `p` (digits, signs, `.`, `e`):
 /// sixteen bytes at a time ([`number_bytes_16`]), the last few of the text one by one.
 #[inline(always)]
-pub fn number_end(b: &[u8], mut p: usize) -> usize {
-    while let Some(w) = b.get(p..).and_then(|r| r.first_chunk::<16>()) {
-        let other = !number_bytes_16(w) & 0xffff;
-        if other != 0 {
-            return p + other.trailing_zeros() as usize;
-        }
-        p += 16;
-    }
-    while b.get(p).is_some_and(|&c| NUMBER[c as usize]) {
-        p += 1;
-    }
-    p
+pub fn number_end(b: &[u8], p: usize) -> usize {
+    run_end(b, p, number_bytes_16, |c| NUMBER[c as usize])
 }
 
 /// Bit `i` set where byte `i` of `w` can continue a JSON number (see [`NUMBER`]).
@@ -361,16 +367,7 @@ fn number_bytes_16(w: &[u8; 16]) -> u32 {
 #[cfg(not(target_arch = "x86_64"))]
 #[inline]
 fn number_bytes_16(w: &[u8; 16]) -> u32 {
-    number_bytes_16_portable(w)
-}
-
-/// Portable [`number_bytes_16`].
-#[cfg(any(test, not(target_arch = "x86_64")))]
-#[inline]
-fn number_bytes_16_portable(w: &[u8; 16]) -> u32 {
-    w.iter()
-        .enumerate()
-        .fold(0, |m, (i, &c)| m | u32::from(NUMBER[c as usize]) << i)
+    class_16_portable(w, |c| NUMBER[c as usize])
 }
 
 /// A cursor over JSON text.
@@ -1011,8 +1008,11 @@ mod tests {
             assert_eq!(classify_64(&block), classify_64_portable(&block));
             let w: &[u8; 16] = block.first_chunk().unwrap();
             assert_eq!(quote_or_backslash_16(w), quote_or_backslash_16_portable(w));
-            assert_eq!(number_bytes_16(w), number_bytes_16_portable(w));
-            assert_eq!(whitespace_16(w), whitespace_16_portable(w));
+            assert_eq!(
+                number_bytes_16(w),
+                class_16_portable(w, |c| NUMBER[c as usize])
+            );
+            assert_eq!(whitespace_16(w), class_16_portable(w, is_whitespace));
         }
     }
 

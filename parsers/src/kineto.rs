@@ -881,8 +881,8 @@ impl Builder {
         (1i64 << 40) | (h & ((1 << 39) - 1)) as i64
     }
 
-    /// Adds the counters of a chunk parsed on another thread (its events are gathered
-    /// separately).
+    /// Adds the counters and thread names of a chunk merged into this builder (its events
+    /// are moved by [`merge_chunk`]).
     fn absorb(&mut self, c: &mut Builder) {
         self.events += c.events;
         self.bad_dur += c.bad_dur;
