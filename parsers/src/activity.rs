@@ -26,10 +26,20 @@ impl Trace {
     /// `spans` of the first span starting after `at`. Under proper nesting every span that
     /// covers `at` is in the chain.
     pub fn chain_at(&self, spans: &[u32], at: i64) -> (usize, Vec<u32>) {
-        let first_after = spans.partition_point(|&i| self.host_spans[i as usize].start <= at);
+        self.chain_near(spans, at, usize::MAX)
+    }
+
+    /// [`Trace::chain_at`], searching from `hint`, a position in `spans` near the answer (a
+    /// previous answer for a nearby time): queries that move forward through a thread touch
+    /// a few neighbouring spans instead of a binary search's scattered ones.
+    pub fn chain_near(&self, spans: &[u32], at: i64, hint: usize) -> (usize, Vec<u32>) {
+        let first_after = partition_near(spans, hint, |&i| self.host_spans[i as usize].start <= at);
         let mut chain = Vec::new();
         if first_after > 0 {
             let y = spans[first_after - 1];
+            // One allocation: the chain is the span and its ancestors, `depth` of them when
+            // nested by `finish`.
+            chain.reserve(usize::from(self.host_spans[y as usize].depth) + 1);
             chain.push(y);
             chain.extend(self.ancestors(y));
         }
@@ -41,16 +51,33 @@ impl Trace {
     /// no span covered (untraced). Spans with no exclusive time are left out; the times add up
     /// to `b - a`. Order: by first appearance (span start), untraced last.
     pub fn exclusive_time(&self, thread: ThreadKey, a: i64, b: i64) -> Vec<(u32, i64)> {
+        let mut no_guess = usize::MAX;
+        self.exclusive_time_near(thread, a, b, &mut no_guess)
+    }
+
+    /// [`Trace::exclusive_time`], searching the thread's spans from `hint` (see
+    /// [`Trace::chain_near`]) and leaving in it the position of the first span starting
+    /// after `a`, the hint for a later interval; out of range, it is ignored.
+    pub fn exclusive_time_near(
+        &self,
+        thread: ThreadKey,
+        a: i64,
+        b: i64,
+        hint: &mut usize,
+    ) -> Vec<(u32, i64)> {
         if b <= a {
             return Vec::new();
         }
         let spans = self.thread_spans(thread);
-        let (first_after, chain) = self.chain_at(spans, a);
+        let (first_after, chain) = self.chain_near(spans, a, *hint);
+        *hint = first_after;
         let clip = |i: u32| {
             let s = &self.host_spans[i as usize];
             (s.end.min(b) - s.start.max(a)).max(0)
         };
-        let end = spans.partition_point(|&i| self.host_spans[i as usize].start < b);
+        let end = partition_near(spans, first_after, |&i| {
+            self.host_spans[i as usize].start < b
+        });
         // Sized once: the gaps of a trace call this a hundred thousand times.
         let mut set: Vec<u32> = Vec::with_capacity(chain.len() + end.saturating_sub(first_after));
         set.extend(chain.into_iter().rev().filter(|&i| clip(i) > 0));
@@ -145,9 +172,69 @@ impl Trace {
     }
 }
 
+/// `v.partition_point(pred)`, found by galloping from `hint` (a guess at the answer) and
+/// then a binary search in the last step's range: for a guess `d` places off it reads
+/// about `2 log2 d` elements near the guess. A `hint` past the end is no guess: a plain
+/// binary search. Like `partition_point`, it expects `pred` true on a prefix of `v`.
+pub fn partition_near<T>(v: &[T], hint: usize, pred: impl Fn(&T) -> bool) -> usize {
+    if hint > v.len() {
+        return v.partition_point(pred);
+    }
+    // The answer lies in [lo, hi]: widen from the hint until an element on each side says so.
+    let (lo, hi) = if hint < v.len() && pred(&v[hint]) {
+        // At or after hint + 1: step forward while the predicate still holds.
+        let (mut lo, mut step) = (hint + 1, 1usize);
+        loop {
+            let probe = lo + step - 1;
+            if probe >= v.len() {
+                break (lo, v.len());
+            }
+            if !pred(&v[probe]) {
+                break (lo, probe);
+            }
+            lo = probe + 1;
+            step *= 2;
+        }
+    } else {
+        // At or before hint: step back while the predicate fails.
+        let (mut hi, mut step) = (hint, 1usize);
+        loop {
+            if hi < step {
+                break (0, hi);
+            }
+            let probe = hi - step;
+            if pred(&v[probe]) {
+                break (probe + 1, hi);
+            }
+            hi = probe;
+            step *= 2;
+        }
+    };
+    lo + v[lo..hi].partition_point(pred)
+}
+
 #[cfg(test)]
 mod tests {
     use crate::model::*;
+
+    #[test]
+    fn partition_near_equals_partition_point_from_any_hint() {
+        // Runs of equal values, so that the answer sits inside a run as often as at its edge.
+        let v: Vec<i64> = (0..300).map(|x| x / 7).collect();
+        for len in [0, 1, 2, 5, 64, 300] {
+            let v = &v[..len];
+            for cut in -1..45 {
+                let want = v.partition_point(|&x| x <= cut);
+                for hint in (0..=len + 2).chain([usize::MAX]) {
+                    assert_eq!(
+                        super::partition_near(v, hint, |&x| x <= cut),
+                        want,
+                        "len {len}, cut {cut}, hint {hint}"
+                    );
+                }
+            }
+        }
+    }
 
     fn trace(spans: &[(HostKind, i64, i64, &str)]) -> Trace {
         let mut t = Trace::default();

@@ -190,6 +190,11 @@ pub(super) struct Memo {
     /// Each leaf's words, spelled once (kept across gaps: a trace's gaps repeat a few
     /// hundred leaves). All but [`Leaf::Drained`], whose words are the gap's own.
     words: FxHashMap<Leaf, std::sync::Arc<str>>,
+    /// Where the last search of each thread's spans, and of the device's operations, ended
+    /// (kept across gaps): a worker takes the gaps in time order, so the next answer lies a
+    /// few spans on and is found by galloping from there ([`tracehound_parsers::activity::partition_near`]).
+    hints: Vec<(ThreadKey, usize)>,
+    op_hint: Option<(i32, usize)>,
 }
 
 impl Memo {
@@ -203,6 +208,18 @@ impl Memo {
                 s
             }
         }
+    }
+
+    /// Where the last search of `thread`'s spans ended (`usize::MAX`, no guess, at first).
+    fn hint(&mut self, thread: ThreadKey) -> &mut usize {
+        let k = match self.hints.iter().position(|h| h.0 == thread) {
+            Some(k) => k,
+            None => {
+                self.hints.push((thread, usize::MAX));
+                self.hints.len() - 1
+            }
+        };
+        &mut self.hints[k].1
     }
 
     /// [`Memo::share`] of borrowed text.
@@ -422,7 +439,13 @@ impl<'t> Attributor<'t> {
 
     /// The thread (not `thread`, not the engine) that ran Python for the longest in
     /// `[a, b)`, with that time and its innermost frame, when it covers `GIL_SHARE`.
-    fn gil_holder(&self, thread: ThreadKey, a: i64, b: i64) -> Option<(ThreadKey, i64, u32)> {
+    fn gil_holder(
+        &self,
+        thread: ThreadKey,
+        a: i64,
+        b: i64,
+        memo: &mut Memo,
+    ) -> Option<(ThreadKey, i64, u32)> {
         let t = self.trace;
         let p = self.threads().get(&thread.0)?;
         let mut best: Option<(ThreadKey, i64, u32)> = None;
@@ -433,7 +456,7 @@ impl<'t> Attributor<'t> {
         {
             let mut ran = 0i64;
             let mut top: (i64, u32) = (0, 0);
-            for (j, ns) in t.exclusive_time(k, a, b) {
+            for (j, ns) in t.exclusive_time_near(k, a, b, memo.hint(k)) {
                 if j == NONE {
                     continue;
                 }
@@ -783,9 +806,9 @@ impl<'t> Attributor<'t> {
     }
 
     /// The innermost user annotation on `thread` at `at`, step markers left out.
-    fn region(&self, thread: ThreadKey, at: i64) -> Option<String> {
+    fn region(&self, thread: ThreadKey, at: i64, hint: usize) -> Option<String> {
         let t = self.trace;
-        let (_, chain) = t.chain_at(t.thread_spans(thread), at);
+        let (_, chain) = t.chain_near(t.thread_spans(thread), at, hint);
         chain.into_iter().find_map(|i| {
             let s = &t.host_spans[i as usize];
             let n = t.str(s.name);
@@ -988,7 +1011,14 @@ impl<'t> Attributor<'t> {
         memo.around.clear();
         let t = self.trace;
         let ops = t.device_ops(device);
-        let k = ops.partition_point(|&i| t.gpu_ops[i as usize].start < b);
+        let op_hint = match memo.op_hint {
+            Some((d, k)) if d == device => k,
+            _ => usize::MAX,
+        };
+        let k = tracehound_parsers::activity::partition_near(ops, op_hint, |&i| {
+            t.gpu_ops[i as usize].start < b
+        });
+        memo.op_hint = Some((device, k));
         let next = ops[k..]
             .iter()
             .copied()
@@ -1039,11 +1069,12 @@ impl<'t> Attributor<'t> {
             )];
             return finish_gap(gap);
         }
-        gap.region = self.region(thread, a + (b - a) / 2);
         // A synchronising call around the moment the GPU ran dry: the chain containing `a`,
         // and the few spans that ended just before it (the host returns a moment after).
         let spans = t.thread_spans(thread);
-        let (first_after, mut around) = t.chain_at(spans, a);
+        let (first_after, mut around) = t.chain_near(spans, a, *memo.hint(thread));
+        *memo.hint(thread) = first_after;
+        gap.region = self.region(thread, a + (b - a) / 2, first_after);
         if first_after > 0 {
             around.extend(
                 spans[first_after.saturating_sub(12)..first_after - 1]
@@ -1069,7 +1100,7 @@ impl<'t> Attributor<'t> {
         } else {
             b
         };
-        let spent = t.exclusive_time(thread, a, host_end);
+        let spent = t.exclusive_time_near(thread, a, host_end, memo.hint(thread));
         // Room for the gap's own parts (latency, queue, first call) too.
         let mut raws: Vec<Raw> = Vec::with_capacity(spent.len() + 4);
         for (i, ns) in spent {
@@ -1077,7 +1108,7 @@ impl<'t> Attributor<'t> {
             if let Some((x, y, engine)) = self.backward_wait(i, ns, thread, a, host_end) {
                 // The engine's parts cover [x, y); scaled to the caller's own time there
                 // (at least 90% of it), they add up to the gap.
-                let parts = t.exclusive_time(engine, x, y);
+                let parts = t.exclusive_time_near(engine, x, y, memo.hint(engine));
                 let mut left = ns;
                 let n_parts = parts.len();
                 for (k, (j, n)) in parts.into_iter().enumerate() {
@@ -1111,7 +1142,7 @@ impl<'t> Attributor<'t> {
         }
         // Another thread of the process running Python through the host work: the GIL.
         if host_end > a
-            && let Some((holder, ran, frame)) = self.gil_holder(thread, a, host_end)
+            && let Some((holder, ran, frame)) = self.gil_holder(thread, a, host_end, memo)
         {
             let share = ran as f64 / (host_end - a) as f64;
             let mut moved = 0i64;
@@ -1197,12 +1228,21 @@ impl<'t> Attributor<'t> {
                 r.leaf = Leaf::Drained;
             }
         }
-        // Merge by key (integers and borrowed names), then spell out only what is left.
-        raws.sort_unstable_by(|x, y| (x.kind, x.leaf, x.frame).cmp(&(y.kind, y.leaf, y.frame)));
-        let mut merged: Vec<Raw> = Vec::new();
+        // Merge by key (integers and borrowed names), then spell out only what is left. A
+        // frame is keyed by where its text lies: the same name is one interned text, and
+        // equal texts from different places are summed by `merge_parts` after.
+        let key = |r: &Raw| {
+            (
+                r.kind,
+                r.leaf,
+                r.frame.map(|f| (f.as_ptr() as usize, f.len())),
+            )
+        };
+        raws.sort_unstable_by_key(key);
+        let mut merged: Vec<Raw> = Vec::with_capacity(raws.len());
         for r in raws {
             match merged.last_mut() {
-                Some(l) if (l.kind, l.leaf, l.frame) == (r.kind, r.leaf, r.frame) => l.ns += r.ns,
+                Some(l) if key(l) == key(&r) => l.ns += r.ns,
                 _ => merged.push(r),
             }
         }

@@ -471,7 +471,8 @@ pub fn analyse_device(cx: &Scope, device: i32) -> DeviceIdle {
 
 /// Sums parts of the same category, leaf and frame; largest first.
 fn merge_parts(mut parts: Vec<Part>) -> Vec<Part> {
-    parts.sort_by(|x, y| (x.kind, &x.leaf, &x.frame).cmp(&(y.kind, &y.leaf, &y.frame)));
+    // Unstable: parts with equal keys are summed into one, so their order cannot show.
+    parts.sort_unstable_by(|x, y| (x.kind, &x.leaf, &x.frame).cmp(&(y.kind, &y.leaf, &y.frame)));
     let mut out: Vec<Part> = Vec::new();
     for p in parts {
         match out.last_mut() {
