@@ -376,6 +376,20 @@ pub struct Scan<'a> {
     pos: usize,
 }
 
+/// `text[from..to]` without the two char-boundary tests of `str::get`: the scanner slices
+/// a dozen values out of every event, and each test is a load and a branch.
+///
+/// # Safety
+/// `from <= to <= text.len()`, and each end is 0, `text.len()`, the position of an ASCII
+/// byte or the position just after one (an ASCII byte is a whole character, so either side
+/// of it is a boundary): a string's quotes, a container's brackets, a number's digits.
+#[inline(always)]
+pub(crate) unsafe fn ascii_bounded(text: &str, from: usize, to: usize) -> &str {
+    debug_assert!(from <= to && text.is_char_boundary(from) && text.is_char_boundary(to));
+    // SAFETY: the caller's promise above makes both ends char boundaries within the text.
+    unsafe { text.get_unchecked(from..to) }
+}
+
 impl<'a> Scan<'a> {
     /// A scanner at the start of `text`.
     pub fn new(text: &'a str) -> Self {
@@ -434,8 +448,11 @@ impl<'a> Scan<'a> {
         let end = quote_or_backslash(b, start).ok_or(Bail)?;
         if b[end] == b'"' {
             self.pos = end + 1;
-            // Both ends are ASCII quotes, so the slice is on char boundaries.
-            return Ok(Cow::Borrowed(self.text.get(start..end).ok_or(Bail)?));
+            // SAFETY: `start` follows the opening quote and `end` is the closing one, both
+            // ASCII, inside the text.
+            return Ok(Cow::Borrowed(unsafe {
+                ascii_bounded(self.text, start, end)
+            }));
         }
         self.escaped_string(start, end - start)
     }
@@ -533,7 +550,10 @@ impl<'a> Scan<'a> {
             b'-' | b'0'..=b'9' => self.skip_number()?,
             _ => return Err(Bail),
         }
-        Ok(&self.text[start..self.pos])
+        // SAFETY: the value starts at an ASCII byte (its quote, bracket, letter or digit)
+        // and ends after one (its closing quote or bracket, last letter or digit), inside
+        // the text.
+        Ok(unsafe { ascii_bounded(self.text, start, self.pos) })
     }
 
     /// Skips the rest of the object the scanner is in (after one of its values), up to and

@@ -9,7 +9,7 @@
 //! A file that ends early (a job killed mid-write) yields what was complete, with a warning.
 
 use crate::error::LoadError;
-use crate::json_scan::{Bail, Scan, Scanned, number_end, plain_string_end, skip_ws};
+use crate::json_scan::{Bail, Scan, Scanned, ascii_bounded, number_end, plain_string_end, skip_ws};
 use crate::json_split::{Piece, SlicePiece};
 use crate::lenient::{Dims, LStr, Num, us_text_to_ns};
 use crate::model::*;
@@ -1267,8 +1267,8 @@ fn scan_key<'t>(text: &'t str, p: usize, spill: &'t mut String) -> Scanned<(&'t 
         return Err(Bail);
     }
     let (key, after) = match plain_string_end(bytes, p) {
-        // Both ends are ASCII quotes, so the slice is on char boundaries.
-        Some(end) => (text.get(p + 1..end).ok_or(Bail)?, end + 1),
+        // SAFETY: both ends are ASCII quotes (`p` and `end`) inside the text.
+        Some(end) => (unsafe { ascii_bounded(text, p + 1, end) }, end + 1),
         None => {
             let mut s = Scan::at(text, p);
             *spill = s.string()?.into_owned();
@@ -1306,7 +1306,8 @@ fn lstr_at<'a>(text: &'a str, p: usize) -> Scanned<(LStr<'a>, usize)> {
     if bytes.get(p) == Some(&b'"')
         && let Some(end) = plain_string_end(bytes, p)
     {
-        let s = text.get(p + 1..end).ok_or(Bail)?;
+        // SAFETY: both ends are ASCII quotes (`p` and `end`) inside the text.
+        let s = unsafe { ascii_bounded(text, p + 1, end) };
         return Ok((LStr(Some(std::borrow::Cow::Borrowed(s))), end + 1));
     }
     let mut s = Scan::at(text, p);
@@ -1320,7 +1321,9 @@ fn raw_at(text: &str, p: usize) -> Scanned<(Option<&str>, usize)> {
     let bytes = text.as_bytes();
     if let Some(b'-' | b'0'..=b'9') = bytes.get(p) {
         let end = number_end(bytes, p);
-        return Ok((Some(text.get(p..end).ok_or(Bail)?), end));
+        // SAFETY: `p` is a digit or minus sign and `end` the position after the number's
+        // last ASCII byte, inside the text.
+        return Ok((Some(unsafe { ascii_bounded(text, p, end) }), end));
     }
     let mut s = Scan::at(text, p);
     let v = s.raw()?;
