@@ -1116,14 +1116,19 @@ fn fences(t: &Trace) -> FxHashMap<(i64, i64), Vec<i64>> {
     out
 }
 
+/// Slots of [`device_model`]'s table of recent launching spans (a power of two).
+const RECENT_INNER: usize = 1 << 10;
+
 fn device_model(cx: &Scope, marks: &Marks, classes: &[KernelClass], device: i32) -> DeviceModel {
     let (t, w) = (cx.trace, &cx.window);
     let mut cache: FxHashMap<(StrId, StrId, StrId, u8), Option<u32>> = FxHashMap::default();
     let mut models = Vec::new();
     let mut shapes = Shapes::default();
     let mut calls: Vec<MemCall> = Vec::new();
-    // The call of each launching operator span, found once per span ([`NONE`]: no model).
-    let mut by_inner: FxHashMap<u32, u32> = FxHashMap::default();
+    // The call of each launching operator span ([`NONE`]: no model), remembered for recent
+    // spans (a direct-mapped table: an operator's kernels come together, and a span looked
+    // up again after it left the table gets the same answer from the models' cache).
+    let mut by_inner: Vec<(u32, u32)> = vec![(NONE, NONE); RECENT_INNER];
     let mut by_span: FxHashMap<u32, u32> = FxHashMap::default();
     let mut memo: FxHashMap<u32, Seen> = FxHashMap::default();
     let mut path: Vec<(u32, u8)> = Vec::new();
@@ -1139,34 +1144,41 @@ fn device_model(cx: &Scope, marks: &Marks, classes: &[KernelClass], device: i32)
             let class = classes.get(op.name as usize).copied().unwrap_or_default();
             let inner = t.index.op_cpu_op.get(i as usize).copied().unwrap_or(NONE);
             if inner != NONE && matches!(class.family, KernelFamily::Memory | KernelFamily::Other) {
-                call = *by_inner.entry(inner).or_insert_with(|| {
-                    let found = modelled_op(
-                        t,
-                        &mut cache,
-                        &mut models,
-                        &mut shapes,
-                        inner,
-                        class.elem_bytes,
-                    );
-                    let Some((span, m)) = found else {
-                        return NONE;
-                    };
-                    *by_span.entry(span).or_insert_with(|| {
-                        let seen = origin(t, marks, span, &mut memo, &mut path);
-                        calls.push(MemCall {
-                            span,
-                            model: m,
-                            ns: 0,
-                            kernels: 0,
-                            class: MemClass::Memory,
-                            origin: seen.origin,
-                            optimizer: seen.optimizer,
-                            node: seen.node,
-                            module: seen.module,
-                        });
-                        (calls.len() - 1) as u32
-                    })
-                });
+                let slot = inner as usize % RECENT_INNER;
+                call = if by_inner[slot].0 == inner {
+                    by_inner[slot].1
+                } else {
+                    let c = (|| {
+                        let found = modelled_op(
+                            t,
+                            &mut cache,
+                            &mut models,
+                            &mut shapes,
+                            inner,
+                            class.elem_bytes,
+                        );
+                        let Some((span, m)) = found else {
+                            return NONE;
+                        };
+                        *by_span.entry(span).or_insert_with(|| {
+                            let seen = origin(t, marks, span, &mut memo, &mut path);
+                            calls.push(MemCall {
+                                span,
+                                model: m,
+                                ns: 0,
+                                kernels: 0,
+                                class: MemClass::Memory,
+                                origin: seen.origin,
+                                optimizer: seen.optimizer,
+                                node: seen.node,
+                                module: seen.module,
+                            });
+                            (calls.len() - 1) as u32
+                        })
+                    })();
+                    by_inner[slot] = (inner, c);
+                    c
+                };
             }
             let d = op.dur();
             split.kernel_ns += d;

@@ -172,6 +172,62 @@ impl Trace {
     }
 }
 
+/// [`Trace::outermost_cpu_op`] for many spans in a row, remembering the answer for recent
+/// spans and their ancestors: kernels launched one after another share most of their
+/// ancestry (a deep Python stack above a few operators), so a walk stops at the first
+/// ancestor already seen instead of reading every span up to the thread's root.
+pub struct OutermostCpuOps {
+    /// `(span, answer)` by span index modulo the table's size; a slot holds the last span
+    /// that landed on it.
+    slots: Vec<(u32, u32)>,
+    path: Vec<u32>,
+}
+
+/// Slots of [`OutermostCpuOps`]: a power of two, enough for the ancestry of the last few
+/// hundred launches.
+const OUTERMOST_SLOTS: usize = 1 << 12;
+
+impl Default for OutermostCpuOps {
+    fn default() -> Self {
+        OutermostCpuOps {
+            slots: vec![(NONE, NONE); OUTERMOST_SLOTS],
+            path: Vec::new(),
+        }
+    }
+}
+
+impl OutermostCpuOps {
+    /// What [`Trace::outermost_cpu_op`] gives for span `i` of `t` (the same trace on every
+    /// call).
+    pub fn get(&mut self, t: &Trace, i: u32) -> u32 {
+        if t.host_spans.get(i as usize).is_none() {
+            return NONE;
+        }
+        self.path.clear();
+        // The outermost operator at or above the first span not on the path (none above the
+        // root).
+        let mut above = NONE;
+        let mut k = i;
+        while k != NONE {
+            let slot = self.slots[k as usize % OUTERMOST_SLOTS];
+            if slot.0 == k {
+                above = slot.1;
+                break;
+            }
+            self.path.push(k);
+            k = t.host_spans[k as usize].parent;
+        }
+        // From the top down: a span's answer is the one above it, else itself if an operator.
+        for &k in self.path.iter().rev() {
+            if above == NONE && t.host_spans[k as usize].kind == HostKind::CpuOp {
+                above = k;
+            }
+            self.slots[k as usize % OUTERMOST_SLOTS] = (k, above);
+        }
+        above
+    }
+}
+
 /// `v.partition_point(pred)`, found by galloping from `hint` (a guess at the answer) and
 /// then a binary search in the last step's range: for a guess `d` places off it reads
 /// about `2 log2 d` elements near the guess. A `hint` past the end is no guess: a plain
@@ -216,6 +272,28 @@ pub fn partition_near<T>(v: &[T], hint: usize, pred: impl Fn(&T) -> bool) -> usi
 #[cfg(test)]
 mod tests {
     use crate::model::*;
+
+    #[test]
+    fn remembered_outermost_operators_equal_the_walk() {
+        // Operators inside operators inside a frame, twice, and a call outside any operator.
+        let t = trace(&[
+            (HostKind::Python, 0, 100, "train.py(1): step"),
+            (HostKind::CpuOp, 10, 60, "aten::linear"),
+            (HostKind::CpuOp, 12, 50, "aten::addmm"),
+            (HostKind::Runtime, 14, 16, "cudaLaunchKernel"),
+            (HostKind::Runtime, 20, 22, "cudaLaunchKernel"),
+            (HostKind::CpuOp, 70, 90, "aten::relu"),
+            (HostKind::Runtime, 72, 74, "cudaLaunchKernel"),
+            (HostKind::Runtime, 95, 97, "cudaMemcpyAsync"),
+        ]);
+        let mut memo = super::OutermostCpuOps::default();
+        // Twice over, so the second pass reads only remembered answers.
+        for _ in 0..2 {
+            for i in (0..t.host_spans.len() as u32).chain([NONE, 99]) {
+                assert_eq!(memo.get(&t, i), t.outermost_cpu_op(i), "span {i}");
+            }
+        }
+    }
 
     #[test]
     fn partition_near_equals_partition_point_from_any_hint() {

@@ -90,6 +90,7 @@ impl Rule for LaunchBound {
             let mut oi = 0;
             let mut launched = 0usize;
             let mut durs: Vec<i64> = Vec::new();
+            let mut outermost = tracehound_parsers::activity::OutermostCpuOps::default();
             for (started, &(i, l)) in ks.iter().enumerate() {
                 let op = &t.gpu_ops[i as usize];
                 while oi < dev_ops.len() && t.gpu_ops[dev_ops[oi] as usize].start < op.start {
@@ -113,7 +114,7 @@ impl Rule for LaunchBound {
                     starved_ns += gap;
                     starved_n += 1;
                     durs.push(op.dur());
-                    let outer = t.outermost_cpu_op(l);
+                    let outer = outermost.get(t, l);
                     let g = by_name.entry(span_name_id(t, outer)).or_default();
                     g.0 += 1;
                     g.1 += gap;
