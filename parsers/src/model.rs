@@ -1107,13 +1107,23 @@ impl Trace {
         clock.mark("finish: sort");
         self.detect_steps();
         clock.mark("finish: steps");
-        self.build_nesting();
+        // Nesting writes the spans while the device index reads only the GPU ops; the launch
+        // links and the frame names only read: each pair runs on both cores.
+        let (threads, by_device) = rayon::join(
+            || Self::nest(&mut self.host_spans),
+            || Self::device_index(&self.gpu_ops),
+        );
+        self.index.spans_by_thread = threads;
+        self.index.ops_by_device = by_device;
         clock.mark("finish: nesting");
-        self.build_launch_links();
-        clock.mark("finish: launch links");
-        self.build_device_index();
-        self.build_user_frame_names();
-        clock.mark("finish: device index");
+        let ((op_launch, op_cpu_op), frames) = rayon::join(
+            || self.launch_links(),
+            || Self::user_frame_names(&self.host_spans, &self.strings),
+        );
+        self.index.op_launch = op_launch;
+        self.index.op_cpu_op = op_cpu_op;
+        self.index.user_frame_names = frames;
+        clock.mark("finish: links");
     }
 
     fn detect_steps(&mut self) {
@@ -1144,11 +1154,12 @@ impl Trace {
         self.steps = steps;
     }
 
-    fn build_nesting(&mut self) {
+    /// Sets each span's parent and depth; returns each thread's spans, by thread.
+    fn nest(host_spans: &mut [HostSpan]) -> Vec<((i64, i64), Vec<u32>)> {
         // Counted first, so each thread's list is allocated once at its size: grown by
         // doubling, the lists of a large trace held megabytes of spare capacity for good.
         let mut counts: FxHashMap<(i64, i64), usize> = FxHashMap::default();
-        for s in &self.host_spans {
+        for s in host_spans.iter() {
             *counts.entry((s.pid, s.tid)).or_default() += 1;
         }
         let mut threads: Vec<((i64, i64), Vec<u32>)> = counts
@@ -1161,7 +1172,7 @@ impl Trace {
             .enumerate()
             .map(|(k, (key, _))| (*key, k))
             .collect();
-        for (i, s) in self.host_spans.iter().enumerate() {
+        for (i, s) in host_spans.iter().enumerate() {
             if let Some(&k) = slot.get(&(s.pid, s.tid)) {
                 threads[k].1.push(i as u32);
             }
@@ -1171,29 +1182,30 @@ impl Trace {
             stack.clear();
             for &i in idx {
                 let (start, end) = {
-                    let s = &self.host_spans[i as usize];
+                    let s = &host_spans[i as usize];
                     (s.start, s.end)
                 };
                 // Pop what ended before this span starts, and what it merely overlaps:
                 // a span is a child only when it lies entirely inside its parent.
                 while let Some(&top) = stack.last() {
-                    let t = &self.host_spans[top as usize];
+                    let t = &host_spans[top as usize];
                     if t.end <= start || t.end < end {
                         stack.pop();
                     } else {
                         break;
                     }
                 }
-                let s = &mut self.host_spans[i as usize];
+                let s = &mut host_spans[i as usize];
                 s.parent = stack.last().copied().unwrap_or(NONE);
                 s.depth = stack.len().min(u16::MAX as usize) as u16;
                 stack.push(i);
             }
         }
-        self.index.spans_by_thread = threads;
+        threads
     }
 
-    fn build_launch_links(&mut self) {
+    /// Each GPU op's launch call and the CPU operator around it, in op order.
+    fn launch_links(&self) -> (Vec<u32>, Vec<u32>) {
         use rayon::prelude::*;
         let mut by_corr: Vec<(u64, u32)> = self
             .host_spans
@@ -1255,38 +1267,36 @@ impl Trace {
                 }
             }
         }
-        self.index.op_launch = op_launch;
-        self.index.op_cpu_op = op_cpu_op;
+        (op_launch, op_cpu_op)
     }
 
-    fn build_device_index(&mut self) {
+    /// Each device's GPU ops, by device.
+    fn device_index(gpu_ops: &[GpuOp]) -> Vec<(i32, Vec<u32>)> {
         let mut by_dev: FxHashMap<i32, Vec<u32>> = FxHashMap::default();
-        for (i, op) in self.gpu_ops.iter().enumerate() {
+        for (i, op) in gpu_ops.iter().enumerate() {
             by_dev.entry(op.device).or_default().push(i as u32);
         }
         let mut v: Vec<(i32, Vec<u32>)> = by_dev.into_iter().collect();
         v.sort_by_key(|(d, _)| *d);
-        self.index.ops_by_device = v;
+        v
     }
 
-    fn build_user_frame_names(&mut self) {
-        let mut flags = vec![0u8; self.strings.len()];
-        for s in self
-            .host_spans
-            .iter()
-            .filter(|s| s.kind == HostKind::Python)
-        {
+    /// Per string id: 2 for the name of a user's Python frame, 1 for another frame's, 0 for
+    /// a name no Python span has.
+    fn user_frame_names(host_spans: &[HostSpan], strings: &Strings) -> Vec<u8> {
+        let mut flags = vec![0u8; strings.len()];
+        for s in host_spans.iter().filter(|s| s.kind == HostKind::Python) {
             if let Some(f) = flags.get_mut(s.name as usize)
                 && *f == 0
             {
-                *f = if is_user_frame(self.strings.get(s.name)) {
+                *f = if is_user_frame(strings.get(s.name)) {
                     2
                 } else {
                     1
                 };
             }
         }
-        self.index.user_frame_names = flags;
+        flags
     }
 
     /// Whether the name `name` of a Python span is a user's frame ([`is_user_frame`]), from

@@ -680,10 +680,11 @@ impl<'t> Attributor<'t> {
     /// Whether any span carries an old-style `Call stack`.
     fn call_stacks(&self) -> bool {
         *self.call_stacks.get_or_init(|| {
-            self.trace
-                .host_spans
-                .iter()
-                .any(|s| self.trace.op_args(s).call_stack != 0)
+            let t = self.trace;
+            // Every span's arguments are an entry of the table, a few thousand against
+            // millions of spans: with no stack there, no span has one.
+            (0..t.args.len() as u32).any(|id| t.args.get(id).call_stack != 0)
+                && t.host_spans.iter().any(|s| t.op_args(s).call_stack != 0)
         })
     }
 
