@@ -1148,7 +1148,7 @@ fn device_model(cx: &Scope, marks: &Marks, classes: &[KernelClass], device: i32)
                 call = if by_inner[slot].0 == inner {
                     by_inner[slot].1
                 } else {
-                    let c = (|| {
+                    let c = 'call: {
                         let found = modelled_op(
                             t,
                             &mut cache,
@@ -1158,7 +1158,7 @@ fn device_model(cx: &Scope, marks: &Marks, classes: &[KernelClass], device: i32)
                             class.elem_bytes,
                         );
                         let Some((span, m)) = found else {
-                            return NONE;
+                            break 'call NONE;
                         };
                         *by_span.entry(span).or_insert_with(|| {
                             let seen = origin(t, marks, span, &mut memo, &mut path);
@@ -1175,7 +1175,7 @@ fn device_model(cx: &Scope, marks: &Marks, classes: &[KernelClass], device: i32)
                             });
                             (calls.len() - 1) as u32
                         })
-                    })();
+                    };
                     by_inner[slot] = (inner, c);
                     c
                 };
