@@ -72,7 +72,9 @@ impl Phases {
     }
 }
 
-/// Runs `f`, printing its wall time under `what` when timings are on.
+/// Runs `f`, printing its wall time under `what` when timings are on, and the process's CPU
+/// time meanwhile: all threads, so for a task run beside others (the rules, in parallel) it is
+/// theirs too; `RAYON_NUM_THREADS=1` gives each task's own.
 pub fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
     if !enabled() {
         return f();
