@@ -245,7 +245,7 @@ fn prefix_xor(mut x: u64) -> u64 {
 
 /// The first position at or after `p` that is not JSON whitespace. Most calls find a token
 /// at once or after one space (after `:` and `,`), so those two are tested inline; runs of
-/// whitespace (torch indents every field on its own line) go to [`skip_ws_run`].
+/// whitespace (torch indents every field on its own line) go to `skip_ws_run`.
 #[inline(always)]
 pub fn skip_ws(b: &[u8], p: usize) -> usize {
     match b.get(p) {
@@ -333,7 +333,7 @@ pub fn plain_string_end(b: &[u8], p: usize) -> Option<usize> {
 }
 
 /// The position after the number-like bytes starting at `p` (digits, signs, `.`, `e`):
-/// sixteen bytes at a time ([`number_bytes_16`]), the last few of the text one by one.
+/// sixteen bytes at a time (`number_bytes_16`), the last few of the text one by one.
 #[inline(always)]
 pub fn number_end(b: &[u8], p: usize) -> usize {
     run_end(b, p, number_bytes_16, |c| NUMBER[c as usize])
