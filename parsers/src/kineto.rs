@@ -9,6 +9,7 @@
 //! A file that ends early (a job killed mid-write) yields what was complete, with a warning.
 
 use crate::error::LoadError;
+use crate::json_members::{Cursor, Members, Step};
 use crate::json_scan::{Bail, Scan, Scanned, ascii_bounded, number_end, plain_string_end, skip_ws};
 use crate::json_split::{Piece, SlicePiece};
 use crate::lenient::{Dims, LStr, Num, us_text_to_ns};
@@ -1203,6 +1204,7 @@ fn scan_events(text: &str, b: &mut Builder, bare: bool) -> Scanned<()> {
     // One event struct read into again and again: returned by value it was copied twice per
     // event (it is some 500 bytes, more than the event's text).
     let mut ev = RawEvent::default();
+    let mut shapes = Shapes::default();
     let mut p = skip_ws(bytes, 0);
     match bytes.get(p) {
         Some(b'[') => {}
@@ -1220,7 +1222,7 @@ fn scan_events(text: &str, b: &mut Builder, bare: bool) -> Scanned<()> {
     } else {
         loop {
             if bytes.get(p) == Some(&b'{') {
-                p = scan_event(text, p, &mut ev)?;
+                p = scan_event(text, p, &mut ev, &mut shapes)?;
                 b.add(&ev);
             } else {
                 let mut s = Scan::at(text, p);
@@ -1256,47 +1258,6 @@ fn once(seen: &mut u32, bit: u32) -> Scanned<()> {
     }
     *seen |= bit;
     Ok(())
-}
-
-/// Reads the key at `p` (its opening quote) and the colon after it: returns the key's text
-/// (decoded into `spill` when it has an escape) and the position of the value.
-#[inline(always)]
-fn scan_key<'t>(text: &'t str, p: usize, spill: &'t mut String) -> Scanned<(&'t str, usize)> {
-    let bytes = text.as_bytes();
-    if bytes.get(p) != Some(&b'"') {
-        return Err(Bail);
-    }
-    let (key, after) = match plain_string_end(bytes, p) {
-        // SAFETY: both ends are ASCII quotes (`p` and `end`) inside the text.
-        Some(end) => (unsafe { ascii_bounded(text, p + 1, end) }, end + 1),
-        None => {
-            let mut s = Scan::at(text, p);
-            *spill = s.string()?.into_owned();
-            (spill.as_str(), s.pos())
-        }
-    };
-    // `"key": value` is by far the most common spacing: tested before the general skips.
-    let q = if bytes.get(after) == Some(&b':') {
-        after
-    } else {
-        skip_ws(bytes, after)
-    };
-    if bytes.get(q) != Some(&b':') {
-        return Err(Bail);
-    }
-    Ok((key, skip_ws(bytes, q + 1)))
-}
-
-/// After a member of an object: `Ok` with the position of the next key (`,` consumed), or
-/// `Err` with the position after the `}` when the object closed.
-#[inline(always)]
-fn next_member(bytes: &[u8], p: usize) -> Scanned<Result<usize, usize>> {
-    let p = skip_ws(bytes, p);
-    match bytes.get(p) {
-        Some(b',') => Ok(Ok(skip_ws(bytes, p + 1))),
-        Some(b'}') => Ok(Err(p + 1)),
-        _ => Err(Bail),
-    }
 }
 
 /// A lenient string at `p`: one without escapes is borrowed in place.
@@ -1355,33 +1316,128 @@ fn with_scan<'a, T>(
 }
 
 /// The member loop of the object whose `{` is at `$p`, returning from the enclosing
-/// function with the position after its `}`: for each member, `$key` is the key and `$p`
-/// the position of its value, and `$read` (a `match` on the key) leaves `$p` after the
-/// value. A macro, not a function taking a closure: on the hot path the closure cost 2%
-/// more instructions (the 121 MB trace's `info`: 1.673 G against 1.702 G).
+/// function with the position after its `}`: for each member, `$arm` is its key's number
+/// (`$arm_of`) and `$p` the position of its value, and `$read` (a `match` on the number)
+/// leaves `$p` after the value. The separators and key order are remembered in `$members`
+/// ([`Members`]). A macro, not a function taking a closure: on the hot path the closure cost
+/// 2% more instructions (the 121 MB trace's `info`: 1.673 G against 1.702 G).
 macro_rules! members {
-    ($text:ident, $p:ident, $key:ident => $read:block) => {{
-        let bytes = $text.as_bytes();
-        let mut spill = String::new();
-        let mut $p = skip_ws(bytes, $p + 1);
-        if bytes.get($p) == Some(&b'}') {
-            return Ok($p + 1);
-        }
+    ($text:ident, $p:ident, $members:expr, $arm_of:path, $arm:ident => $read:block) => {{
+        let members: &mut Members = $members;
+        let mut at = Cursor::start();
+        let mut $p = $p;
         loop {
-            let ($key, at) = scan_key($text, $p, &mut spill)?;
-            $p = at;
+            let $arm = match members.next($text, $p, &mut at, $arm_of)? {
+                Step::Member { arm, value } => {
+                    $p = value;
+                    arm
+                }
+                Step::End(end) => return Ok(end),
+            };
             $read
-            match next_member(bytes, $p)? {
-                Ok(next) => $p = next,
-                Err(end) => return Ok(end),
-            }
         }
     }};
 }
 
+/// The number of each event key the scanner reads ([`scan_event`]'s arms).
+mod ev_arm {
+    pub const PH: u8 = 1;
+    pub const CAT: u8 = 2;
+    pub const NAME: u8 = 3;
+    pub const TS: u8 = 4;
+    pub const DUR: u8 = 5;
+    pub const PID: u8 = 6;
+    pub const TID: u8 = 7;
+    pub const ARGS: u8 = 8;
+    pub const OTHER: u8 = 0;
+}
+
+/// [`ev_arm`]'s number of an event key.
+fn event_arm(key: &str) -> u8 {
+    match key {
+        "ph" => ev_arm::PH,
+        "cat" => ev_arm::CAT,
+        "name" => ev_arm::NAME,
+        "ts" => ev_arm::TS,
+        "dur" => ev_arm::DUR,
+        "pid" => ev_arm::PID,
+        "tid" => ev_arm::TID,
+        "args" => ev_arm::ARGS,
+        _ => ev_arm::OTHER,
+    }
+}
+
+/// The number of each `args` key the scanner reads ([`scan_args`]' arms).
+mod args_arm {
+    pub const CORRELATION: u8 = 1;
+    pub const EXTERNAL_ID: u8 = 2;
+    pub const DEVICE: u8 = 3;
+    pub const STREAM: u8 = 4;
+    pub const BYTES: u8 = 5;
+    pub const GRID: u8 = 6;
+    pub const BLOCK: u8 = 7;
+    pub const REGISTERS_PER_THREAD: u8 = 8;
+    pub const SHARED_MEMORY: u8 = 9;
+    pub const EST_ACHIEVED_OCCUPANCY: u8 = 10;
+    pub const MEM_BYTES: u8 = 11;
+    pub const TOTAL_ALLOCATED: u8 = 12;
+    pub const TOTAL_RESERVED: u8 = 13;
+    pub const DEVICE_TYPE: u8 = 14;
+    pub const DEVICE_ID: u8 = 15;
+    pub const ADDR: u8 = 16;
+    pub const INPUT_DIMS: u8 = 17;
+    pub const INPUT_TYPE: u8 = 18;
+    pub const CALL_STACK: u8 = 19;
+    pub const KIND: u8 = 20;
+    pub const CONCRETE_INPUTS: u8 = 21;
+    pub const NAME: u8 = 22;
+    pub const OTHER: u8 = 0;
+}
+
+/// [`args_arm`]'s number of an `args` key.
+fn args_arm(key: &str) -> u8 {
+    match key {
+        "correlation" => args_arm::CORRELATION,
+        "External id" | "external id" => args_arm::EXTERNAL_ID,
+        "device" => args_arm::DEVICE,
+        "stream" => args_arm::STREAM,
+        "bytes" => args_arm::BYTES,
+        "grid" => args_arm::GRID,
+        "block" => args_arm::BLOCK,
+        "registers per thread" => args_arm::REGISTERS_PER_THREAD,
+        "shared memory" => args_arm::SHARED_MEMORY,
+        "est. achieved occupancy %" => args_arm::EST_ACHIEVED_OCCUPANCY,
+        "Bytes" => args_arm::MEM_BYTES,
+        "Total Allocated" => args_arm::TOTAL_ALLOCATED,
+        "Total Reserved" => args_arm::TOTAL_RESERVED,
+        "Device Type" => args_arm::DEVICE_TYPE,
+        "Device Id" => args_arm::DEVICE_ID,
+        "Addr" => args_arm::ADDR,
+        "Input Dims" | "Input dims" => args_arm::INPUT_DIMS,
+        "Input type" => args_arm::INPUT_TYPE,
+        "Call stack" => args_arm::CALL_STACK,
+        "kind" => args_arm::KIND,
+        "Concrete Inputs" => args_arm::CONCRETE_INPUTS,
+        "name" => args_arm::NAME,
+        _ => args_arm::OTHER,
+    }
+}
+
+/// What the scanner remembers of the events' and their args' shapes ([`Members`]).
+#[derive(Default)]
+struct Shapes {
+    event: Members,
+    args: Members,
+}
+
 /// Reads one event object, as [`RawEvent`]'s serde derive reads it, from `p` (its `{`);
 /// returns the position after its `}`.
-fn scan_event<'a>(text: &'a str, p: usize, ev: &mut RawEvent<'a>) -> Scanned<usize> {
+fn scan_event<'a>(
+    text: &'a str,
+    p: usize,
+    ev: &mut RawEvent<'a>,
+    shapes: &mut Shapes,
+) -> Scanned<usize> {
     let bytes = text.as_bytes();
     // Every field cleared (the pattern names them all, so a new field cannot be missed);
     // `args` is filled in place when the event has them.
@@ -1399,9 +1455,9 @@ fn scan_event<'a>(text: &'a str, p: usize, ev: &mut RawEvent<'a>) -> Scanned<usi
     (*ts, *dur, *pid, *tid) = (None, None, None, None);
     *args = None;
     let mut seen = 0u32;
-    members!(text, p, key => {
-        match key {
-            "ph" => {
+    members!(text, p, &mut shapes.event, event_arm, arm => {
+        match arm {
+            ev_arm::PH => {
                 once(&mut seen, 1)?;
                 (ev.ph, p) = lstr_at(text, p)?;
                 // Flows are skipped whatever else they hold (see Builder::add): a fifth of a
@@ -1413,36 +1469,36 @@ fn scan_event<'a>(text: &'a str, p: usize, ev: &mut RawEvent<'a>) -> Scanned<usi
                     return Ok(s.pos());
                 }
             }
-            "cat" => {
+            ev_arm::CAT => {
                 once(&mut seen, 2)?;
                 (ev.cat, p) = lstr_at(text, p)?;
             }
-            "name" => {
+            ev_arm::NAME => {
                 once(&mut seen, 4)?;
                 (ev.name, p) = lstr_at(text, p)?;
             }
-            "ts" => {
+            ev_arm::TS => {
                 once(&mut seen, 8)?;
                 (ev.ts, p) = raw_at(text, p)?;
             }
-            "dur" => {
+            ev_arm::DUR => {
                 once(&mut seen, 16)?;
                 (ev.dur, p) = raw_at(text, p)?;
             }
-            "pid" => {
+            ev_arm::PID => {
                 once(&mut seen, 32)?;
                 (ev.pid, p) = raw_at(text, p)?;
             }
-            "tid" => {
+            ev_arm::TID => {
                 once(&mut seen, 64)?;
                 (ev.tid, p) = raw_at(text, p)?;
             }
-            "args" => {
+            ev_arm::ARGS => {
                 once(&mut seen, 128)?;
                 match bytes.get(p) {
                     Some(b'{') => {
                         let a = ev.args.insert(RawArgs::default());
-                        p = scan_args(text, p, a)?;
+                        p = scan_args(text, p, a, &mut shapes.args)?;
                     }
                     Some(b'n') => p = skip_at(text, p)?,
                     // Metadata is read only for the names it gives: odd args are skipped.
@@ -1457,97 +1513,102 @@ fn scan_event<'a>(text: &'a str, p: usize, ev: &mut RawEvent<'a>) -> Scanned<usi
 
 /// An event's `args` from `p` (its `{`), as [`RawArgs`]' serde derive reads them; returns
 /// the position after the closing `}`.
-fn scan_args<'a>(text: &'a str, p: usize, a: &mut RawArgs<'a>) -> Scanned<usize> {
+fn scan_args<'a>(
+    text: &'a str,
+    p: usize,
+    a: &mut RawArgs<'a>,
+    members: &mut Members,
+) -> Scanned<usize> {
     let mut seen = 0u32;
-    members!(text, p, key => {
-        match key {
-            "correlation" => {
+    members!(text, p, members, args_arm, arm => {
+        match arm {
+            args_arm::CORRELATION => {
                 once(&mut seen, 1)?;
                 (a.correlation, p) = with_scan(text, p, Scan::num)?;
             }
-            "External id" | "external id" => {
+            args_arm::EXTERNAL_ID => {
                 once(&mut seen, 1 << 1)?;
                 (a.external_id, p) = with_scan(text, p, Scan::num)?;
             }
-            "device" => {
+            args_arm::DEVICE => {
                 once(&mut seen, 1 << 2)?;
                 (a.device, p) = with_scan(text, p, Scan::num)?;
             }
-            "stream" => {
+            args_arm::STREAM => {
                 once(&mut seen, 1 << 3)?;
                 (a.stream, p) = with_scan(text, p, Scan::num)?;
             }
-            "bytes" => {
+            args_arm::BYTES => {
                 once(&mut seen, 1 << 4)?;
                 (a.bytes, p) = with_scan(text, p, Scan::num)?;
             }
-            "grid" => {
+            args_arm::GRID => {
                 once(&mut seen, 1 << 5)?;
                 let (d, at) = with_scan(text, p, Scan::dims)?;
                 (a.grid, p) = (Some(d), at);
             }
-            "block" => {
+            args_arm::BLOCK => {
                 once(&mut seen, 1 << 6)?;
                 let (d, at) = with_scan(text, p, Scan::dims)?;
                 (a.block, p) = (Some(d), at);
             }
-            "registers per thread" => {
+            args_arm::REGISTERS_PER_THREAD => {
                 once(&mut seen, 1 << 7)?;
                 (a.registers, p) = with_scan(text, p, Scan::num)?;
             }
-            "shared memory" => {
+            args_arm::SHARED_MEMORY => {
                 once(&mut seen, 1 << 8)?;
                 (a.shared_mem, p) = with_scan(text, p, Scan::num)?;
             }
-            "est. achieved occupancy %" => {
+            args_arm::EST_ACHIEVED_OCCUPANCY => {
                 once(&mut seen, 1 << 9)?;
                 (a.occupancy, p) = with_scan(text, p, Scan::num)?;
             }
-            "Bytes" => {
+            args_arm::MEM_BYTES => {
                 once(&mut seen, 1 << 10)?;
                 (a.mem_bytes, p) = with_scan(text, p, Scan::num)?;
             }
-            "Total Allocated" => {
+            args_arm::TOTAL_ALLOCATED => {
                 once(&mut seen, 1 << 11)?;
                 (a.total_allocated, p) = with_scan(text, p, Scan::num)?;
             }
-            "Total Reserved" => {
+            args_arm::TOTAL_RESERVED => {
                 once(&mut seen, 1 << 12)?;
                 (a.total_reserved, p) = with_scan(text, p, Scan::num)?;
             }
-            "Device Type" => {
+            args_arm::DEVICE_TYPE => {
                 once(&mut seen, 1 << 13)?;
                 (a.device_type, p) = with_scan(text, p, Scan::num)?;
             }
-            "Device Id" => {
+            args_arm::DEVICE_ID => {
                 once(&mut seen, 1 << 14)?;
                 (a.device_id, p) = with_scan(text, p, Scan::num)?;
             }
-            "Addr" => {
+            args_arm::ADDR => {
                 once(&mut seen, 1 << 15)?;
                 (a.addr, p) = with_scan(text, p, Scan::num)?;
             }
-            "Input Dims" | "Input dims" => {
+            args_arm::INPUT_DIMS => {
                 once(&mut seen, 1 << 16)?;
                 (a.input_dims, p) = raw_at(text, p)?;
             }
-            "Input type" => {
+            args_arm::INPUT_TYPE => {
                 once(&mut seen, 1 << 17)?;
                 (a.input_type, p) = raw_at(text, p)?;
             }
-            "Call stack" => {
+            args_arm::CALL_STACK => {
                 once(&mut seen, 1 << 18)?;
                 (a.call_stack, p) = lstr_at(text, p)?;
             }
-            "kind" => {
+            args_arm::KIND => {
                 once(&mut seen, 1 << 19)?;
                 (a.kind, p) = lstr_at(text, p)?;
             }
-            "Concrete Inputs" => {
+            args_arm::CONCRETE_INPUTS => {
                 once(&mut seen, 1 << 20)?;
                 (a.concrete, p) = raw_at(text, p)?;
             }
-            "name" => {
+            args_arm::NAME => {
                 once(&mut seen, 1 << 21)?;
                 (a.name, p) = lstr_at(text, p)?;
             }
