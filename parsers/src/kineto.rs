@@ -865,8 +865,20 @@ impl Builder {
 
     /// An id from a pid/tid value: ints as they are, numeric strings parsed, other strings
     /// interned above 2^40 so they never collide with OS ids.
+    #[inline(always)]
     fn id_of(&mut self, v: Option<&str>) -> i64 {
         let Some(t) = v else { return 0 };
+        // Ids are a few plain digits, every event twice: read without `parse`'s generality.
+        match plain_id(t.as_bytes()) {
+            Some(i) => i,
+            None => Self::odd_id(t),
+        }
+    }
+
+    /// [`Builder::id_of`] of a text that is not plain digits.
+    #[cold]
+    #[inline(never)]
+    fn odd_id(t: &str) -> i64 {
         if let Ok(i) = t.parse::<i64>() {
             return i;
         }
@@ -1160,6 +1172,23 @@ impl Builder {
         self.trace.meta.capture = capture;
         self.trace
     }
+}
+
+/// The value of an id of 1 to 18 plain digits.
+#[inline(always)]
+fn plain_id(b: &[u8]) -> Option<i64> {
+    if b.is_empty() || b.len() > 18 {
+        return None;
+    }
+    let mut v = 0i64;
+    for &c in b {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v * 10 + i64::from(d);
+    }
+    Some(v)
 }
 
 /// ROCm's traces list the one visible GPU by its logical id (0) in `deviceProperties` but

@@ -223,57 +223,97 @@ impl<'de> Deserialize<'de> for Dims {
     }
 }
 
-/// The value of the first eight bytes of `b` when they are all ASCII digits (SWAR: the
-/// digits are checked and combined in one 64-bit register, pairs, then quads, then the
-/// halves).
-fn eight_digits(b: &[u8]) -> Option<u64> {
-    let x = u64::from_le_bytes(*b.first_chunk::<8>()?);
-    // Every byte 0x30..=0x39: high nibble 3, and adding 6 does not carry out of the nibble.
-    const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
-    if x & HIGH != 0x3030_3030_3030_3030
-        || x.wrapping_add(0x0606_0606_0606_0606) & HIGH != 0x3030_3030_3030_3030
-    {
-        return None;
+/// The count of the ASCII digits that lead the eight bytes of `x` (the first byte is the
+/// lowest) and their value (SWAR: the digits are found and combined in one 64-bit register,
+/// pairs, then quads, then the halves).
+#[inline(always)]
+fn leading_digits(x: u64) -> (u64, usize) {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    let t = x ^ 0x3030_3030_3030_3030;
+    // A byte is a digit when it is 0..=9 after the xor: the high bit of each byte of `other`
+    // is set where it is 10 or more (the low seven bits plus 0x76 cannot carry out of the
+    // byte, and a byte of 0x80 or more has its high bit already).
+    let other = (((t & LOW7) + 0x7676_7676_7676_7676) | t) & 0x8080_8080_8080_8080;
+    let n = (other.trailing_zeros() / 8) as usize;
+    if n == 0 {
+        return (0, 0);
     }
-    let d = x - 0x3030_3030_3030_3030;
-    // The first digit is the lowest byte (little-endian): combine neighbours.
+    // The digits to the top bytes, zeros below them: leading zeros of an eight-digit number.
+    let d = t << (64 - 8 * n);
     let d = (d * 10 + (d >> 8)) & 0x00FF_00FF_00FF_00FF;
     let d = (d * 100 + (d >> 16)) & 0x0000_FFFF_0000_FFFF;
-    Some((d * 10000 + (d >> 32)) & 0xFFFF_FFFF)
+    ((d * 10000 + (d >> 32)) & 0xFFFF_FFFF, n)
+}
+
+/// Powers of ten up to eight digits' worth.
+const POW10: [u64; 9] = [
+    1,
+    10,
+    100,
+    1_000,
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+];
+
+/// [`us_text_to_ns`] of `123` or `123.456` (how torch writes them: at most 15 integer and 3
+/// fractional digits), eight digits at a time; `None` for anything else.
+#[inline(always)]
+fn plain_us_to_ns(b: &[u8]) -> Option<i64> {
+    let (mut v, mut k) = (0u64, 0usize);
+    // Timestamps have 10 to 16 integer digits; at most 16 are read (v < 10^16 fits).
+    while k <= 15 {
+        let Some(w) = b.get(k..).and_then(|r| r.first_chunk::<8>()) else {
+            while let Some(&c) = b.get(k)
+                && c.is_ascii_digit()
+                && k <= 15
+            {
+                v = v * 10 + u64::from(c - b'0');
+                k += 1;
+            }
+            break;
+        };
+        let (d, n) = leading_digits(u64::from_le_bytes(*w));
+        v = v * POW10[n] + d;
+        k += n;
+        if n < 8 {
+            break;
+        }
+    }
+    if k == 0 || k > 15 {
+        return None;
+    }
+    let v = v as i64 * 1000;
+    let digit = |c: u8| c.is_ascii_digit().then(|| i64::from(c - b'0'));
+    match b.get(k..)? {
+        [] => Some(v),
+        [b'.', f @ ..] => match *f {
+            [a] => Some(v + digit(a)? * 100),
+            [a, c] => Some(v + digit(a)? * 100 + digit(c)? * 10),
+            [a, c, d] => Some(v + digit(a)? * 100 + digit(c)? * 10 + digit(d)?),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Parses a JSON number of microseconds (`123`, `88437691101.729`, `1.6e3`, `"12"`) into
 /// integer nanoseconds without going through f64 when the text is plain decimal, so that
 /// epoch-scale timestamps keep their ns digits.
+#[inline]
 pub fn us_text_to_ns(text: &str) -> Option<i64> {
-    // Fast path: `123` or `123.456` (how torch writes them).
-    let b = text.as_bytes();
-    let mut v: i64 = 0;
-    let mut k = 0;
-    // Timestamps have 10 to 16 integer digits: the first eight at once when they are digits.
-    if let Some(d) = eight_digits(b) {
-        v = d as i64;
-        k = 8;
+    match plain_us_to_ns(text.as_bytes()) {
+        Some(ns) => Some(ns),
+        None => any_us_to_ns(text),
     }
-    while k < b.len() && b[k].is_ascii_digit() && k < 15 {
-        v = v * 10 + (b[k] - b'0') as i64;
-        k += 1;
-    }
-    if k > 0 {
-        if k == b.len() {
-            return Some(v * 1000);
-        }
-        if b[k] == b'.' {
-            let f = &b[k + 1..];
-            if f.len() <= 3 && !f.is_empty() && f.iter().all(u8::is_ascii_digit) {
-                let mut frac = 0i64;
-                for i in 0..3 {
-                    frac = frac * 10 + f.get(i).map_or(0, |c| (c - b'0') as i64);
-                }
-                return Some(v * 1000 + frac);
-            }
-        }
-    }
+}
+
+/// [`us_text_to_ns`] of any text: signs, exponents, quotes, more digits.
+#[cold]
+#[inline(never)]
+fn any_us_to_ns(text: &str) -> Option<i64> {
     let t = text.trim().trim_matches('"');
     let (neg, digits) = match t.strip_prefix('-') {
         Some(r) => (true, r),
@@ -315,7 +355,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn eight_digits_at_once_equal_one_at_a_time() {
+    fn eight_digits_at_once_equal_one_at_a_time_and_the_general_reading() {
         let mut seed = 99u64;
         for n in 0..20_000u64 {
             seed = seed
@@ -335,18 +375,47 @@ mod tests {
                     .checked_add(f.parse::<i64>().ok()?)
             });
             assert_eq!(us_text_to_ns(&text), slow, "{text}");
+            // Every prefix (shorter integers, one or two fractional digits, a bare dot) and
+            // the same with a byte changed, against the general reading.
+            for cut in 1..=text.len() {
+                let mut t = text[..cut].to_string();
+                assert_eq!(us_text_to_ns(&t), general(&t), "{t}");
+                let at = (seed as usize) % cut;
+                let odd = [b'/', b':', b' ', b'-', b'e', b'.'][n as usize % 6] as char;
+                t.replace_range(at..at + 1, &odd.to_string());
+                assert_eq!(us_text_to_ns(&t), general(&t), "{t}");
+            }
         }
-        assert_eq!(eight_digits(b"12345678"), Some(12_345_678));
-        assert_eq!(eight_digits(b"00000009x"), Some(9));
-        for bad in [
-            &b"1234567/"[..],
-            b"1234567:",
-            b"1234 678",
-            b"123",
-            b"-1234567",
-        ] {
-            assert_eq!(eight_digits(bad), None);
-        }
+        assert_eq!(
+            leading_digits(u64::from_le_bytes(*b"12345678")),
+            (12_345_678, 8)
+        );
+        assert_eq!(leading_digits(u64::from_le_bytes(*b"00000009")), (9, 8));
+        assert_eq!(
+            leading_digits(u64::from_le_bytes(*b"1234567/")),
+            (1_234_567, 7)
+        );
+        assert_eq!(
+            leading_digits(u64::from_le_bytes(*b"1234567:")),
+            (1_234_567, 7)
+        );
+        assert_eq!(leading_digits(u64::from_le_bytes(*b"12 45678")), (12, 2));
+        assert_eq!(leading_digits(u64::from_le_bytes(*b"-1234567")), (0, 0));
+        assert_eq!(leading_digits(u64::from_le_bytes(*b"9\xb9234567")), (9, 1));
+        // Seventeen and more integer digits are the general reading's.
+        assert_eq!(
+            us_text_to_ns("1234567890123456"),
+            general("1234567890123456")
+        );
+        assert_eq!(
+            us_text_to_ns("12345678901234567"),
+            general("12345678901234567")
+        );
+    }
+
+    /// [`us_text_to_ns`] without its fast path.
+    fn general(text: &str) -> Option<i64> {
+        us_text_to_ns(&format!(" {text}"))
     }
 
     #[test]
