@@ -381,11 +381,22 @@ fn analyze(args: AnalyzeArgs, base: Options) -> Result<i32> {
     }
     let text = report::render(&reports, format, args.top);
     clock.mark("cli: render");
-    emit(
+    let code = emit(
         &text,
         args.fail_on,
         reports.iter().flat_map(|r| r.analysis.findings.iter()),
-    )
+    );
+    leave_to_exit(reports);
+    leave_to_exit(traces);
+    code
+}
+
+/// Leaves `what` to the end of the process, which follows the command: the operating system
+/// takes its memory back at once, where dropping it frees every list, name and gap part one
+/// by one (45 ms of the 1 GB trace's `analyze`, for nothing). Nothing in a trace or an
+/// analysis holds a file or a buffer that needs closing.
+fn leave_to_exit<T>(what: T) {
+    std::mem::forget(what);
 }
 
 /// Each trace with its analysis, for the printers.
@@ -748,5 +759,6 @@ fn info(files: Vec<PathBuf>, base: &Options) -> Result<i32> {
         out.push_str(&report::info(t));
     }
     write_stdout(&out, "writing the report")?;
+    leave_to_exit(traces);
     Ok(0)
 }
