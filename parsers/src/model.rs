@@ -1158,9 +1158,23 @@ impl Trace {
     fn nest(host_spans: &mut [HostSpan]) -> Vec<((i64, i64), Vec<u32>)> {
         // Counted first, so each thread's list is allocated once at its size: grown by
         // doubling, the lists of a large trace held megabytes of spare capacity for good.
+        // Spans of one thread come in stretches: each stretch is counted, and its spans
+        // placed, with one look-up of the thread.
         let mut counts: FxHashMap<(i64, i64), usize> = FxHashMap::default();
+        let mut stretch: Option<((i64, i64), usize)> = None;
         for s in host_spans.iter() {
-            *counts.entry((s.pid, s.tid)).or_default() += 1;
+            let key = (s.pid, s.tid);
+            match &mut stretch {
+                Some((k, n)) if *k == key => *n += 1,
+                _ => {
+                    if let Some((k, n)) = stretch.replace((key, 1)) {
+                        *counts.entry(k).or_default() += n;
+                    }
+                }
+            }
+        }
+        if let Some((k, n)) = stretch {
+            *counts.entry(k).or_default() += n;
         }
         let mut threads: Vec<((i64, i64), Vec<u32>)> = counts
             .iter()
@@ -1172,8 +1186,17 @@ impl Trace {
             .enumerate()
             .map(|(k, (key, _))| (*key, k))
             .collect();
+        let mut last: Option<((i64, i64), usize)> = None;
         for (i, s) in host_spans.iter().enumerate() {
-            if let Some(&k) = slot.get(&(s.pid, s.tid)) {
+            let key = (s.pid, s.tid);
+            let k = match last {
+                Some((k, at)) if k == key => Some(at),
+                _ => slot
+                    .get(&key)
+                    .copied()
+                    .inspect(|&at| last = Some((key, at))),
+            };
+            if let Some(k) = k {
                 threads[k].1.push(i as u32);
             }
         }
