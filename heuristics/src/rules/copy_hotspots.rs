@@ -160,7 +160,8 @@ impl Rule for CopyHotspots {
         let mut per_label: FxHashMap<CopyKey, (u64, i64)> = FxHashMap::default();
         let mut conversions: FxHashMap<(String, String, String), (u64, i64)> = FxHashMap::default();
         let mut roots: Vec<(&u32, &(i64, u64, u32))> = per_root.iter().collect();
-        roots.sort_by_key(|(r, _)| **r);
+        // Unstable: the roots are the keys of a map, so no two are equal.
+        roots.sort_unstable_by_key(|(r, _)| **r);
         for &(&root, &(ns, bytes, copy)) in &roots {
             let caller = caller_of(t, root);
             let frame = t.user_frame(root);
