@@ -811,6 +811,59 @@ struct Builder {
     /// Per string id of an operator name: whether its `Concrete Inputs` are kept (1), not
     /// (2), or not yet asked (0); asked once per name, not once per operator.
     keeps_concrete: Vec<u8>,
+    /// Texts interned lately (names, shapes, types), looked up before the string table.
+    recent: RecentTexts,
+}
+
+/// Slots of [`RecentTexts`] (a power of two).
+const RECENT_TEXTS: usize = 1 << 10;
+
+/// A direct-mapped table of recently interned texts: the slot of a text is a hash of its
+/// length and its first and last eight bytes, and holds the length and id of the last text
+/// interned there. A hit is confirmed by comparing the text with the one behind the id, so a
+/// table left from other strings can only miss; a miss interns as before and takes the slot.
+/// An event's name, shapes and types come from a few hundred texts: this spares hashing each
+/// of them in full and probing the table of all strings, every event.
+struct RecentTexts {
+    slots: Vec<(u32, StrId)>,
+}
+
+impl Default for RecentTexts {
+    fn default() -> Self {
+        RecentTexts {
+            slots: vec![(u32::MAX, 0); RECENT_TEXTS],
+        }
+    }
+}
+
+impl RecentTexts {
+    #[inline(always)]
+    fn slot(s: &[u8]) -> usize {
+        let word = |b: &[u8]| b.iter().rev().fold(0u64, |w, &c| w << 8 | u64::from(c));
+        let (head, tail) = match (s.first_chunk::<8>(), s.last_chunk::<8>()) {
+            (Some(h), Some(t)) => (u64::from_le_bytes(*h), u64::from_le_bytes(*t)),
+            _ => (word(s), 0),
+        };
+        let h = (head ^ tail.rotate_left(29) ^ s.len() as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (h >> (64 - RECENT_TEXTS.trailing_zeros())) as usize
+    }
+
+    /// The id of `s` in `strings`, interned if it is new.
+    #[inline(always)]
+    fn intern(&mut self, strings: &mut Strings, s: &str) -> StrId {
+        let k = Self::slot(s.as_bytes());
+        if let Some(&(n, id)) = self.slots.get(k)
+            && n as usize == s.len()
+            && strings.get(id) == s
+        {
+            return id;
+        }
+        let id = strings.intern(s);
+        if let Some(slot) = self.slots.get_mut(k) {
+            *slot = (u32::try_from(s.len()).unwrap_or(u32::MAX), id);
+        }
+        id
+    }
 }
 
 impl Builder {
@@ -835,6 +888,7 @@ impl Builder {
             with_geometry: 0,
             thread_names: Vec::new(),
             keeps_concrete: Vec::new(),
+            recent: RecentTexts::default(),
         }
     }
 
@@ -1017,7 +1071,7 @@ impl Builder {
             }
         };
         let name_s = ev.name.as_str();
-        let name = self.trace.strings.intern(name_s);
+        let name = self.recent.intern(&mut self.trace.strings, name_s);
         let (mut direction, mut src_kind, mut dst_kind) =
             (CopyDirection::Unknown, MemKind::Unknown, MemKind::Unknown);
         if kind == GpuOpKind::Memcpy {
@@ -1064,10 +1118,16 @@ impl Builder {
         let a = ev.args.as_ref().unwrap_or(&empty);
         let pid = self.id_of(ev.pid);
         let tid = self.id_of(ev.tid);
-        let name = self.trace.strings.intern(ev.name.as_str());
+        let name = self
+            .recent
+            .intern(&mut self.trace.strings, ev.name.as_str());
         let args = OpArgs {
-            input_dims: a.input_dims.map_or(0, |v| self.trace.strings.intern(v)),
-            input_types: a.input_type.map_or(0, |v| self.trace.strings.intern(v)),
+            input_dims: a
+                .input_dims
+                .map_or(0, |v| self.recent.intern(&mut self.trace.strings, v)),
+            input_types: a
+                .input_type
+                .map_or(0, |v| self.recent.intern(&mut self.trace.strings, v)),
             call_stack: match &a.call_stack.0 {
                 Some(s) if !s.is_empty() => self.trace.strings.intern(s),
                 _ => 0,
