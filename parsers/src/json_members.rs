@@ -12,8 +12,9 @@
 
 use crate::json_scan::{Bail, Scan, Scanned, ascii_bounded, plain_string_end, skip_ws};
 
-/// The longest run of bytes between two values that is remembered: every separator of a
-/// torch trace fits (the longest, `,\n      "registers per thread": `, is 31 bytes).
+/// The longest run of bytes between two values that is remembered. Nearly every separator of
+/// a torch trace fits (`,      "registers per thread": ` is 31 bytes); the one that does not,
+/// `,      "est. achieved occupancy %": ` (36), is read key by key, once per kernel.
 const SPAN: usize = 32;
 
 /// Keys remembered per object shape (a torch trace's events and args have some 50 in all).
