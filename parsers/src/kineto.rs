@@ -191,9 +191,17 @@ struct Spare {
 /// (memory holds the model and the chunks in flight, never every chunk).
 struct Merger {
     queue: std::sync::Mutex<MergeQueue>,
+    /// Signalled when chunks have been merged (or the merge has failed), for the workers
+    /// waiting for room in the queue.
+    merged: std::sync::Condvar,
     /// Touched only by the worker holding [`MergeQueue::merging`].
     into: std::sync::Mutex<Builder>,
 }
+
+/// Parsed chunks that may wait for the one before them: a worker that finishes a chunk
+/// while this many wait stops until the merge catches up, so that a worker the machine stops
+/// for a moment does not let the other pile up parsed chunks (each holds its lists).
+const MAX_WAITING: usize = 4;
 
 /// Chunks parsed and waiting for their turn.
 struct MergeQueue {
@@ -217,6 +225,7 @@ impl Merger {
                 failed: None,
                 spares: Vec::new(),
             }),
+            merged: std::sync::Condvar::new(),
             into: std::sync::Mutex::new(Builder::new(source)),
         }
     }
@@ -233,7 +242,10 @@ impl Merger {
     }
 
     /// Takes a parsed chunk; merges it, and the chunks waiting after it, when it is next
-    /// and no other worker is merging.
+    /// and no other worker is merging; returns when at most [`MAX_WAITING`] chunks wait.
+    /// The wait cannot last: the chunk next in line was taken before every waiting one
+    /// (chunks are handed out in order), and whoever took it merges it, or leaves it to the
+    /// worker merging, on finishing it.
     fn done(&self, out: ChunkOut) {
         let mut q = self.queue();
         if q.failed.is_some() {
@@ -241,6 +253,7 @@ impl Merger {
         }
         q.pending.insert(out.index, out);
         if q.merging {
+            self.wait_for_room(q);
             return;
         }
         q.merging = true;
@@ -264,6 +277,7 @@ impl Merger {
                     let spare = c.into_spare();
                     q = self.queue();
                     q.spares.push(spare);
+                    self.merged.notify_all();
                 }
                 Err(e) => {
                     q.failed = Some(ChunkOut {
@@ -271,11 +285,23 @@ impl Merger {
                         ..out
                     });
                     q.pending.clear();
+                    self.merged.notify_all();
                     break;
                 }
             }
         }
         q.merging = false;
+        self.wait_for_room(q);
+    }
+
+    /// Waits until at most [`MAX_WAITING`] parsed chunks wait for their turn.
+    fn wait_for_room(&self, mut q: std::sync::MutexGuard<'_, MergeQueue>) {
+        while q.pending.len() > MAX_WAITING && q.failed.is_none() {
+            q = self
+                .merged
+                .wait(q)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
     }
 }
 
@@ -1883,6 +1909,36 @@ impl<'de: 'a, 'a> Deserialize<'de> for Element<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parsed_chunks_wait_for_the_one_before_them_in_a_bounded_queue() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let merger = Merger::new("t.json");
+        let returned = AtomicUsize::new(0);
+        let chunk = |index: usize| ChunkOut {
+            index,
+            offset: 0,
+            result: Ok(Builder::new("t.json")),
+        };
+        std::thread::scope(|scope| {
+            // A worker that parses chunks 1..=8 while chunk 0 is still being parsed.
+            let worker = scope.spawn(|| {
+                for i in 1..=8 {
+                    merger.done(chunk(i));
+                    returned.fetch_add(1, Ordering::SeqCst);
+                }
+            });
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            // Without chunk 0 no more than MAX_WAITING of them may have been let go.
+            assert!(returned.load(Ordering::SeqCst) <= MAX_WAITING);
+            assert!(merger.queue().pending.len() <= MAX_WAITING + 1);
+            merger.done(chunk(0));
+            worker.join().unwrap();
+        });
+        assert_eq!(returned.load(Ordering::SeqCst), 8);
+        let q = merger.queue();
+        assert_eq!((q.next, q.pending.len()), (9, 0));
+    }
 
     fn parse_str(s: &str) -> Result<Trace, LoadError> {
         parse(s.as_bytes(), "test.json")
