@@ -878,8 +878,10 @@ impl RecentTexts {
     #[inline(always)]
     fn intern(&mut self, strings: &mut Strings, s: &str) -> StrId {
         let k = Self::slot(s.as_bytes());
+        // The id is checked to be in the table: `get` reads an unknown id as "".
         if let Some(&(n, id)) = self.slots.get(k)
             && n as usize == s.len()
+            && (id as usize) < strings.len()
             && strings.get(id) == s
         {
             return id;
