@@ -54,7 +54,7 @@ struct Follow {
     len: u8,
     /// The node of the next key, or [`NONE`] when the run closes the object.
     to: u8,
-    /// The next key's arm (kept here too, to save a load on the hot path).
+    /// The next key's arm.
     arm: u8,
 }
 
@@ -70,7 +70,6 @@ const NO_FOLLOW: Follow = Follow {
 /// object's start; the others are keys, in the order they were first met.
 pub struct Members {
     follows: [[Follow; WAYS]; KEYS],
-    arms: [u8; KEYS],
     keys: [([u8; SPAN], u8); KEYS],
     len: u8,
 }
@@ -79,7 +78,6 @@ impl Default for Members {
     fn default() -> Self {
         Members {
             follows: [[NO_FOLLOW; WAYS]; KEYS],
-            arms: [0; KEYS],
             keys: [([0; SPAN], 0); KEYS],
             len: 1,
         }
@@ -158,7 +156,7 @@ impl Members {
         let key_at = if from == START {
             let q = skip_ws(bytes, p + 1);
             if bytes.get(q) == Some(&b'}') {
-                self.remember(bytes, from, p, q + 1, NONE);
+                self.remember(bytes, from, p, q + 1, (NONE, 0));
                 return Ok(Step::End(q + 1));
             }
             q
@@ -166,7 +164,7 @@ impl Members {
             match next_member(bytes, p)? {
                 Ok(q) => q,
                 Err(end) => {
-                    self.remember(bytes, from, p, end, NONE);
+                    self.remember(bytes, from, p, end, (NONE, 0));
                     return Ok(Step::End(end));
                 }
             }
@@ -174,9 +172,9 @@ impl Members {
         let mut spill = String::new();
         let (key, value, plain) = scan_key(text, key_at, &mut spill)?;
         let arm = arm_of(key);
-        at.0 = match plain.then(|| self.node(key, arm)).flatten() {
+        at.0 = match plain.then(|| self.node(key)).flatten() {
             Some(node) => {
-                self.remember(bytes, from, p, value, node);
+                self.remember(bytes, from, p, value, (node, arm));
                 node
             }
             None => NONE,
@@ -186,7 +184,7 @@ impl Members {
 
     /// The node of `key`, added if it is new; `None` when the table is full or the key too
     /// long to keep.
-    fn node(&mut self, key: &str, arm: u8) -> Option<u8> {
+    fn node(&mut self, key: &str) -> Option<u8> {
         let k = key.as_bytes();
         if k.len() > SPAN {
             return None;
@@ -205,14 +203,13 @@ impl Members {
         let mut b = [0; SPAN];
         b[..k.len()].copy_from_slice(k);
         self.keys[i] = (b, k.len() as u8);
-        self.arms[i] = arm;
         self.len += 1;
         Some(i as u8)
     }
 
-    /// Remembers that `bytes[p..q]` followed node `from` and led to node `to`, in front of
-    /// the runs remembered before (the oldest is dropped).
-    fn remember(&mut self, bytes: &[u8], from: u8, p: usize, q: usize, to: u8) {
+    /// Remembers that `bytes[p..q]` followed node `from` and led to node `to`, whose key has
+    /// arm `arm`, in front of the runs remembered before (the oldest is dropped).
+    fn remember(&mut self, bytes: &[u8], from: u8, p: usize, q: usize, (to, arm): (u8, u8)) {
         let (Some(ways), Some(run)) = (
             self.follows.get_mut(from as usize),
             bytes.get(p..q).filter(|r| !r.is_empty() && r.len() <= SPAN),
@@ -227,7 +224,7 @@ impl Members {
             need: u32::MAX >> (SPAN - run.len()),
             len: run.len() as u8,
             to,
-            arm: self.arms.get(to as usize).copied().unwrap_or(0),
+            arm,
         };
     }
 }

@@ -1456,88 +1456,74 @@ macro_rules! members {
     }};
 }
 
-/// The number of each event key the scanner reads ([`scan_event`]'s arms).
-mod ev_arm {
-    pub const PH: u8 = 1;
-    pub const CAT: u8 = 2;
-    pub const NAME: u8 = 3;
-    pub const TS: u8 = 4;
-    pub const DUR: u8 = 5;
-    pub const PID: u8 = 6;
-    pub const TID: u8 = 7;
-    pub const ARGS: u8 = 8;
-    pub const OTHER: u8 = 0;
+/// Numbers keys for the scanner's `match`es: a module of constants, 1 up in the order given
+/// (0, `OTHER`, for any other key), and the function from a key's text to its number, from
+/// one list, so the two cannot drift apart.
+macro_rules! key_numbers {
+    ($(#[$doc:meta])* mod $module:ident; $(#[$fdoc:meta])* fn $func:ident;
+     $($name:ident = $($key:literal)|+,)*) => {
+        $(#[$doc])*
+        mod $module {
+            pub const OTHER: u8 = 0;
+            key_numbers!(@count 1u8; $($name)*);
+        }
+        $(#[$fdoc])*
+        fn $func(key: &str) -> u8 {
+            match key {
+                $($($key)|+ => $module::$name,)*
+                _ => $module::OTHER,
+            }
+        }
+    };
+    (@count $n:expr; $first:ident $($rest:ident)*) => {
+        pub const $first: u8 = $n;
+        key_numbers!(@count $n + 1; $($rest)*);
+    };
+    (@count $n:expr;) => {};
 }
 
-/// [`ev_arm`]'s number of an event key.
-fn event_arm(key: &str) -> u8 {
-    match key {
-        "ph" => ev_arm::PH,
-        "cat" => ev_arm::CAT,
-        "name" => ev_arm::NAME,
-        "ts" => ev_arm::TS,
-        "dur" => ev_arm::DUR,
-        "pid" => ev_arm::PID,
-        "tid" => ev_arm::TID,
-        "args" => ev_arm::ARGS,
-        _ => ev_arm::OTHER,
-    }
+key_numbers! {
+    /// The number of each event key the scanner reads ([`scan_event`]'s arms).
+    mod ev_arm;
+    /// [`ev_arm`]'s number of an event key.
+    fn event_arm;
+    PH = "ph",
+    CAT = "cat",
+    NAME = "name",
+    TS = "ts",
+    DUR = "dur",
+    PID = "pid",
+    TID = "tid",
+    ARGS = "args",
 }
 
-/// The number of each `args` key the scanner reads ([`scan_args`]' arms).
-mod args_arm {
-    pub const CORRELATION: u8 = 1;
-    pub const EXTERNAL_ID: u8 = 2;
-    pub const DEVICE: u8 = 3;
-    pub const STREAM: u8 = 4;
-    pub const BYTES: u8 = 5;
-    pub const GRID: u8 = 6;
-    pub const BLOCK: u8 = 7;
-    pub const REGISTERS_PER_THREAD: u8 = 8;
-    pub const SHARED_MEMORY: u8 = 9;
-    pub const EST_ACHIEVED_OCCUPANCY: u8 = 10;
-    pub const MEM_BYTES: u8 = 11;
-    pub const TOTAL_ALLOCATED: u8 = 12;
-    pub const TOTAL_RESERVED: u8 = 13;
-    pub const DEVICE_TYPE: u8 = 14;
-    pub const DEVICE_ID: u8 = 15;
-    pub const ADDR: u8 = 16;
-    pub const INPUT_DIMS: u8 = 17;
-    pub const INPUT_TYPE: u8 = 18;
-    pub const CALL_STACK: u8 = 19;
-    pub const KIND: u8 = 20;
-    pub const CONCRETE_INPUTS: u8 = 21;
-    pub const NAME: u8 = 22;
-    pub const OTHER: u8 = 0;
-}
-
-/// [`args_arm`]'s number of an `args` key.
-fn args_arm(key: &str) -> u8 {
-    match key {
-        "correlation" => args_arm::CORRELATION,
-        "External id" | "external id" => args_arm::EXTERNAL_ID,
-        "device" => args_arm::DEVICE,
-        "stream" => args_arm::STREAM,
-        "bytes" => args_arm::BYTES,
-        "grid" => args_arm::GRID,
-        "block" => args_arm::BLOCK,
-        "registers per thread" => args_arm::REGISTERS_PER_THREAD,
-        "shared memory" => args_arm::SHARED_MEMORY,
-        "est. achieved occupancy %" => args_arm::EST_ACHIEVED_OCCUPANCY,
-        "Bytes" => args_arm::MEM_BYTES,
-        "Total Allocated" => args_arm::TOTAL_ALLOCATED,
-        "Total Reserved" => args_arm::TOTAL_RESERVED,
-        "Device Type" => args_arm::DEVICE_TYPE,
-        "Device Id" => args_arm::DEVICE_ID,
-        "Addr" => args_arm::ADDR,
-        "Input Dims" | "Input dims" => args_arm::INPUT_DIMS,
-        "Input type" => args_arm::INPUT_TYPE,
-        "Call stack" => args_arm::CALL_STACK,
-        "kind" => args_arm::KIND,
-        "Concrete Inputs" => args_arm::CONCRETE_INPUTS,
-        "name" => args_arm::NAME,
-        _ => args_arm::OTHER,
-    }
+key_numbers! {
+    /// The number of each `args` key the scanner reads ([`scan_args`]' arms).
+    mod args_arm;
+    /// [`args_arm`]'s number of an `args` key.
+    fn args_arm;
+    CORRELATION = "correlation",
+    EXTERNAL_ID = "External id" | "external id",
+    DEVICE = "device",
+    STREAM = "stream",
+    BYTES = "bytes",
+    GRID = "grid",
+    BLOCK = "block",
+    REGISTERS_PER_THREAD = "registers per thread",
+    SHARED_MEMORY = "shared memory",
+    EST_ACHIEVED_OCCUPANCY = "est. achieved occupancy %",
+    MEM_BYTES = "Bytes",
+    TOTAL_ALLOCATED = "Total Allocated",
+    TOTAL_RESERVED = "Total Reserved",
+    DEVICE_TYPE = "Device Type",
+    DEVICE_ID = "Device Id",
+    ADDR = "Addr",
+    INPUT_DIMS = "Input Dims" | "Input dims",
+    INPUT_TYPE = "Input type",
+    CALL_STACK = "Call stack",
+    KIND = "kind",
+    CONCRETE_INPUTS = "Concrete Inputs",
+    NAME = "name",
 }
 
 /// What the scanner remembers of the events' and their args' shapes ([`Members`]).
