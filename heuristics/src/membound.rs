@@ -1128,7 +1128,7 @@ fn device_model(cx: &Scope, marks: &Marks, classes: &[KernelClass], device: i32)
     // The call of each launching operator span ([`NONE`]: no model), remembered for recent
     // spans (a direct-mapped table: an operator's kernels come together, and a span looked
     // up again after it left the table gets the same answer from the models' cache).
-    let mut by_inner: Vec<(u32, u32)> = vec![(NONE, NONE); RECENT_INNER];
+    let mut by_inner = tracehound_parsers::activity::RecentSpans::new(RECENT_INNER);
     let mut by_span: FxHashMap<u32, u32> = FxHashMap::default();
     let mut memo: FxHashMap<u32, Seen> = FxHashMap::default();
     let mut path: Vec<(u32, u8)> = Vec::new();
@@ -1144,9 +1144,8 @@ fn device_model(cx: &Scope, marks: &Marks, classes: &[KernelClass], device: i32)
             let class = classes.get(op.name as usize).copied().unwrap_or_default();
             let inner = t.index.op_cpu_op.get(i as usize).copied().unwrap_or(NONE);
             if inner != NONE && matches!(class.family, KernelFamily::Memory | KernelFamily::Other) {
-                let slot = inner as usize % RECENT_INNER;
-                call = if by_inner[slot].0 == inner {
-                    by_inner[slot].1
+                call = if let Some(c) = by_inner.get(inner) {
+                    c
                 } else {
                     let c = 'call: {
                         let found = modelled_op(
@@ -1176,7 +1175,7 @@ fn device_model(cx: &Scope, marks: &Marks, classes: &[KernelClass], device: i32)
                             (calls.len() - 1) as u32
                         })
                     };
-                    by_inner[slot] = (inner, c);
+                    by_inner.set(inner, c);
                     c
                 };
             }

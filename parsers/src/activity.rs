@@ -172,14 +172,49 @@ impl Trace {
     }
 }
 
+/// An answer per span remembered for recent spans: a direct-mapped table, `(span, answer)`
+/// by span index modulo its size, each slot holding the last span that landed on it. For
+/// passes that ask about spans that come together (an operator's kernels, a launch's
+/// ancestry), where an answer forgotten is only worked out again.
+pub struct RecentSpans {
+    slots: Vec<(u32, u32)>,
+}
+
+impl RecentSpans {
+    /// A table of `slots` entries (a power of two), empty.
+    pub fn new(slots: usize) -> Self {
+        debug_assert!(slots.is_power_of_two());
+        RecentSpans {
+            slots: vec![(NONE, NONE); slots],
+        }
+    }
+
+    /// The answer remembered for span `i`, if it is still there.
+    #[inline]
+    pub fn get(&self, i: u32) -> Option<u32> {
+        let n = self.slots.len();
+        match self.slots.get(i as usize & (n - 1)) {
+            Some(&(k, v)) if k == i && i != NONE => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Remembers `answer` for span `i`, in place of the span that held its slot.
+    #[inline]
+    pub fn set(&mut self, i: u32, answer: u32) {
+        let n = self.slots.len();
+        if let Some(slot) = self.slots.get_mut(i as usize & (n - 1)) {
+            *slot = (i, answer);
+        }
+    }
+}
+
 /// [`Trace::outermost_cpu_op`] for many spans in a row, remembering the answer for recent
 /// spans and their ancestors: kernels launched one after another share most of their
 /// ancestry (a deep Python stack above a few operators), so a walk stops at the first
 /// ancestor already seen instead of reading every span up to the thread's root.
 pub struct OutermostCpuOps {
-    /// `(span, answer)` by span index modulo the table's size; a slot holds the last span
-    /// that landed on it.
-    slots: Vec<(u32, u32)>,
+    answers: RecentSpans,
     path: Vec<u32>,
 }
 
@@ -190,7 +225,7 @@ const OUTERMOST_SLOTS: usize = 1 << 12;
 impl Default for OutermostCpuOps {
     fn default() -> Self {
         OutermostCpuOps {
-            slots: vec![(NONE, NONE); OUTERMOST_SLOTS],
+            answers: RecentSpans::new(OUTERMOST_SLOTS),
             path: Vec::new(),
         }
     }
@@ -209,9 +244,8 @@ impl OutermostCpuOps {
         let mut above = NONE;
         let mut k = i;
         while k != NONE {
-            let slot = self.slots[k as usize % OUTERMOST_SLOTS];
-            if slot.0 == k {
-                above = slot.1;
+            if let Some(a) = self.answers.get(k) {
+                above = a;
                 break;
             }
             self.path.push(k);
@@ -222,7 +256,7 @@ impl OutermostCpuOps {
             if above == NONE && t.host_spans[k as usize].kind == HostKind::CpuOp {
                 above = k;
             }
-            self.slots[k as usize % OUTERMOST_SLOTS] = (k, above);
+            self.answers.set(k, above);
         }
         above
     }
