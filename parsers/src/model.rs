@@ -1062,8 +1062,7 @@ impl Trace {
             ))
         };
         // A stable sort allocates a buffer as large as the ops: skipped when they are in
-        // order already or are a long sorted run and a few short ones (the tables of an
-        // export), merged into place instead.
+        // order already or a few sorted runs (the tables of an export), merged instead.
         if !crate::sort::stable_by_runs(&mut self.gpu_ops, op_order) {
             self.gpu_ops.par_sort_by(op_order);
         }
@@ -1097,13 +1096,17 @@ impl Trace {
                     b.parent,
                 ))
         };
-        self.host_spans.par_sort_unstable_by(span_order);
+        // The spans come in a few sorted runs (a trace lists its operators, its Python
+        // functions and its runtime calls apart, each in time order): merged when they are.
+        if !crate::sort::stable_by_runs(&mut self.host_spans, span_order) {
+            self.host_spans.par_sort_unstable_by(span_order);
+        }
         // Allocator events come in time order; a stable sort would allocate half their size
         // to find that out.
         if !self.memory.is_sorted_by_key(|m| m.ts) {
             self.memory.sort_by_key(|m| m.ts);
         }
-        self.concrete_inputs.sort_unstable();
+        self.concrete_inputs.par_sort_unstable();
         clock.mark("finish: sort");
         self.detect_steps();
         clock.mark("finish: steps");
