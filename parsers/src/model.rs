@@ -1277,7 +1277,8 @@ impl Trace {
         if unlinked {
             let mut by_ext: Vec<(u64, std::cmp::Reverse<u16>, u32)> = self
                 .host_spans
-                .iter()
+                .par_iter()
+                .with_min_len(1 << 14)
                 .enumerate()
                 .filter(|(_, s)| s.kind == HostKind::CpuOp && s.external_id != 0)
                 .map(|(i, s)| (s.external_id, std::cmp::Reverse(s.depth), i as u32))

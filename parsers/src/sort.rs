@@ -338,6 +338,34 @@ mod tests {
     }
 
     #[test]
+    fn random_runs_sort_as_a_stable_sort_does() {
+        // Runs of random lengths and value ranges (a fixed generator, so the test is the
+        // same every time), few distinct values so ties are common.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |m: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % m
+        };
+        for case in 0..40 {
+            let runs = 1 + next(60) as usize;
+            let mut vals = Vec::new();
+            for _ in 0..runs {
+                let len = next(if case % 4 == 0 { 20_000 } else { 300 }) as usize;
+                let (lo, step) = (next(1000) as i64, next(4) as i64);
+                let mut v = lo;
+                for _ in 0..len {
+                    vals.push(v);
+                    v += next(2) as i64 * step;
+                }
+            }
+            let v = tagged(vals);
+            assert!(check(v), "case {case}: {runs} runs not merged");
+        }
+    }
+
+    #[test]
     fn too_many_runs_are_left_to_the_caller() {
         let many = tagged((0..1000).chain((0..MAX_RUNS as i64).flat_map(|k| [k, k - 1])));
         let before = many.clone();
