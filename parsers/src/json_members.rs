@@ -10,7 +10,7 @@
 //! worked out by that reading from the same bytes, so both ways give the same key and the
 //! same position of its value.
 
-use crate::json_scan::{Bail, Scan, Scanned, ascii_bounded, plain_string_end, skip_ws};
+use crate::json_scan::{Bail, Scan, Scanned, ascii_text, plain_string_end, skip_ws};
 
 /// The longest run of bytes between two values that is remembered. Nearly every separator of
 /// a torch trace fits (`,      "registers per thread": ` is 31 bytes); the one that does not,
@@ -103,12 +103,12 @@ impl Members {
     #[inline(always)]
     pub fn next(
         &mut self,
-        text: &str,
+        text: &[u8],
         p: usize,
         at: &mut Cursor,
         arm_of: impl Fn(&str) -> u8,
     ) -> Scanned<Step> {
-        let bytes = text.as_bytes();
+        let bytes = text;
         if let Some(ways) = self.follows.get_mut(at.0 as usize)
             && let Some(w) = bytes.get(p..).and_then(|r| r.first_chunk::<SPAN>())
         {
@@ -146,12 +146,12 @@ impl Members {
     #[inline(never)]
     fn read(
         &mut self,
-        text: &str,
+        text: &[u8],
         p: usize,
         at: &mut Cursor,
         arm_of: &impl Fn(&str) -> u8,
     ) -> Scanned<Step> {
-        let bytes = text.as_bytes();
+        let bytes = text;
         let from = at.0;
         let key_at = if from == START {
             let q = skip_ws(bytes, p + 1);
@@ -267,14 +267,19 @@ fn equal_32_portable(a: &[u8; SPAN], b: &[u8; SPAN]) -> u32 {
 /// (decoded into `spill` when it has an escape), the position of the value, and whether the
 /// key was taken as it lies (no escape).
 #[inline(always)]
-fn scan_key<'t>(text: &'t str, p: usize, spill: &'t mut String) -> Scanned<(&'t str, usize, bool)> {
-    let bytes = text.as_bytes();
+fn scan_key<'t>(
+    text: &'t [u8],
+    p: usize,
+    spill: &'t mut String,
+) -> Scanned<(&'t str, usize, bool)> {
+    let bytes = text;
     if bytes.get(p) != Some(&b'"') {
         return Err(Bail);
     }
     let (key, after, plain) = match plain_string_end(bytes, p) {
-        // SAFETY: both ends are ASCII quotes (`p` and `end`) inside the text.
-        Some(end) => (unsafe { ascii_bounded(text, p + 1, end) }, end + 1, true),
+        // SAFETY: `plain_string_end` stops at the first byte that is not ASCII, so the key's
+        // text before its closing quote at `end` is ASCII.
+        Some(end) => (unsafe { ascii_text(text, p + 1, end) }, end + 1, true),
         None => {
             let mut s = Scan::at(text, p);
             *spill = s.string()?.into_owned();
@@ -317,10 +322,10 @@ mod tests {
         let mut got = Vec::new();
         let mut p = p;
         loop {
-            match m.next(text, p, &mut at, arm_of)? {
+            match m.next(text.as_bytes(), p, &mut at, arm_of)? {
                 Step::End(q) => return Ok((got, q)),
                 Step::Member { arm, value } => {
-                    let mut s = Scan::at(text, value);
+                    let mut s = Scan::at(text.as_bytes(), value);
                     let v = s.skip_value()?;
                     got.push((arm, v.to_string()));
                     p = s.pos();

@@ -82,6 +82,25 @@ fn quote_or_backslash_far(b: &[u8], from: usize) -> Option<usize> {
         .map(|k| at + k)
 }
 
+/// Position of the first `"`, `\\` or byte that is not ASCII in `b` at or after `from`: where a
+/// string's text stops being plain ASCII text, or ends. [`quote_or_backslash`] with the high
+/// bit of each byte folded into its test, sixteen bytes at a time to the end.
+#[inline(always)]
+fn string_stop(b: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    while let Some(w) = b.get(at..).and_then(|r| r.first_chunk::<16>()) {
+        let hit = quote_or_backslash_16(w) | high_bits_16(w);
+        if hit != 0 {
+            return Some(at + hit.trailing_zeros() as usize);
+        }
+        at += 16;
+    }
+    b.get(at..)?
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\' || !c.is_ascii())
+        .map(|k| at + k)
+}
+
 /// Bit `i` set where byte `i` of `w` is `"` or `\\`.
 #[cfg(target_arch = "x86_64")]
 #[inline]
@@ -325,10 +344,11 @@ fn whitespace_16(w: &[u8; 16]) -> u32 {
 }
 
 /// Where the text of the string whose opening quote is at `p` ends (its closing quote), if
-/// the string has no escape; `None` for an escape or an unclosed string.
+/// the string has no escape and is ASCII (so its text may be taken with [`ascii_text`]);
+/// `None` for an escape, a byte that is not ASCII, or an unclosed string.
 #[inline(always)]
 pub fn plain_string_end(b: &[u8], p: usize) -> Option<usize> {
-    let end = quote_or_backslash(b, p + 1)?;
+    let end = string_stop(b, p + 1)?;
     (b[end] == b'"').then_some(end)
 }
 
@@ -370,36 +390,100 @@ fn number_bytes_16(w: &[u8; 16]) -> u32 {
     class_16_portable(w, |c| NUMBER[c as usize])
 }
 
-/// A cursor over JSON text.
+/// A cursor over JSON text, given as bytes not yet checked to be UTF-8: what it hands out as
+/// text is checked, what it only passes over is not (see [`text_of`]).
 pub struct Scan<'a> {
-    text: &'a str,
+    text: &'a [u8],
     pos: usize,
 }
 
-/// `text[from..to]` without the two char-boundary tests of `str::get`: the scanner slices
-/// a dozen values out of every event, and each test is a load and a branch.
+/// `text[from..to]` as a string, or [`Bail`] when it is out of range or not UTF-8.
+///
+/// The scanner reads a chunk of a mapped file without validating it first: a pass over the
+/// whole chunk reads it from memory once more, where the scan's own reading overlaps with its
+/// work. What it keeps is checked instead: strings are searched for their closing quote with
+/// a test for bytes that are not ASCII folded in ([`string_stop`]), so a plain ASCII string
+/// costs nothing more ([`ascii_text`]); numbers are ASCII by how they are found; anything
+/// else (a raw array, an escaped string) goes through this test. Bytes only passed over (an
+/// argument it does not read) are never made text, so they need no check. Text that is not
+/// UTF-8 bails, and the caller's slow path validates the chunk and reports where it is
+/// wrong, as before.
+#[inline(always)]
+pub(crate) fn text_of(text: &[u8], from: usize, to: usize) -> Scanned<&str> {
+    let bytes = text.get(from..to).ok_or(Bail)?;
+    if ascii_at(text, from, to) {
+        // SAFETY: ASCII bytes are UTF-8.
+        Ok(unsafe { std::str::from_utf8_unchecked(bytes) })
+    } else {
+        std::str::from_utf8(bytes).map_err(|_| Bail)
+    }
+}
+
+/// `text[from..to]` as a string, without a test.
 ///
 /// # Safety
-/// `from <= to <= text.len()`, and each end is 0, `text.len()`, the position of an ASCII
-/// byte or the position just after one (an ASCII byte is a whole character, so either side
-/// of it is a boundary): a string's quotes, a container's brackets, a number's digits.
+/// `from <= to <= text.len()`, and every byte in the range is ASCII: a string's text before
+/// the stop [`string_stop`] found at its closing quote, or a number's bytes.
 #[inline(always)]
-pub(crate) unsafe fn ascii_bounded(text: &str, from: usize, to: usize) -> &str {
-    debug_assert!(from <= to && text.is_char_boundary(from) && text.is_char_boundary(to));
-    // SAFETY: the caller's promise above makes both ends char boundaries within the text.
-    unsafe { text.get_unchecked(from..to) }
+pub(crate) unsafe fn ascii_text(text: &[u8], from: usize, to: usize) -> &str {
+    debug_assert!(from <= to && to <= text.len() && text[from..to].is_ascii());
+    // SAFETY: in range and ASCII (so UTF-8), by the caller's promise.
+    unsafe { std::str::from_utf8_unchecked(text.get_unchecked(from..to)) }
+}
+
+/// Whether `text[from..to]` (in range) is ASCII, sixteen bytes at a time: the last block is
+/// read whole where the text goes on past `to`, its bytes beyond `to` masked off, so a short
+/// value costs one load and one test.
+#[inline(always)]
+fn ascii_at(text: &[u8], from: usize, to: usize) -> bool {
+    let mut at = from;
+    while at + 16 <= to {
+        match text.get(at..).and_then(|r| r.first_chunk::<16>()) {
+            Some(w) if high_bits_16(w) == 0 => at += 16,
+            _ => return false,
+        }
+    }
+    let rest = to - at;
+    if rest == 0 {
+        return true;
+    }
+    match text.get(at..).and_then(|r| r.first_chunk::<16>()) {
+        Some(w) => high_bits_16(w) & ((1u32 << rest) - 1) == 0,
+        None => text.get(at..to).is_some_and(<[u8]>::is_ascii),
+    }
+}
+
+/// Bit `i` set where byte `i` of `w` has its high bit set (is not ASCII).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn high_bits_16(w: &[u8; 16]) -> u32 {
+    use std::arch::x86_64::*;
+    // SSE2 is part of the x86_64 baseline; the unaligned load reads the 16 bytes of `w`.
+    unsafe { _mm_movemask_epi8(_mm_loadu_si128(w.as_ptr().cast::<__m128i>())) as u32 }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+#[inline(always)]
+fn high_bits_16(w: &[u8; 16]) -> u32 {
+    high_bits_16_portable(w)
+}
+
+/// Portable [`high_bits_16`].
+#[cfg(any(test, not(target_arch = "x86_64")))]
+fn high_bits_16_portable(w: &[u8; 16]) -> u32 {
+    (0..16).fold(0, |m, i| m | (u32::from(w[i] >> 7) << i))
 }
 
 impl<'a> Scan<'a> {
     /// A scanner at the start of `text`.
-    pub fn new(text: &'a str) -> Self {
+    pub fn new(text: &'a [u8]) -> Self {
         Scan { text, pos: 0 }
     }
 
     /// A scanner at byte `pos` of `text` (for a reader that keeps its own position and hands
     /// the uncommon values to the scanner).
     #[inline(always)]
-    pub fn at(text: &'a str, pos: usize) -> Self {
+    pub fn at(text: &'a [u8], pos: usize) -> Self {
         Scan { text, pos }
     }
 
@@ -411,7 +495,7 @@ impl<'a> Scan<'a> {
 
     #[inline]
     fn bytes(&self) -> &'a [u8] {
-        self.text.as_bytes()
+        self.text
     }
 
     /// Skips whitespace and returns the next byte, if any.
@@ -445,14 +529,19 @@ impl<'a> Scan<'a> {
         self.eat(b'"')?;
         let b = self.bytes();
         let start = self.pos;
-        let end = quote_or_backslash(b, start).ok_or(Bail)?;
+        let end = string_stop(b, start).ok_or(Bail)?;
         if b[end] == b'"' {
             self.pos = end + 1;
-            // SAFETY: `start` follows the opening quote and `end` is the closing one, both
-            // ASCII, inside the text.
-            return Ok(Cow::Borrowed(unsafe {
-                ascii_bounded(self.text, start, end)
-            }));
+            // SAFETY: the stop is the closing quote, so every byte before it is ASCII.
+            return Ok(Cow::Borrowed(unsafe { ascii_text(self.text, start, end) }));
+        }
+        if b[end] != b'\\' {
+            // Text that is not ASCII: borrowed too when it has no escape, once checked.
+            let close = quote_or_backslash(b, end).ok_or(Bail)?;
+            if b[close] == b'"' {
+                self.pos = close + 1;
+                return Ok(Cow::Borrowed(text_of(self.text, start, close)?));
+            }
         }
         self.escaped_string(start, end - start)
     }
@@ -466,7 +555,7 @@ impl<'a> Scan<'a> {
         let mut at = start;
         loop {
             let k = memchr2(b'"', b'\\', &b[at..]).ok_or(Bail)?;
-            out.push_str(&self.text[at..at + k]);
+            out.push_str(text_of(self.text, at, at + k)?);
             at += k;
             if b[at] == b'"' {
                 self.pos = at + 1;
@@ -550,10 +639,7 @@ impl<'a> Scan<'a> {
             b'-' | b'0'..=b'9' => self.skip_number()?,
             _ => return Err(Bail),
         }
-        // SAFETY: the value starts at an ASCII byte (its quote, bracket, letter or digit)
-        // and ends after one (its closing quote or bracket, last letter or digit), inside
-        // the text.
-        Ok(unsafe { ascii_bounded(self.text, start, self.pos) })
+        text_of(self.text, start, self.pos)
     }
 
     /// Skips the rest of the object the scanner is in (after one of its values), up to and
@@ -684,12 +770,14 @@ impl<'a> Scan<'a> {
                     return Ok(Num::Int(v as i64));
                 }
                 self.skip_number()?;
-                number(&self.text[start..self.pos])
+                // SAFETY: a number's bytes are ASCII (`number_end`).
+                number(unsafe { ascii_text(self.text, start, self.pos) })
             }
             b'-' => {
                 let start = self.pos;
                 self.skip_number()?;
-                number(&self.text[start..self.pos])
+                // SAFETY: a number's bytes are ASCII (`number_end`).
+                number(unsafe { ascii_text(self.text, start, self.pos) })
             }
             _ => self.skip_value().map(|_| Num::default()),
         }
@@ -708,7 +796,8 @@ impl<'a> Scan<'a> {
             b'-' | b'0'..=b'9' => {
                 let start = self.pos;
                 self.skip_number()?;
-                let t = &self.text[start..self.pos];
+                // SAFETY: a number's bytes are ASCII (`number_end`).
+                let t = unsafe { ascii_text(self.text, start, self.pos) };
                 // Integers read as their decimal text, floats as nothing (as serde visits them).
                 Ok(LStr(match number(t)? {
                     Num::Int(i) => Some(Cow::Owned(i.to_string())),
@@ -828,6 +917,46 @@ fn number(t: &str) -> Scanned<Num> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn ascii_test_of_a_range_masks_the_bytes_past_it() {
+        let text = "abc\u{e9}defghijklmnopqrstuvwxyz0123456789\u{e9}".as_bytes();
+        let n = text.len();
+        for from in 0..n {
+            for to in from..=n {
+                let want = text[from..to].is_ascii();
+                assert_eq!(ascii_at(text, from, to), want, "{from}..{to}");
+            }
+        }
+        let w: [u8; 16] =
+            std::array::from_fn(|i| if i % 5 == 0 { 0x80 | i as u8 } else { i as u8 });
+        assert_eq!(high_bits_16(&w), high_bits_16_portable(&w));
+        assert_eq!(text_of(text, 0, 3), Ok("abc"));
+        assert_eq!(text_of(text, 0, 5), Ok("abc\u{e9}"));
+        assert_eq!(text_of(text, 0, 4), Err(Bail), "a character cut in two");
+        assert_eq!(text_of(text, 3, n + 1), Err(Bail), "past the end");
+    }
+
+    #[test]
+    fn strings_stop_at_the_first_byte_that_is_not_ascii() {
+        let text = "\"ab\u{e9}cd\" \"plain\" \"0123456789abcdefghij\u{e9}\"".as_bytes();
+        assert_eq!(string_stop(text, 1), Some(3));
+        assert_eq!(plain_string_end(text, 0), None);
+        assert_eq!(plain_string_end(text, 9), Some(15));
+        assert_eq!(string_stop(text, 18), Some(38));
+        let mut s = Scan::new(text);
+        assert_eq!(s.string(), Ok(Cow::Borrowed("ab\u{e9}cd")));
+        assert_eq!(s.peek(), Some(b'"'));
+        assert_eq!(s.string(), Ok(Cow::Borrowed("plain")));
+        assert_eq!(
+            s.string().map(|t| t.into_owned()),
+            Ok("0123456789abcdefghij\u{e9}".to_string())
+        );
+        // Bytes that are not UTF-8 in a string read as text bail.
+        let bad = b"\"ab\xffcd\"";
+        assert_eq!(Scan::new(bad).string(), Err(Bail));
+        assert_eq!(Scan::new(bad).lstr().map(|_| ()), Err(Bail));
+    }
+
     /// Every value the scanner reads must equal serde's reading of the same text.
     #[test]
     fn agrees_with_serde_on_leaf_values() {
@@ -857,16 +986,24 @@ mod tests {
         ];
         for c in cases {
             let n_serde: Num = serde_json::from_str(c).unwrap();
-            let n_scan = Scan::new(c).num().unwrap();
+            let n_scan = Scan::new(c.as_bytes()).num().unwrap();
             assert_eq!(format!("{n_serde:?}"), format!("{n_scan:?}"), "num of {c}");
             let s_serde: LStr = serde_json::from_str(c).unwrap();
-            assert_eq!(s_serde, Scan::new(c).lstr().unwrap(), "lstr of {c}");
+            assert_eq!(
+                s_serde,
+                Scan::new(c.as_bytes()).lstr().unwrap(),
+                "lstr of {c}"
+            );
             let d_serde: Dims = serde_json::from_str(c).unwrap();
-            assert_eq!(d_serde, Scan::new(c).dims().unwrap(), "dims of {c}");
+            assert_eq!(
+                d_serde,
+                Scan::new(c.as_bytes()).dims().unwrap(),
+                "dims of {c}"
+            );
             let r_serde: Option<&serde_json::value::RawValue> = serde_json::from_str(c).unwrap();
             assert_eq!(
                 r_serde.map(|r| r.get()),
-                Scan::new(c).raw().unwrap(),
+                Scan::new(c.as_bytes()).raw().unwrap(),
                 "raw of {c}"
             );
         }
@@ -887,7 +1024,11 @@ mod tests {
             "tru",
         ] {
             assert!(serde_json::from_str::<Num>(c).is_err(), "serde accepts {c}");
-            assert_eq!(Scan::new(c).num(), Err(Bail), "scanner accepts {c}");
+            assert_eq!(
+                Scan::new(c.as_bytes()).num(),
+                Err(Bail),
+                "scanner accepts {c}"
+            );
         }
     }
 
@@ -985,7 +1126,7 @@ mod tests {
                 }
                 for depth in [0, 1, 2] {
                     let want = skip_nested_bytewise(b, start, depth);
-                    let mut s = Scan::new(&text);
+                    let mut s = Scan::new(text.as_bytes());
                     s.pos = start;
                     let got = s.skip_nested(depth).map(|_| s.pos);
                     assert_eq!(
@@ -1068,7 +1209,7 @@ mod tests {
     #[test]
     fn objects_and_skipping() {
         let text = r#" {"a": {"x": [1, "}", {"y": null}]}, "b\n": "v", "c": -3.5e1} tail"#;
-        let mut s = Scan::new(text);
+        let mut s = Scan::new(text.as_bytes());
         let mut seen = Vec::new();
         s.object(|s, k| {
             seen.push((k.to_string(), s.skip_value()?.to_string()));
@@ -1085,7 +1226,7 @@ mod tests {
         );
         assert_eq!(s.peek(), Some(b't'));
         // A field can stop the object: the rest is skipped, strings and nesting included.
-        let mut s = Scan::new(text);
+        let mut s = Scan::new(text.as_bytes());
         let mut keys = Vec::new();
         s.object(|s, k| {
             keys.push(k.to_string());

@@ -10,7 +10,7 @@
 
 use crate::error::LoadError;
 use crate::json_members::{Cursor, Members, Step};
-use crate::json_scan::{Bail, Scan, Scanned, ascii_bounded, number_end, plain_string_end, skip_ws};
+use crate::json_scan::{Bail, Scan, Scanned, ascii_text, number_end, plain_string_end, skip_ws};
 use crate::json_split::{Piece, SlicePiece};
 use crate::lenient::{Dims, LStr, Num, us_text_to_ns};
 use crate::model::*;
@@ -105,8 +105,9 @@ fn parse_chunk_keep(
     (r, buf)
 }
 
-/// Parses a chunk left in the input: the scanner reads it where it lies; anything else is
-/// left to [`parse_chunk_in`] on a copy (the slow path needs the chunk made an array).
+/// Parses a chunk left in the input: the scanner reads it where it lies, checking only the
+/// text it keeps is UTF-8 (`json_scan::text_of`); anything else is left to
+/// [`parse_chunk_in`] on a copy (the slow path needs the chunk made an array).
 fn parse_chunk_borrowed(
     text: &[u8],
     line: usize,
@@ -114,11 +115,9 @@ fn parse_chunk_borrowed(
     spare: Spare,
 ) -> Result<Builder, LoadError> {
     let mut spare = spare;
-    if FAST_SCAN.load(std::sync::atomic::Ordering::Relaxed)
-        && let Ok(t) = simdutf8::basic::from_utf8(text)
-    {
+    if FAST_SCAN.load(std::sync::atomic::Ordering::Relaxed) {
         let mut b = Builder::recycled(source, spare);
-        if scan_events(t, &mut b, true).is_ok() {
+        if scan_events(text, &mut b, true).is_ok() {
             return Ok(b);
         }
         spare = b.into_spare();
@@ -142,17 +141,18 @@ fn parse_chunk_in(
     }
     buf.push(b']');
     let mut b = Builder::recycled(source, spare);
-    // One UTF-8 check over the chunk is much cheaper than one per string.
+    // The scanner checks the text it keeps; anything it does not take is read again by
+    // serde, which either reads it the slow way or says exactly where it is wrong (for serde,
+    // one UTF-8 check over the chunk is much cheaper than one per string).
+    let fast = FAST_SCAN.load(std::sync::atomic::Ordering::Relaxed);
+    if fast && scan_events(buf, &mut b, false).is_ok() {
+        return Ok(b);
+    }
     let result = match simdutf8::basic::from_utf8(buf) {
         Ok(text) => {
-            if FAST_SCAN.load(std::sync::atomic::Ordering::Relaxed)
-                && scan_events(text, &mut b, false).is_ok()
-            {
-                return Ok(b);
+            if fast {
+                SCAN_FALLBACKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-            // Anything the scanner does not take is read again by serde, which either reads
-            // it the slow way or says exactly where it is wrong.
-            SCAN_FALLBACKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             b = Builder::new(source);
             let mut de = serde_json::Deserializer::from_str(text);
             EventsSeed { b: &mut b }
@@ -1316,8 +1316,8 @@ pub static SCAN_FALLBACKS: std::sync::atomic::AtomicU64 = std::sync::atomic::Ato
 /// The array, each event and its `args` are read by loops that keep the position in a
 /// local (a register) rather than behind the scanner's `&mut`; strings without escapes and
 /// plain numbers are taken in place, and only the uncommon values go through [`Scan`].
-fn scan_events(text: &str, b: &mut Builder, bare: bool) -> Scanned<()> {
-    let bytes = text.as_bytes();
+fn scan_events(text: &[u8], b: &mut Builder, bare: bool) -> Scanned<()> {
+    let bytes = text;
     // One event struct read into again and again: returned by value it was copied twice per
     // event (it is some 500 bytes, more than the event's text).
     let mut ev = RawEvent::default();
@@ -1379,13 +1379,14 @@ fn once(seen: &mut u32, bit: u32) -> Scanned<()> {
 
 /// A lenient string at `p`: one without escapes is borrowed in place.
 #[inline(always)]
-fn lstr_at<'a>(text: &'a str, p: usize) -> Scanned<(LStr<'a>, usize)> {
-    let bytes = text.as_bytes();
+fn lstr_at<'a>(text: &'a [u8], p: usize) -> Scanned<(LStr<'a>, usize)> {
+    let bytes = text;
     if bytes.get(p) == Some(&b'"')
         && let Some(end) = plain_string_end(bytes, p)
     {
-        // SAFETY: both ends are ASCII quotes (`p` and `end`) inside the text.
-        let s = unsafe { ascii_bounded(text, p + 1, end) };
+        // SAFETY: `plain_string_end` stops at the first byte that is not ASCII, so the
+        // string's text before its closing quote at `end` is ASCII.
+        let s = unsafe { ascii_text(text, p + 1, end) };
         return Ok((LStr(Some(std::borrow::Cow::Borrowed(s))), end + 1));
     }
     let mut s = Scan::at(text, p);
@@ -1395,13 +1396,12 @@ fn lstr_at<'a>(text: &'a str, p: usize) -> Scanned<(LStr<'a>, usize)> {
 
 /// The raw text of the value at `p`, `None` for `null`: numbers are taken in place.
 #[inline(always)]
-fn raw_at(text: &str, p: usize) -> Scanned<(Option<&str>, usize)> {
-    let bytes = text.as_bytes();
+fn raw_at(text: &[u8], p: usize) -> Scanned<(Option<&str>, usize)> {
+    let bytes = text;
     if let Some(b'-' | b'0'..=b'9') = bytes.get(p) {
         let end = number_end(bytes, p);
-        // SAFETY: `p` is a digit or minus sign and `end` the position after the number's
-        // last ASCII byte, inside the text.
-        return Ok((Some(unsafe { ascii_bounded(text, p, end) }), end));
+        // SAFETY: a number's bytes are ASCII (`number_end`).
+        return Ok((Some(unsafe { ascii_text(text, p, end) }), end));
     }
     let mut s = Scan::at(text, p);
     let v = s.raw()?;
@@ -1410,8 +1410,8 @@ fn raw_at(text: &str, p: usize) -> Scanned<(Option<&str>, usize)> {
 
 /// Skips the value at `p`.
 #[inline(always)]
-fn skip_at(text: &str, p: usize) -> Scanned<usize> {
-    let bytes = text.as_bytes();
+fn skip_at(text: &[u8], p: usize) -> Scanned<usize> {
+    let bytes = text;
     if let Some(b'-' | b'0'..=b'9') = bytes.get(p) {
         return Ok(number_end(bytes, p));
     }
@@ -1423,7 +1423,7 @@ fn skip_at(text: &str, p: usize) -> Scanned<usize> {
 /// Runs a [`Scan`] reader on the value at `p`.
 #[inline(always)]
 fn with_scan<'a, T>(
-    text: &'a str,
+    text: &'a [u8],
     p: usize,
     read: impl FnOnce(&mut Scan<'a>) -> Scanned<T>,
 ) -> Scanned<(T, usize)> {
@@ -1536,12 +1536,12 @@ struct Shapes {
 /// Reads one event object, as [`RawEvent`]'s serde derive reads it, from `p` (its `{`);
 /// returns the position after its `}`.
 fn scan_event<'a>(
-    text: &'a str,
+    text: &'a [u8],
     p: usize,
     ev: &mut RawEvent<'a>,
     shapes: &mut Shapes,
 ) -> Scanned<usize> {
-    let bytes = text.as_bytes();
+    let bytes = text;
     // Every field cleared (the pattern names them all, so a new field cannot be missed);
     // `args` is filled in place when the event has them.
     let RawEvent {
@@ -1617,7 +1617,7 @@ fn scan_event<'a>(
 /// An event's `args` from `p` (its `{`), as [`RawArgs`]' serde derive reads them; returns
 /// the position after the closing `}`.
 fn scan_args<'a>(
-    text: &'a str,
+    text: &'a [u8],
     p: usize,
     a: &mut RawArgs<'a>,
     members: &mut Members,
