@@ -47,7 +47,8 @@ where
     true
 }
 
-/// How many buffers long a run is long: two such runs that overlap are left to a sort.
+/// A run longer than this many buffers is long: two long runs that overlap are left to a
+/// sort from scratch.
 const LONG_RUN_BUFFERS: usize = 4;
 
 /// Whether two runs longer than `long` overlap (each starts before the other ends).
