@@ -84,21 +84,17 @@ fn quote_or_backslash_far(b: &[u8], from: usize) -> Option<usize> {
 
 /// Position of the first `"`, `\\` or byte that is not ASCII in `b` at or after `from`: where a
 /// string's text stops being plain ASCII text, or ends. [`quote_or_backslash`] with the high
-/// bit of each byte folded into its test, sixteen bytes at a time to the end.
+/// bit of each byte folded into its test, sixteen bytes at a time to the end ([`run_end`] of
+/// the plain ASCII bytes).
 #[inline(always)]
 fn string_stop(b: &[u8], from: usize) -> Option<usize> {
-    let mut at = from;
-    while let Some(w) = b.get(at..).and_then(|r| r.first_chunk::<16>()) {
-        let hit = quote_or_backslash_16(w) | high_bits_16(w);
-        if hit != 0 {
-            return Some(at + hit.trailing_zeros() as usize);
-        }
-        at += 16;
-    }
-    b.get(at..)?
-        .iter()
-        .position(|&c| c == b'"' || c == b'\\' || !c.is_ascii())
-        .map(|k| at + k)
+    let end = run_end(
+        b,
+        from,
+        |w| !(quote_or_backslash_16(w) | high_bits_16(w)),
+        |c| c != b'"' && c != b'\\' && c.is_ascii(),
+    );
+    (end < b.len()).then_some(end)
 }
 
 /// Bit `i` set where byte `i` of `w` is `"` or `\\`.
