@@ -108,9 +108,8 @@ impl Members {
         at: &mut Cursor,
         arm_of: impl Fn(&str) -> u8,
     ) -> Scanned<Step> {
-        let bytes = text;
         if let Some(ways) = self.follows.get_mut(at.0 as usize)
-            && let Some(w) = bytes.get(p..).and_then(|r| r.first_chunk::<SPAN>())
+            && let Some(w) = text.get(p..).and_then(|r| r.first_chunk::<SPAN>())
         {
             for k in 0..WAYS {
                 let f = &ways[k];
@@ -123,7 +122,7 @@ impl Members {
                 let q = p + f.len as usize;
                 // A value starts at the first byte that is not whitespace: reading key by
                 // key would go on past more of it.
-                if f.to != NONE && bytes.get(q).is_none_or(|&c| c <= b' ') {
+                if f.to != NONE && text.get(q).is_none_or(|&c| c <= b' ') {
                     break;
                 }
                 let (to, arm) = (f.to, f.arm);
@@ -151,20 +150,19 @@ impl Members {
         at: &mut Cursor,
         arm_of: &impl Fn(&str) -> u8,
     ) -> Scanned<Step> {
-        let bytes = text;
         let from = at.0;
         let key_at = if from == START {
-            let q = skip_ws(bytes, p + 1);
-            if bytes.get(q) == Some(&b'}') {
-                self.remember(bytes, from, p, q + 1, (NONE, 0));
+            let q = skip_ws(text, p + 1);
+            if text.get(q) == Some(&b'}') {
+                self.remember(text, from, p, q + 1, (NONE, 0));
                 return Ok(Step::End(q + 1));
             }
             q
         } else {
-            match next_member(bytes, p)? {
+            match next_member(text, p)? {
                 Ok(q) => q,
                 Err(end) => {
-                    self.remember(bytes, from, p, end, (NONE, 0));
+                    self.remember(text, from, p, end, (NONE, 0));
                     return Ok(Step::End(end));
                 }
             }
@@ -174,7 +172,7 @@ impl Members {
         let arm = arm_of(key);
         at.0 = match plain.then(|| self.node(key)).flatten() {
             Some(node) => {
-                self.remember(bytes, from, p, value, (node, arm));
+                self.remember(text, from, p, value, (node, arm));
                 node
             }
             None => NONE,
@@ -272,11 +270,10 @@ fn scan_key<'t>(
     p: usize,
     spill: &'t mut String,
 ) -> Scanned<(&'t str, usize, bool)> {
-    let bytes = text;
-    if bytes.get(p) != Some(&b'"') {
+    if text.get(p) != Some(&b'"') {
         return Err(Bail);
     }
-    let (key, after, plain) = match plain_string_end(bytes, p) {
+    let (key, after, plain) = match plain_string_end(text, p) {
         // SAFETY: `plain_string_end` stops at the first byte that is not ASCII, so the key's
         // text before its closing quote at `end` is ASCII.
         Some(end) => (unsafe { ascii_text(text, p + 1, end) }, end + 1, true),
@@ -287,15 +284,15 @@ fn scan_key<'t>(
         }
     };
     // `"key": value` is by far the most common spacing: tested before the general skips.
-    let q = if bytes.get(after) == Some(&b':') {
+    let q = if text.get(after) == Some(&b':') {
         after
     } else {
-        skip_ws(bytes, after)
+        skip_ws(text, after)
     };
-    if bytes.get(q) != Some(&b':') {
+    if text.get(q) != Some(&b':') {
         return Err(Bail);
     }
-    Ok((key, skip_ws(bytes, q + 1), plain))
+    Ok((key, skip_ws(text, q + 1), plain))
 }
 
 /// After a member of an object: `Ok` with the position of the next key (`,` consumed), or

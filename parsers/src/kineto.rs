@@ -1317,28 +1317,27 @@ pub static SCAN_FALLBACKS: std::sync::atomic::AtomicU64 = std::sync::atomic::Ato
 /// local (a register) rather than behind the scanner's `&mut`; strings without escapes and
 /// plain numbers are taken in place, and only the uncommon values go through [`Scan`].
 fn scan_events(text: &[u8], b: &mut Builder, bare: bool) -> Scanned<()> {
-    let bytes = text;
     // One event struct read into again and again: returned by value it was copied twice per
     // event (it is some 500 bytes, more than the event's text).
     let mut ev = RawEvent::default();
     let mut shapes = Shapes::default();
-    let mut p = skip_ws(bytes, 0);
-    match bytes.get(p) {
+    let mut p = skip_ws(text, 0);
+    match text.get(p) {
         Some(b'[') => {}
         Some(b',') if bare => {}
         _ => return Err(Bail),
     }
-    p = skip_ws(bytes, p + 1);
+    p = skip_ws(text, p + 1);
     let empty = if bare {
-        p == bytes.len()
+        p == text.len()
     } else {
-        bytes.get(p) == Some(&b']')
+        text.get(p) == Some(&b']')
     };
     if empty {
         p += usize::from(!bare);
     } else {
         loop {
-            if bytes.get(p) == Some(&b'{') {
+            if text.get(p) == Some(&b'{') {
                 p = scan_event(text, p, &mut ev, &mut shapes)?;
                 b.add(&ev);
             } else {
@@ -1348,9 +1347,9 @@ fn scan_events(text: &[u8], b: &mut Builder, bare: bool) -> Scanned<()> {
                 b.events += 1;
                 b.skip("not an object");
             }
-            p = skip_ws(bytes, p);
-            match bytes.get(p) {
-                Some(b',') => p = skip_ws(bytes, p + 1),
+            p = skip_ws(text, p);
+            match text.get(p) {
+                Some(b',') => p = skip_ws(text, p + 1),
                 Some(b']') if !bare => {
                     p += 1;
                     break;
@@ -1360,7 +1359,7 @@ fn scan_events(text: &[u8], b: &mut Builder, bare: bool) -> Scanned<()> {
             }
         }
     }
-    if skip_ws(bytes, p) == bytes.len() {
+    if skip_ws(text, p) == text.len() {
         Ok(())
     } else {
         Err(Bail)
@@ -1380,9 +1379,8 @@ fn once(seen: &mut u32, bit: u32) -> Scanned<()> {
 /// A lenient string at `p`: one without escapes is borrowed in place.
 #[inline(always)]
 fn lstr_at<'a>(text: &'a [u8], p: usize) -> Scanned<(LStr<'a>, usize)> {
-    let bytes = text;
-    if bytes.get(p) == Some(&b'"')
-        && let Some(end) = plain_string_end(bytes, p)
+    if text.get(p) == Some(&b'"')
+        && let Some(end) = plain_string_end(text, p)
     {
         // SAFETY: `plain_string_end` stops at the first byte that is not ASCII, so the
         // string's text before its closing quote at `end` is ASCII.
@@ -1397,9 +1395,8 @@ fn lstr_at<'a>(text: &'a [u8], p: usize) -> Scanned<(LStr<'a>, usize)> {
 /// The raw text of the value at `p`, `None` for `null`: numbers are taken in place.
 #[inline(always)]
 fn raw_at(text: &[u8], p: usize) -> Scanned<(Option<&str>, usize)> {
-    let bytes = text;
-    if let Some(b'-' | b'0'..=b'9') = bytes.get(p) {
-        let end = number_end(bytes, p);
+    if let Some(b'-' | b'0'..=b'9') = text.get(p) {
+        let end = number_end(text, p);
         // SAFETY: a number's bytes are ASCII (`number_end`).
         return Ok((Some(unsafe { ascii_text(text, p, end) }), end));
     }
@@ -1411,9 +1408,8 @@ fn raw_at(text: &[u8], p: usize) -> Scanned<(Option<&str>, usize)> {
 /// Skips the value at `p`.
 #[inline(always)]
 fn skip_at(text: &[u8], p: usize) -> Scanned<usize> {
-    let bytes = text;
-    if let Some(b'-' | b'0'..=b'9') = bytes.get(p) {
-        return Ok(number_end(bytes, p));
+    if let Some(b'-' | b'0'..=b'9') = text.get(p) {
+        return Ok(number_end(text, p));
     }
     let mut s = Scan::at(text, p);
     s.skip_value()?;
@@ -1541,7 +1537,6 @@ fn scan_event<'a>(
     ev: &mut RawEvent<'a>,
     shapes: &mut Shapes,
 ) -> Scanned<usize> {
-    let bytes = text;
     // Every field cleared (the pattern names them all, so a new field cannot be missed);
     // `args` is filled in place when the event has them.
     let RawEvent {
@@ -1598,7 +1593,7 @@ fn scan_event<'a>(
             }
             ev_arm::ARGS => {
                 once(&mut seen, 128)?;
-                match bytes.get(p) {
+                match text.get(p) {
                     Some(b'{') => {
                         let a = ev.args.insert(RawArgs::default());
                         p = scan_args(text, p, a, &mut shapes.args)?;
