@@ -74,6 +74,21 @@ struct Raw<'t> {
     ns: i64,
 }
 
+/// What slices of a gap are summed by: category, leaf, and the frame by where its text lies
+/// (the same name is one interned text; equal texts from different places are summed by
+/// `merge_parts` after).
+type RawKey = (CauseKind, Leaf, Option<(usize, usize)>);
+
+impl Raw<'_> {
+    fn key(&self) -> RawKey {
+        (
+            self.kind,
+            self.leaf,
+            self.frame.map(|f| (f.as_ptr() as usize, f.len())),
+        )
+    }
+}
+
 /// Name flags: the DataLoader, a convolution, torch.compile compiling, Inductor autotuning, a
 /// garbage collection (user frames are the trace's own table, `Trace::is_user_frame_name`).
 const LOADER: u8 = 1;
@@ -185,6 +200,8 @@ const GIL_SHARE: f64 = 0.5;
 pub(super) struct Memo {
     around: FxHashMap<u32, Around>,
     chain: Vec<u32>,
+    /// A gap's slices by key ([`RawKey`]), to the position of their sum: cleared per gap.
+    slices: FxHashMap<RawKey, usize>,
     /// The leaves and frames handed out, one copy of each text (kept across gaps).
     shared: rustc_hash::FxHashSet<std::sync::Arc<str>>,
     /// Each leaf's words, spelled once (kept across gaps: a trace's gaps repeat a few
@@ -1229,22 +1246,17 @@ impl<'t> Attributor<'t> {
                 r.leaf = Leaf::Drained;
             }
         }
-        // Merge by key (integers and borrowed names), then spell out only what is left. A
-        // frame is keyed by where its text lies: the same name is one interned text, and
-        // equal texts from different places are summed by `merge_parts` after.
-        let key = |r: &Raw| {
-            (
-                r.kind,
-                r.leaf,
-                r.frame.map(|f| (f.as_ptr() as usize, f.len())),
-            )
-        };
-        raws.sort_unstable_by_key(key);
+        // Merge by key (integers and borrowed names), then spell out only what is left: in
+        // a hash table, since their order does not show (`merge_parts` orders the parts).
         let mut merged: Vec<Raw> = Vec::with_capacity(raws.len());
+        memo.slices.clear();
         for r in raws {
-            match merged.last_mut() {
-                Some(l) if key(l) == key(&r) => l.ns += r.ns,
-                _ => merged.push(r),
+            match memo.slices.entry(r.key()) {
+                std::collections::hash_map::Entry::Occupied(e) => merged[*e.get()].ns += r.ns,
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(merged.len());
+                    merged.push(r);
+                }
             }
         }
         let parts: Vec<Part> = merged

@@ -469,21 +469,42 @@ pub fn analyse_device(cx: &Scope, device: i32) -> DeviceIdle {
     }
 }
 
-/// Sums parts of the same category, leaf and frame; largest first.
+/// Sums parts of the same category, leaf and frame; largest first. The parts' texts come
+/// from one [`attribute::Memo`], which hands out one shared copy of each text: equal texts
+/// lie in one place, so parts are grouped by where their texts lie, not by comparing them.
 fn merge_parts(mut parts: Vec<Part>) -> Vec<Part> {
+    let at = |p: &Part| {
+        (
+            p.kind,
+            Arc::as_ptr(&p.leaf).cast::<u8>() as usize,
+            p.frame
+                .as_ref()
+                .map(|f| Arc::as_ptr(f).cast::<u8>() as usize),
+        )
+    };
     // Unstable: parts with equal keys are summed into one, so their order cannot show.
-    parts.sort_unstable_by(|x, y| (x.kind, &x.leaf, &x.frame).cmp(&(y.kind, &y.leaf, &y.frame)));
+    parts.sort_unstable_by_key(at);
     let mut out: Vec<Part> = Vec::new();
     for p in parts {
         match out.last_mut() {
-            Some(l) if l.kind == p.kind && l.leaf == p.leaf && l.frame == p.frame => l.ns += p.ns,
+            Some(l) if at(l) == at(&p) => l.ns += p.ns,
             _ => out.push(p),
         }
     }
-    out.sort_by(|x, y| {
+    debug_assert!(
+        out.iter()
+            .enumerate()
+            .all(|(i, x)| out[i + 1..]
+                .iter()
+                .all(|y| (x.kind, &x.leaf, &x.frame) != (y.kind, &y.leaf, &y.frame))),
+        "equal texts from more than one place"
+    );
+    // The keys are unique now, so the order is total.
+    out.sort_unstable_by(|x, y| {
         y.ns.cmp(&x.ns)
             .then(x.kind.cmp(&y.kind))
             .then(x.leaf.cmp(&y.leaf))
+            .then(x.frame.cmp(&y.frame))
     });
     // Kept with the gap for the whole analysis (tens of thousands of gaps).
     out.shrink_to_fit();
