@@ -9,6 +9,7 @@
 //! A file that ends early (a job killed mid-write) yields what was complete, with a warning.
 
 use crate::error::LoadError;
+use crate::json_arrays::Arrays;
 use crate::json_members::{Cursor, Members, Step};
 use crate::json_scan::{Bail, Scan, Scanned, ascii_text, number_end, plain_string_end, skip_ws};
 use crate::json_split::{Piece, SlicePiece};
@@ -1405,6 +1406,29 @@ fn raw_at(text: &[u8], p: usize) -> Scanned<(Option<&str>, usize)> {
     Ok((v, s.pos()))
 }
 
+/// [`raw_at`], arrays looked up in `arrays` first.
+#[inline(always)]
+fn array_or_raw_at<'a>(
+    text: &'a [u8],
+    p: usize,
+    arrays: &mut Arrays,
+) -> Scanned<(Option<&'a str>, usize)> {
+    if text.get(p) == Some(&b'[') {
+        let (v, end) = arrays.take(text, p)?;
+        return Ok((Some(v), end));
+    }
+    raw_at(text, p)
+}
+
+/// [`skip_at`], arrays looked up in `arrays` first.
+#[inline(always)]
+fn array_or_skip_at(text: &[u8], p: usize, arrays: &mut Arrays) -> Scanned<usize> {
+    if text.get(p) == Some(&b'[') {
+        return Ok(arrays.take(text, p)?.1);
+    }
+    skip_at(text, p)
+}
+
 /// Skips the value at `p`.
 #[inline(always)]
 fn skip_at(text: &[u8], p: usize) -> Scanned<usize> {
@@ -1527,6 +1551,8 @@ key_numbers! {
 struct Shapes {
     event: Members,
     args: Members,
+    /// The arrays of args read before ([`Arrays`]).
+    arrays: Arrays,
 }
 
 /// Reads one event object, as [`RawEvent`]'s serde derive reads it, from `p` (its `{`);
@@ -1596,7 +1622,7 @@ fn scan_event<'a>(
                 match text.get(p) {
                     Some(b'{') => {
                         let a = ev.args.insert(RawArgs::default());
-                        p = scan_args(text, p, a, &mut shapes.args)?;
+                        p = scan_args(text, p, a, &mut shapes.args, &mut shapes.arrays)?;
                     }
                     Some(b'n') => p = skip_at(text, p)?,
                     // Metadata is read only for the names it gives: odd args are skipped.
@@ -1616,6 +1642,7 @@ fn scan_args<'a>(
     p: usize,
     a: &mut RawArgs<'a>,
     members: &mut Members,
+    arrays: &mut Arrays,
 ) -> Scanned<usize> {
     let mut seen = 0u32;
     members!(text, p, members, args_arm, arm => {
@@ -1688,11 +1715,11 @@ fn scan_args<'a>(
             }
             args_arm::INPUT_DIMS => {
                 once(&mut seen, 1 << 16)?;
-                (a.input_dims, p) = raw_at(text, p)?;
+                (a.input_dims, p) = array_or_raw_at(text, p, arrays)?;
             }
             args_arm::INPUT_TYPE => {
                 once(&mut seen, 1 << 17)?;
-                (a.input_type, p) = raw_at(text, p)?;
+                (a.input_type, p) = array_or_raw_at(text, p, arrays)?;
             }
             args_arm::CALL_STACK => {
                 once(&mut seen, 1 << 18)?;
@@ -1704,13 +1731,13 @@ fn scan_args<'a>(
             }
             args_arm::CONCRETE_INPUTS => {
                 once(&mut seen, 1 << 20)?;
-                (a.concrete, p) = raw_at(text, p)?;
+                (a.concrete, p) = array_or_raw_at(text, p, arrays)?;
             }
             args_arm::NAME => {
                 once(&mut seen, 1 << 21)?;
                 (a.name, p) = lstr_at(text, p)?;
             }
-            _ => p = skip_at(text, p)?,
+            _ => p = array_or_skip_at(text, p, arrays)?,
         }
     })
 }

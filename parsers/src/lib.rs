@@ -10,6 +10,7 @@ pub mod budget;
 pub mod clock;
 pub mod dmon;
 pub mod error;
+pub mod json_arrays;
 pub mod json_members;
 pub mod json_scan;
 pub mod json_split;
