@@ -88,14 +88,23 @@ impl Trace {
                 .filter(|&i| clip(i) > 0),
         );
         // Spans are stored sorted by start (longer first), so a thread's span indices rise
-        // with their start and `set` is sorted: a parent is found by binary search.
+        // with their start, `set` is sorted, and it visits the thread's nesting parent before
+        // child: a span's parent, when in `set`, is on the stack of the spans before it that
+        // are still open, found by popping what lies past it (a finished subtree, which no
+        // later span is inside either).
         debug_assert!(set.windows(2).all(|w| w[0] < w[1]));
         let mut excl: Vec<i64> = set.iter().map(|&i| clip(i)).collect();
         let mut covered = 0i64;
-        for &i in &set {
+        let mut open: Vec<usize> = Vec::with_capacity(16);
+        for (at, &i) in set.iter().enumerate() {
             let p = self.host_spans[i as usize].parent;
-            match set.binary_search(&p) {
-                Ok(k) if p != NONE => {
+            while open.last().is_some_and(|&k| set[k] > p) {
+                open.pop();
+            }
+            let parent = open.last().copied().filter(|&k| set[k] == p);
+            open.push(at);
+            match parent {
+                Some(k) if p != NONE => {
                     // A child that outlasts its parent by a rounding error (Python frames
                     // and operators are timed separately) takes from it only what they share;
                     // the rest it covers itself.

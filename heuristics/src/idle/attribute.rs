@@ -194,11 +194,13 @@ fn releases_gil(frame: &str) -> bool {
 /// spent in host work: with one GIL, the launching thread waited for it.
 const GIL_SHARE: f64 = 0.5;
 
-/// What [`Attributor::around`] worked out for one gap, and its scratch list; one per worker,
-/// cleared for each gap so its tables are allocated once.
+/// What [`Attributor::around`] worked out, and its scratch list; one per worker, so its
+/// tables are allocated once.
 #[derive(Default)]
 pub(super) struct Memo {
-    around: FxHashMap<u32, Around>,
+    /// The spans of the last chain [`Attributor::around`] worked out, outermost first, with
+    /// what encloses each: a span's parent comes before it in span order, so the indices rise.
+    around: Vec<(u32, Around)>,
     chain: Vec<u32>,
     /// A gap's slices by key ([`RawKey`]), to the position of their sum: cleared per gap.
     slices: FxHashMap<RawKey, usize>,
@@ -553,16 +555,25 @@ impl<'t> Attributor<'t> {
         v
     }
 
-    /// What encloses span `i`: its own contribution on top of its parent's, memoised per
-    /// gap in `memo` (a gap's spans share most of their ancestors; a memo kept across gaps
-    /// grows past the caches and is slower). Iterative: nesting depth comes from the input.
+    /// What encloses span `i`: its own contribution on top of its parent's. The chain worked
+    /// out last is kept: a gap's spans come in span order, which visits a thread's nesting
+    /// parent before child, so the next span's ancestors are on it, and what lies past the
+    /// one it joins at (a finished subtree) encloses no later span either. A span asked out
+    /// of that order (another thread's) only costs its chain's walk to the outermost span.
+    /// Iterative: nesting depth comes from the input.
     fn around(&self, i: u32, memo: &mut Memo) -> Around {
         let t = self.trace;
         let mut chain = std::mem::take(&mut memo.chain);
         chain.clear();
         let mut k = i;
         let mut a = loop {
+            // Parents have smaller indices than their children: what lies above `k` on the
+            // kept chain is not its ancestor.
+            while memo.around.last().is_some_and(|&(j, _)| j > k) {
+                memo.around.pop();
+            }
             if k == NONE {
+                memo.around.clear();
                 break Around {
                     loader: NONE,
                     conv: NONE,
@@ -573,8 +584,9 @@ impl<'t> Attributor<'t> {
                     gc: NONE,
                 };
             }
-            if let Some(a) = memo.around.get(&k) {
-                break *a;
+            match memo.around.last() {
+                Some(&(j, a)) if j == k => break a,
+                _ => {}
             }
             chain.push(k);
             k = t.host_spans[k as usize].parent;
@@ -608,7 +620,7 @@ impl<'t> Attributor<'t> {
                 HostKind::Python if t.is_user_frame_name(s.name) => a.frame = k,
                 _ => {}
             }
-            memo.around.insert(k, a);
+            memo.around.push((k, a));
         }
         memo.chain = chain;
         a
@@ -1026,7 +1038,6 @@ impl<'t> Attributor<'t> {
     }
 
     pub(super) fn classify(&self, device: i32, a: i64, b: i64, memo: &mut Memo) -> Gap {
-        memo.around.clear();
         let t = self.trace;
         let ops = t.device_ops(device);
         let op_hint = match memo.op_hint {
