@@ -65,8 +65,26 @@ impl Trace {
         b: i64,
         hint: &mut usize,
     ) -> Vec<(u32, i64)> {
+        let mut out = Vec::new();
+        self.exclusive_time_into(thread, a, b, hint, &mut Scratch::default(), &mut out);
+        out
+    }
+
+    /// [`Trace::exclusive_time_near`] into `out` (cleared first), with its lists in `scratch`:
+    /// a caller that sweeps many intervals keeps both, so a long interval's lists are not
+    /// fresh pages each time.
+    pub fn exclusive_time_into(
+        &self,
+        thread: ThreadKey,
+        a: i64,
+        b: i64,
+        hint: &mut usize,
+        scratch: &mut Scratch,
+        out: &mut Vec<(u32, i64)>,
+    ) {
+        out.clear();
         if b <= a {
-            return Vec::new();
+            return;
         }
         let spans = self.thread_spans(thread);
         let (first_after, chain) = self.chain_near(spans, a, *hint);
@@ -78,8 +96,9 @@ impl Trace {
         let end = partition_near(spans, first_after, |&i| {
             self.host_spans[i as usize].start < b
         });
-        // Sized once: the gaps of a trace call this a hundred thousand times.
-        let mut set: Vec<u32> = Vec::with_capacity(chain.len() + end.saturating_sub(first_after));
+        let Scratch { set, excl, open } = scratch;
+        set.clear();
+        set.reserve(chain.len() + end.saturating_sub(first_after));
         set.extend(chain.into_iter().rev().filter(|&i| clip(i) > 0));
         set.extend(
             spans[first_after..end.max(first_after)]
@@ -93,9 +112,10 @@ impl Trace {
         // are still open, found by popping what lies past it (a finished subtree, which no
         // later span is inside either).
         debug_assert!(set.windows(2).all(|w| w[0] < w[1]));
-        let mut excl: Vec<i64> = set.iter().map(|&i| clip(i)).collect();
+        excl.clear();
+        excl.extend(set.iter().map(|&i| clip(i)));
         let mut covered = 0i64;
-        let mut open: Vec<usize> = Vec::with_capacity(16);
+        open.clear();
         for (at, &i) in set.iter().enumerate() {
             let p = self.host_spans[i as usize].parent;
             while open.last().is_some_and(|&k| set[k] > p) {
@@ -116,8 +136,13 @@ impl Trace {
                 _ => covered += clip(i),
             }
         }
-        let mut out: Vec<(u32, i64)> = Vec::with_capacity(set.len() + 1);
-        out.extend(set.into_iter().zip(excl).filter(|(_, ns)| *ns > 0));
+        out.reserve(set.len() + 1);
+        out.extend(
+            set.iter()
+                .copied()
+                .zip(excl.iter().copied())
+                .filter(|(_, ns)| *ns > 0),
+        );
         let untraced = (b - a) - covered;
         if untraced > 0 {
             out.push((NONE, untraced));
@@ -138,7 +163,6 @@ impl Trace {
             }
             out.retain(|x| x.1 > 0);
         }
-        out
     }
 
     /// For every span, the outermost of itself and its ancestors for which `pick` holds, or
@@ -179,6 +203,14 @@ impl Trace {
         }
         best
     }
+}
+
+/// The lists [`Trace::exclusive_time_into`] works in, kept by a caller for the next call.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    set: Vec<u32>,
+    excl: Vec<i64>,
+    open: Vec<usize>,
 }
 
 /// An answer per span remembered for recent spans: a direct-mapped table, `(span, answer)`

@@ -197,7 +197,7 @@ const GIL_SHARE: f64 = 0.5;
 /// What [`Attributor::around`] worked out, and its scratch list; one per worker, so its
 /// tables are allocated once.
 #[derive(Default)]
-pub(super) struct Memo {
+pub(super) struct Memo<'t> {
     /// The spans of the last chain [`Attributor::around`] worked out, outermost first, with
     /// what encloses each: a span's parent comes before it in span order, so the indices rise.
     around: Vec<(u32, Around)>,
@@ -214,9 +214,16 @@ pub(super) struct Memo {
     /// few spans on and is found by galloping from there ([`tracehound_parsers::activity::partition_near`]).
     hints: Vec<(ThreadKey, usize)>,
     op_hint: Option<(i32, usize)>,
+    /// A gap's sweep, its slices and their sums, and the sweep's own lists: kept across
+    /// gaps, so a long gap's lists (an export's gaps sweep up to millions of spans) are not
+    /// fresh pages each time.
+    spent: Vec<(u32, i64)>,
+    sweep: tracehound_parsers::activity::Scratch,
+    raws: Vec<Raw<'t>>,
+    merged: Vec<Raw<'t>>,
 }
 
-impl Memo {
+impl Memo<'_> {
     /// `text`, shared with the gaps that already said it.
     fn share(&mut self, text: String) -> std::sync::Arc<str> {
         match self.shared.get(text.as_str()) {
@@ -463,7 +470,7 @@ impl<'t> Attributor<'t> {
         thread: ThreadKey,
         a: i64,
         b: i64,
-        memo: &mut Memo,
+        memo: &mut Memo<'t>,
     ) -> Option<(ThreadKey, i64, u32)> {
         let t = self.trace;
         let p = self.threads().get(&thread.0)?;
@@ -561,7 +568,7 @@ impl<'t> Attributor<'t> {
     /// one it joins at (a finished subtree) encloses no later span either. A span asked out
     /// of that order (another thread's) only costs its chain's walk to the outermost span.
     /// Iterative: nesting depth comes from the input.
-    fn around(&self, i: u32, memo: &mut Memo) -> Around {
+    fn around(&self, i: u32, memo: &mut Memo<'t>) -> Around {
         let t = self.trace;
         let mut chain = std::mem::take(&mut memo.chain);
         chain.clear();
@@ -732,7 +739,7 @@ impl<'t> Attributor<'t> {
     }
 
     /// Category, leaf and user frame of the time span `i` was innermost for `ns`.
-    fn categorize(&self, i: u32, ns: i64, memo: &mut Memo) -> Raw<'t> {
+    fn categorize(&self, i: u32, ns: i64, memo: &mut Memo<'t>) -> Raw<'t> {
         let t = self.trace;
         let raw = |kind, leaf, frame| Raw {
             kind,
@@ -848,7 +855,7 @@ impl<'t> Attributor<'t> {
     }
 
     /// The user frame around span `i`, as [`Self::categorize`] names it.
-    fn frame_of(&self, i: u32, memo: &mut Memo) -> Option<&'t str> {
+    fn frame_of(&self, i: u32, memo: &mut Memo<'t>) -> Option<&'t str> {
         let t = self.trace;
         let f = self.around(i, memo).frame;
         if f != NONE {
@@ -1037,7 +1044,7 @@ impl<'t> Attributor<'t> {
         }
     }
 
-    pub(super) fn classify(&self, device: i32, a: i64, b: i64, memo: &mut Memo) -> Gap {
+    pub(super) fn classify(&self, device: i32, a: i64, b: i64, memo: &mut Memo<'t>) -> Gap {
         let t = self.trace;
         let ops = t.device_ops(device);
         let op_hint = match memo.op_hint {
@@ -1129,10 +1136,24 @@ impl<'t> Attributor<'t> {
         } else {
             b
         };
-        let spent = t.exclusive_time_near(thread, a, host_end, memo.hint(thread));
+        let (mut spent, mut sweep) = (
+            std::mem::take(&mut memo.spent),
+            std::mem::take(&mut memo.sweep),
+        );
+        t.exclusive_time_into(
+            thread,
+            a,
+            host_end,
+            memo.hint(thread),
+            &mut sweep,
+            &mut spent,
+        );
+        memo.sweep = sweep;
+        let mut raws = std::mem::take(&mut memo.raws);
+        raws.clear();
         // Room for the gap's own parts (latency, queue, first call) too.
-        let mut raws: Vec<Raw> = Vec::with_capacity(spent.len() + 4);
-        for (i, ns) in spent {
+        raws.reserve(spent.len() + 4);
+        for &(i, ns) in &spent {
             // Waiting in run_backward: the autograd engine thread did the work meanwhile.
             if let Some((x, y, engine)) = self.backward_wait(i, ns, thread, a, host_end) {
                 // The engine's parts cover [x, y); scaled to the caller's own time there
@@ -1157,6 +1178,7 @@ impl<'t> Attributor<'t> {
             }
             raws.push(self.categorize(i, ns, memo));
         }
+        memo.spent = spent;
         // Nsight Systems' OS runtime trace shows CPython's GIL wait itself: a condition wait
         // with the switch interval (5 ms) as timeout, on a thread of a Python process.
         if raws.iter().any(|r| self.is_gil_wait(r)) && self.python_process(thread.0) {
@@ -1259,9 +1281,10 @@ impl<'t> Attributor<'t> {
         }
         // Merge by key (integers and borrowed names), then spell out only what is left: in
         // a hash table, since their order does not show (`merge_parts` orders the parts).
-        let mut merged: Vec<Raw> = Vec::with_capacity(raws.len());
+        let mut merged = std::mem::take(&mut memo.merged);
+        merged.clear();
         memo.slices.clear();
-        for r in raws {
+        for r in raws.drain(..) {
             match memo.slices.entry(r.key()) {
                 std::collections::hash_map::Entry::Occupied(e) => merged[*e.get()].ns += r.ns,
                 std::collections::hash_map::Entry::Vacant(e) => {
@@ -1270,8 +1293,9 @@ impl<'t> Attributor<'t> {
                 }
             }
         }
+        memo.raws = raws;
         let parts: Vec<Part> = merged
-            .into_iter()
+            .drain(..)
             .map(|r| Part {
                 kind: r.kind,
                 leaf: match r.leaf {
@@ -1289,6 +1313,7 @@ impl<'t> Attributor<'t> {
                 ns: r.ns,
             })
             .collect();
+        memo.merged = merged;
         gap.parts = merge_parts(parts);
         if launch != NONE && gap.frame.is_none() {
             let f = self.around(launch, memo).frame;
