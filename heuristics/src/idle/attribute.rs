@@ -149,7 +149,13 @@ pub(super) struct Attributor<'t> {
     /// Per process: its autograd engine thread (the one that runs most backward
     /// operators), and the other threads that run Python frames; found on first need.
     threads: OnceLock<FxHashMap<i64, ProcessThreads>>,
+    /// [`Attributor::os_call_ends`], found on first need.
+    os_call_ends: OnceLock<FxHashMap<ThreadKey, Vec<i64>>>,
 }
+
+/// Spans per block of [`Attributor::os_call_ends`]: a block costs 8 bytes, and a search
+/// reads at most a block of spans before the first that can overlap.
+const OS_BLOCK: usize = 64;
 
 /// The threads of one process that the launching thread's time can depend on.
 #[derive(Debug, Default)]
@@ -304,6 +310,7 @@ impl<'t> Attributor<'t> {
                 .collect(),
             call_stacks: OnceLock::new(),
             threads: OnceLock::new(),
+            os_call_ends: OnceLock::new(),
         }
     }
 
@@ -442,25 +449,57 @@ impl<'t> Attributor<'t> {
             if k.0 != thread.0 || *k == thread {
                 continue;
             }
-            let calls: Vec<&tracehound_parsers::HostSpan> = spans
-                .iter()
-                .map(|&i| &t.host_spans[i as usize])
-                .filter(|s| s.kind == HostKind::OsCall)
-                .collect();
             // A thread with no OS call at all says nothing about whether it ran.
-            if calls.is_empty() {
+            let Some(ends) = self.os_call_ends().get(k) else {
                 continue;
+            };
+            // The OS calls that overlap [a, b): none before the first block whose calls may
+            // end after `a`, none from the first span starting at `b`.
+            let from = ends.partition_point(|&e| e <= a) * OS_BLOCK;
+            let (mut blocked, mut active) = (0i64, false);
+            for &i in spans.get(from..).unwrap_or_default() {
+                let s = &t.host_spans[i as usize];
+                if s.start >= b {
+                    break;
+                }
+                if s.kind == HostKind::OsCall {
+                    blocked += (s.end.min(b) - s.start.max(a)).max(0);
+                    active |= s.end > a;
+                }
             }
-            let blocked: i64 = calls
-                .iter()
-                .map(|s| (s.end.min(b) - s.start.max(a)).max(0))
-                .sum();
-            let active = calls.iter().any(|s| s.start < b && s.end > a);
             if active && 2 * blocked < w && best.is_none_or(|x| blocked < x.0) {
                 best = Some((blocked, *k));
             }
         }
         best.map(|x| x.1)
+    }
+
+    /// Per thread with OS calls, per block of [`OS_BLOCK`] of its spans: the latest end of
+    /// an OS call in that block or before it (so the list rises). Built on first need.
+    fn os_call_ends(&self) -> &FxHashMap<ThreadKey, Vec<i64>> {
+        let t = self.trace;
+        self.os_call_ends.get_or_init(|| {
+            let mut out = FxHashMap::default();
+            for (k, spans) in &t.index.spans_by_thread {
+                let mut latest: Option<i64> = None;
+                let ends: Vec<i64> = spans
+                    .chunks(OS_BLOCK)
+                    .map(|block| {
+                        for &i in block {
+                            let s = &t.host_spans[i as usize];
+                            if s.kind == HostKind::OsCall {
+                                latest = Some(latest.map_or(s.end, |l| l.max(s.end)));
+                            }
+                        }
+                        latest.unwrap_or(i64::MIN)
+                    })
+                    .collect();
+                if latest.is_some() {
+                    out.insert(*k, ends);
+                }
+            }
+            out
+        })
     }
 
     /// The thread (not `thread`, not the engine) that ran Python for the longest in
