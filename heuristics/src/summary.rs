@@ -5,7 +5,7 @@ use crate::context::Ctx;
 use crate::finding::fmt_ns;
 use crate::idle::CauseKind;
 use crate::names::short_name;
-use crate::window::{Window, busy_intervals_of, memory_in_window, total};
+use crate::window::{Window, busy_total_of, memory_in_window};
 use serde::{Deserialize, Serialize};
 use tracehound_parsers::{GpuOpKind, HostKind};
 
@@ -150,7 +150,9 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
     let t = cx.trace;
     let w = &cx.window;
     let mut devices = Vec::new();
-    let mut kernel_time: Vec<(u32, i64, u64)> = Vec::new();
+    // Time and count per kernel name, by string id: summed as the ops go by, where a list of
+    // every kernel sorted by name took an export's millions of them.
+    let mut kernel_time: Vec<(i64, u64)> = vec![(0, 0); t.strings.len()];
     let mut kernels = 0u64;
     let exposure = cx.exposure();
     for d in t.devices() {
@@ -164,7 +166,10 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
             match op.kind {
                 GpuOpKind::Kernel => {
                     k += 1;
-                    kernel_time.push((op.name, op.dur(), 1));
+                    if let Some(e) = kernel_time.get_mut(op.name as usize) {
+                        e.0 += op.dur();
+                        e.1 += 1;
+                    }
                 }
                 GpuOpKind::Memcpy => c += 1,
                 GpuOpKind::Memset => s += 1,
@@ -195,17 +200,11 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
             exposed_collective_share: comm.map_or(0.0, |e| w.share(e.exposed_ns)),
         });
     }
-    kernel_time.sort_unstable_by_key(|k| k.0);
-    let mut agg: Vec<(u32, i64, u64)> = Vec::new();
-    for (n, d, c) in kernel_time {
-        match agg.last_mut() {
-            Some(last) if last.0 == n => {
-                last.1 += d;
-                last.2 += c;
-            }
-            _ => agg.push((n, d, c)),
-        }
-    }
+    let agg: Vec<(u32, i64, u64)> = (0u32..)
+        .zip(kernel_time)
+        .filter(|(_, (_, c))| *c > 0)
+        .map(|(n, (d, c))| (n, d, c))
+        .collect();
     let all: i64 = agg.iter().map(|a| a.1).sum();
     let top_kernel = agg
         .iter()
@@ -274,8 +273,10 @@ fn kernels_not_recorded(cx: &Ctx, devices: &[DeviceSummary]) -> Option<(Bound, S
 /// of its intervals).
 fn copy_and_kernel_share(cx: &Ctx, device: i32) -> (f64, f64) {
     let share = |pick: &dyn Fn(GpuOpKind) -> bool| {
-        let busy = busy_intervals_of(cx.trace, device, &cx.window, |op| pick(op.kind));
-        cx.window.share(total(&busy))
+        cx.window
+            .share(busy_total_of(cx.trace, device, &cx.window, |op| {
+                pick(op.kind)
+            }))
     };
     (
         share(&|k| matches!(k, GpuOpKind::Memcpy | GpuOpKind::Memset)),

@@ -162,6 +162,32 @@ pub fn busy_intervals_of(
     pick: impl Fn(&tracehound_parsers::GpuOp) -> bool,
 ) -> Vec<(i64, i64)> {
     let mut out: Vec<(i64, i64)> = Vec::new();
+    union_of(trace, device, window, pick, |iv| out.push(iv));
+    out
+}
+
+/// [`total`] of [`busy_intervals_of`], without the list (an export's millions of intervals).
+pub fn busy_total_of(
+    trace: &Trace,
+    device: i32,
+    window: &Window,
+    pick: impl Fn(&tracehound_parsers::GpuOp) -> bool,
+) -> i64 {
+    let mut sum = 0;
+    union_of(trace, device, window, pick, |(s, e)| sum += e - s);
+    sum
+}
+
+/// Hands `emit` the union of the picked ops' intervals on `device`, cut to `window`, each
+/// interval once it is complete, in time order.
+fn union_of(
+    trace: &Trace,
+    device: i32,
+    window: &Window,
+    pick: impl Fn(&tracehound_parsers::GpuOp) -> bool,
+    mut emit: impl FnMut((i64, i64)),
+) {
+    let mut run: Option<(i64, i64)> = None;
     for &i in trace.device_ops(device) {
         let op = &trace.gpu_ops[i as usize];
         if !pick(op) {
@@ -171,12 +197,18 @@ pub fn busy_intervals_of(
         if e <= s {
             continue;
         }
-        match out.last_mut() {
+        match &mut run {
             Some(last) if s <= last.1 => last.1 = last.1.max(e),
-            _ => out.push((s, e)),
+            _ => {
+                if let Some(done) = run.replace((s, e)) {
+                    emit(done);
+                }
+            }
         }
     }
-    out
+    if let Some(done) = run {
+        emit(done);
+    }
 }
 
 /// Total length of sorted disjoint intervals.
@@ -231,6 +263,12 @@ mod tests {
         assert_eq!((w.start, w.end), (0, 1000));
         assert_eq!(busy_intervals(&t, 0, &w), vec![(0, 150), (300, 400)]);
         assert_eq!(total(&busy_intervals(&t, 1, &w)), 1000);
+        for d in [0, 1] {
+            assert_eq!(
+                busy_total_of(&t, d, &w, |op| op.is_work()),
+                total(&busy_intervals(&t, d, &w))
+            );
+        }
     }
 
     #[test]
