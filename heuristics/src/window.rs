@@ -178,6 +178,11 @@ pub fn busy_total_of(
     sum
 }
 
+/// Hands `emit` each of [`busy_intervals`], in time order, without the list.
+pub fn for_each_busy(trace: &Trace, device: i32, window: &Window, emit: impl FnMut((i64, i64))) {
+    union_of(trace, device, window, |op| op.is_work(), emit);
+}
+
 /// Hands `emit` the union of the picked ops' intervals on `device`, cut to `window`, each
 /// interval once it is complete, in time order.
 fn union_of(

@@ -25,7 +25,7 @@ mod calls;
 pub use advice::advice;
 
 use crate::scope::Scope;
-use crate::window::{WindowSource, busy_intervals, total};
+use crate::window::{WindowSource, for_each_busy};
 use attribute::Attributor;
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
@@ -369,39 +369,67 @@ pub fn stall_meaning(w: &crate::window::Window, g: &Gap) -> &'static str {
     }
 }
 
+/// The idle stretches between busy intervals: the short ones summed, the long ones (the
+/// gaps) listed in time order.
+struct Holes {
+    threshold: i64,
+    short_idle_ns: i64,
+    short_count: u64,
+    long: Vec<(i64, i64)>,
+}
+
+impl Holes {
+    fn add(&mut self, s: i64, e: i64) {
+        let d = e - s;
+        if d <= 0 {
+            return;
+        }
+        if d < self.threshold {
+            self.short_idle_ns += d;
+            self.short_count += 1;
+        } else {
+            self.long.push((s, e));
+        }
+    }
+}
+
 /// Computes busy time, gaps and their causes for one device.
 pub fn analyse_device(cx: &Scope, device: i32) -> DeviceIdle {
     let trace = cx.trace;
     let w = &cx.window;
-    let busy = busy_intervals(trace, device, w);
     let threshold = cx.config.gap_threshold_ns.max(1);
-    let mut raw: Vec<(i64, i64)> = Vec::new();
     // Edge gaps count only when the window is not itself cut to the GPU activity.
     let edges = matches!(w.source, WindowSource::Steps { .. } | WindowSource::User);
-    if let (Some(first), Some(last)) = (busy.first(), busy.last()) {
-        if edges {
-            raw.push((w.start, first.0));
+    // The busy intervals are walked, not listed: an export's millions of them, and of the
+    // short gaps between them, were lists of fresh pages.
+    let mut holes = Holes {
+        threshold,
+        short_idle_ns: 0,
+        short_count: 0,
+        long: Vec::new(),
+    };
+    let (mut busy_ns, mut last) = (0i64, None::<(i64, i64)>);
+    for_each_busy(trace, device, w, |(s, e)| {
+        busy_ns += e - s;
+        match last {
+            Some((_, end)) => holes.add(end, s),
+            None if edges => holes.add(w.start, s),
+            None => {}
         }
-        raw.extend(busy.windows(2).map(|p| (p[0].1, p[1].0)));
-        if edges {
-            raw.push((last.1, w.end));
-        }
+        last = Some((s, e));
+    });
+    if let Some((_, end)) = last
+        && edges
+    {
+        holes.add(end, w.end);
     }
     let attr = Attributor::new(trace);
-    let (mut short_idle_ns, mut short_count) = (0, 0);
-    let mut long: Vec<(i64, i64)> = Vec::new();
-    for (s, e) in raw {
-        let d = e - s;
-        if d <= 0 {
-            continue;
-        }
-        if d < threshold {
-            short_idle_ns += d;
-            short_count += 1;
-        } else {
-            long.push((s, e));
-        }
-    }
+    let Holes {
+        short_idle_ns,
+        short_count,
+        long,
+        ..
+    } = holes;
     // Gaps are independent: classify them in parallel (collect keeps their order).
     use rayon::prelude::*;
     let captures = cx.graph_captures();
@@ -461,7 +489,7 @@ pub fn analyse_device(cx: &Scope, device: i32) -> DeviceIdle {
     };
     DeviceIdle {
         device,
-        busy_ns: total(&busy),
+        busy_ns,
         gaps,
         short_idle_ns,
         short_count,
