@@ -151,22 +151,14 @@ pub fn analysed_window(trace: &Trace, config: &Config) -> Window {
 /// The union of GPU work (kernels, copies, memsets; all streams) on `device`, clipped to
 /// the window, as sorted disjoint intervals.
 pub fn busy_intervals(trace: &Trace, device: i32, window: &Window) -> Vec<(i64, i64)> {
-    busy_intervals_of(trace, device, window, |op| op.is_work())
-}
-
-/// [`busy_intervals`] of the operations `pick` keeps (only kernels, only copies ...).
-pub fn busy_intervals_of(
-    trace: &Trace,
-    device: i32,
-    window: &Window,
-    pick: impl Fn(&tracehound_parsers::GpuOp) -> bool,
-) -> Vec<(i64, i64)> {
     let mut out: Vec<(i64, i64)> = Vec::new();
-    union_of(trace, device, window, pick, |iv| out.push(iv));
+    for_each_busy(trace, device, window, |iv| out.push(iv));
     out
 }
 
-/// [`total`] of [`busy_intervals_of`], without the list (an export's millions of intervals).
+/// The total length of the union of the operations `pick` keeps (only kernels, only copies
+/// ...) on `device`, clipped to the window: [`total`] of their intervals, without the list
+/// (an export's millions of them).
 pub fn busy_total_of(
     trace: &Trace,
     device: i32,

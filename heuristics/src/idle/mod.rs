@@ -397,13 +397,12 @@ impl Holes {
 pub fn analyse_device(cx: &Scope, device: i32) -> DeviceIdle {
     let trace = cx.trace;
     let w = &cx.window;
-    let threshold = cx.config.gap_threshold_ns.max(1);
     // Edge gaps count only when the window is not itself cut to the GPU activity.
     let edges = matches!(w.source, WindowSource::Steps { .. } | WindowSource::User);
     // The busy intervals are walked, not listed: an export's millions of them, and of the
     // short gaps between them, were lists of fresh pages.
     let mut holes = Holes {
-        threshold,
+        threshold: cx.config.gap_threshold_ns.max(1),
         short_idle_ns: 0,
         short_count: 0,
         long: Vec::new(),
