@@ -949,18 +949,50 @@ struct Seen {
     module: u32,
 }
 
-/// Spans [`origin`] remembers before it starts over.
-const ORIGIN_MEMO: usize = 1 << 16;
+/// Slots of [`SeenMemo`] (a power of two): the ancestry of the last few hundred operators.
+const SEEN_SLOTS: usize = 1 << 12;
+
+/// What [`origin`] found for recent spans: a direct-mapped table, `(span, seen)` by span
+/// index modulo its size, each slot holding the last span that landed on it. A span's
+/// [`Seen`] depends only on its ancestry, so a span forgotten is only walked again: the
+/// answers do not depend on what the table kept. A hash map of every span seen (cleared
+/// when full) cost a probe, an insert and its growth's fresh pages per span.
+struct SeenMemo {
+    slots: Vec<(u32, Seen)>,
+}
+
+impl SeenMemo {
+    fn new() -> Self {
+        let empty = Seen {
+            origin: Origin::Frame(NONE),
+            optimizer: NONE,
+            node: NONE,
+            module: NONE,
+        };
+        SeenMemo {
+            slots: vec![(NONE, empty); SEEN_SLOTS],
+        }
+    }
+
+    fn get(&self, span: u32) -> Option<Seen> {
+        let (k, v) = self.slots[span as usize & (SEEN_SLOTS - 1)];
+        (k == span).then_some(v)
+    }
+
+    fn set(&mut self, span: u32, seen: Seen) {
+        self.slots[span as usize & (SEEN_SLOTS - 1)] = (span, seen);
+    }
+}
 
 /// Where the code of operator span `op` sits: under a user Python frame, under the autograd
 /// engine, or just on its thread; the optimizer step range around it, the autograd node and
 /// the innermost module above it ([`NONE`] when none). The walk up the span tree stops at
-/// the first ancestor already seen (`memo`), so sibling operators share it.
+/// the first ancestor remembered (`memo`), so sibling operators share it.
 fn origin(
     t: &Trace,
     marks: &Marks,
     op: u32,
-    memo: &mut FxHashMap<u32, Seen>,
+    memo: &mut SeenMemo,
     path: &mut Vec<(u32, u8)>,
 ) -> Seen {
     const ENGINE: u8 = 1;
@@ -978,7 +1010,7 @@ fn origin(
     // so the walk can stop at the first user frame or autograd node.
     path.clear();
     for a in t.ancestors(op) {
-        if let Some(&m) = memo.get(&a) {
+        if let Some(m) = memo.get(a) {
             r = m;
             break;
         }
@@ -996,11 +1028,6 @@ fn origin(
         if matches!(kind, ENGINE | FRAME) {
             break;
         }
-    }
-    // Kernels come in time order, so the spans worth remembering are the recent ones: a
-    // bounded memo keeps the walk short without holding every ancestor of a large trace.
-    if memo.len() + path.len() > ORIGIN_MEMO {
-        memo.clear();
     }
     for &(a, kind) in path.iter().rev() {
         r = match kind {
@@ -1020,7 +1047,7 @@ fn origin(
             MODULE => Seen { module: a, ..r },
             _ => r,
         };
-        memo.insert(a, r);
+        memo.set(a, r);
     }
     r
 }
@@ -1130,7 +1157,7 @@ fn device_model(cx: &Scope, marks: &Marks, classes: &[KernelClass], device: i32)
     // up again after it left the table gets the same answer from the models' cache).
     let mut by_inner = tracehound_parsers::activity::RecentSpans::new(RECENT_INNER);
     let mut by_span: FxHashMap<u32, u32> = FxHashMap::default();
-    let mut memo: FxHashMap<u32, Seen> = FxHashMap::default();
+    let mut memo = SeenMemo::new();
     let mut path: Vec<(u32, u8)> = Vec::new();
     let mut items_out = Vec::with_capacity(t.device_ops(device).len());
     let mut split = Split::default();

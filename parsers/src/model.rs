@@ -1131,6 +1131,14 @@ impl Trace {
 
     fn detect_steps(&mut self) {
         use rayon::prelude::*;
+        // The step number of each marker name, by string id: a trace has millions of spans
+        // but few names, so each name is read once, not once per span.
+        let numbers: Vec<Option<i64>> = (0..self.strings.len() as StrId)
+            .map(|id| {
+                let n = self.strings.get(id).strip_prefix("ProfilerStep#")?;
+                n.trim().parse::<i64>().ok()
+            })
+            .collect();
         // In span order (an indexed parallel collect keeps it).
         let mut steps: Vec<Step> = self
             .host_spans
@@ -1142,8 +1150,7 @@ impl Trace {
                 if !matches!(s.kind, HostKind::Annotation | HostKind::CpuOp) {
                     return None;
                 }
-                let n = self.strings.get(s.name).strip_prefix("ProfilerStep#")?;
-                let number = n.trim().parse::<i64>().ok()?;
+                let number = numbers.get(s.name as usize).copied().flatten()?;
                 Some(Step {
                     number,
                     start: s.start,

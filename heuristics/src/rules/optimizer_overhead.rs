@@ -87,6 +87,10 @@ impl Rule for OptimizerOverhead {
             }
         }
         let mut per_call = vec![(0u64, 0u64, 0i64, i64::MAX, i64::MIN); ranges.len()];
+        // Names are tested once each, by string id, not once per kernel or frame.
+        let multi_tensor = t.strings.matching(|n| n.contains("multi_tensor_apply"));
+        let single_tensor = t.strings.matching(|n| n.contains(": _single_tensor_"));
+        let has = |v: &[bool], id: u32| v.get(id as usize).copied().unwrap_or(false);
         for (i, op) in t.gpu_ops.iter().enumerate() {
             if op.kind != GpuOpKind::Kernel {
                 continue;
@@ -96,7 +100,7 @@ impl Rule for OptimizerOverhead {
             };
             let c = &mut per_call[call];
             c.0 += 1;
-            if t.str(op.name).contains("multi_tensor_apply") {
+            if has(&multi_tensor, op.name) {
                 c.1 += 1;
             }
             c.2 += op.dur();
@@ -120,13 +124,13 @@ impl Rule for OptimizerOverhead {
         }
         // Python frames of the per-tensor implementations, when the trace has stacks.
         for h in &t.host_spans {
-            if h.kind == HostKind::Python && h.start >= w.start && h.start < w.end {
-                let n = t.str(h.name);
-                if n.contains(": _single_tensor_")
-                    && let Some(c) = by_range.iter_mut().find(|(k, _)| !k.1).map(|(_, c)| c)
-                {
-                    c.single_tensor_frames += 1;
-                }
+            if h.kind == HostKind::Python
+                && h.start >= w.start
+                && h.start < w.end
+                && has(&single_tensor, h.name)
+                && let Some(c) = by_range.iter_mut().find(|(k, _)| !k.1).map(|(_, c)| c)
+            {
+                c.single_tensor_frames += 1;
             }
         }
         let mut out = Vec::new();
