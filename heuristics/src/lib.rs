@@ -62,12 +62,8 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
     let all = rules::all();
     let (early, ()) = rayon::join(
         || {
-            all.par_iter()
-                .map(|r| {
-                    (!r.uses_idle())
-                        .then(|| tracehound_parsers::timing::timed(r.id(), || r.check(&cx)))
-                })
-                .collect::<Vec<_>>()
+            let early: Vec<usize> = (0..all.len()).filter(|&i| !all[i].uses_idle()).collect();
+            longest_first(&all, early, &cx)
         },
         || {
             tracehound_parsers::timing::timed("idle accounting", || cx.idle());
@@ -115,6 +111,47 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
         summary,
         idle: cx.into_idle(),
     }
+}
+
+/// Runs the rules of `all` at the indices `run` on every thread of the pool, each next rule
+/// taken by the next free thread, those of [`rules::LONGEST_FIRST`] first: with the rules
+/// split between the threads up front, one was left running the longest rules in a row at
+/// the end while the other had nothing to do. The findings come back by index (`None` for a
+/// rule not run), so the order they are read in does not depend on the schedule.
+fn longest_first(
+    all: &[Box<dyn rules::Rule>],
+    mut run: Vec<usize>,
+    cx: &context::Ctx,
+) -> Vec<Option<Vec<Finding>>> {
+    let rank = |i: &usize| {
+        rules::LONGEST_FIRST
+            .iter()
+            .position(|&id| id == all[*i].id())
+            .unwrap_or(rules::LONGEST_FIRST.len())
+    };
+    // Stable: the rest keep the list's order.
+    run.sort_by_key(rank);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let found: std::sync::Mutex<Vec<Option<Vec<Finding>>>> =
+        std::sync::Mutex::new((0..all.len()).map(|_| None).collect());
+    rayon::scope(|s| {
+        for _ in 0..rayon::current_num_threads() {
+            s.spawn(|_| {
+                while let Some(&i) =
+                    run.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                {
+                    let r = &all[i];
+                    let f = tracehound_parsers::timing::timed(r.id(), || r.check(cx));
+                    found
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)[i] = Some(f);
+                }
+            });
+        }
+    });
+    found
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Orders findings by impact (largest first), then severity, rule id and title, so the
