@@ -103,22 +103,28 @@ pub fn analysed_window(trace: &Trace, config: &Config) -> Window {
     if let (Some(first), Some(last)) = (trace.steps.first(), trace.steps.last()) {
         let start = first.start;
         let cpu_end = trace.steps.iter().map(|s| s.end).max().unwrap_or(last.end);
-        let mut end = cpu_end;
-        for (i, op) in trace.gpu_ops.iter().enumerate() {
-            if !op.is_work() {
-                continue;
-            }
-            let launch = trace.index.op_launch.get(i).copied().unwrap_or(NONE);
-            let launched_inside = if launch != NONE {
-                let l = &trace.host_spans[launch as usize];
-                l.start >= start && l.start <= cpu_end
-            } else {
-                op.start >= start && op.start <= cpu_end
-            };
-            if launched_inside {
-                end = end.max(op.end);
-            }
-        }
+        // On all cores: each op reads its launch call, a span anywhere in the list, and
+        // nothing else runs while the window is found.
+        use rayon::prelude::*;
+        let end = trace
+            .gpu_ops
+            .par_iter()
+            .enumerate()
+            .with_min_len(1 << 12)
+            .filter(|(i, op)| {
+                if !op.is_work() {
+                    return false;
+                }
+                let launch = trace.index.op_launch.get(*i).copied().unwrap_or(NONE);
+                if launch != NONE {
+                    let l = &trace.host_spans[launch as usize];
+                    l.start >= start && l.start <= cpu_end
+                } else {
+                    op.start >= start && op.start <= cpu_end
+                }
+            })
+            .map(|(_, op)| op.end)
+            .reduce(|| cpu_end, i64::max);
         return Window {
             start,
             end,
