@@ -168,7 +168,13 @@ impl Trace {
     /// For every span, the outermost of itself and its ancestors for which `pick` holds, or
     /// [`NONE`]: what walking each span's ancestry would give, for all spans in one pass
     /// (a span's parent comes before it, so its answer is known when the span is reached).
-    pub fn outermost_where(&self, pick: impl Fn(&HostSpan) -> bool) -> Vec<u32> {
+    /// `outermost` is called, in span order, with each span that is its own answer (picked,
+    /// with no picked ancestor), while the pass has it at hand.
+    pub fn outermost_where(
+        &self,
+        pick: impl Fn(&HostSpan) -> bool,
+        mut outermost: impl FnMut(&HostSpan),
+    ) -> Vec<u32> {
         let mut out: Vec<u32> = Vec::with_capacity(self.host_spans.len());
         for (i, s) in self.host_spans.iter().enumerate() {
             let above = match out.get(s.parent as usize) {
@@ -181,7 +187,10 @@ impl Trace {
                     .unwrap_or(NONE),
             };
             out.push(match above {
-                NONE if pick(s) => i as u32,
+                NONE if pick(s) => {
+                    outermost(s);
+                    i as u32
+                }
                 r => r,
             });
         }

@@ -40,11 +40,20 @@ fn copy_names(t: &Trace) -> Vec<bool> {
     t.strings.matching(is_copy_op)
 }
 
-/// For every span, the outermost copy-family operator at or around it, or NONE.
-fn root_copies(t: &Trace, copy: &[bool]) -> Vec<u32> {
-    t.outermost_where(|s| {
-        s.kind == HostKind::CpuOp && copy.get(s.name as usize).copied().unwrap_or(false)
-    })
+/// For every span, the outermost copy-family operator at or around it, or NONE; and the
+/// host time of the outermost copies that start in the window, summed as the one pass over
+/// the spans meets them (read again afterwards, each was a cache miss).
+fn root_copies(t: &Trace, copy: &[bool], w: &crate::window::Window) -> (Vec<u32>, i64) {
+    let mut cpu_ns = 0i64;
+    let roots = t.outermost_where(
+        |s| s.kind == HostKind::CpuOp && copy.get(s.name as usize).copied().unwrap_or(false),
+        |s| {
+            if s.start >= w.start && s.start < w.end {
+                cpu_ns += s.dur();
+            }
+        },
+    );
+    (roots, cpu_ns)
 }
 
 /// Who asked for the copy: the nearest enclosing operator or user annotation
@@ -111,7 +120,7 @@ impl Rule for CopyHotspots {
         if !copy.contains(&true) {
             return Vec::new();
         }
-        let root_copy = root_copies(t, &copy);
+        let (root_copy, cpu_ns) = root_copies(t, &copy, w);
         for (i, op) in t.gpu_ops.iter().enumerate() {
             if !op.is_work() || op.start < w.start || op.start >= w.end {
                 continue;
@@ -145,14 +154,6 @@ impl Rule for CopyHotspots {
         if gpu_ns == 0 {
             return Vec::new();
         }
-        // The outermost copies are the spans that are their own root: only those are read.
-        let cpu_ns: i64 = (0u32..)
-            .zip(&root_copy)
-            .filter(|&(i, &r)| r == i)
-            .map(|(i, _)| &t.host_spans[i as usize])
-            .filter(|s| s.start >= w.start && s.start < w.end)
-            .map(|s| s.dur())
-            .sum();
         let mut by_caller: FxHashMap<&str, Group> = FxHashMap::default();
         let mut by_shape: FxHashMap<String, Group> = FxHashMap::default();
         // Copies repeat every step with the same records: read each distinct one once.

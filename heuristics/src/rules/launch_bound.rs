@@ -46,34 +46,30 @@ impl Rule for LaunchBound {
         let w = &cx.window;
         let threshold = cx.config.gap_threshold_ns;
         let mut out = Vec::new();
+        // Whether a launch call's name is a graph launch, per name id: tested once per name.
+        let is_graph = t.strings.matching(|n| n.contains("GraphLaunch"));
         for d in t.devices() {
-            // Kernels in the window with their launch call, graph replays left out.
-            let mut ks: Vec<(u32, u32)> = Vec::new();
+            // Kernels in the window with their launch call and its start, graph replays left
+            // out. The launch call is read here only: it lies anywhere in the span list, and
+            // each read of it was a cache miss per kernel.
+            let mut ks: Vec<(u32, u32, i64)> = Vec::new();
             let mut graph = 0u64;
-            // Whether a launch call's name is a graph launch, per name id.
-            let mut is_graph: rustc_hash::FxHashMap<u32, bool> = Default::default();
             for (i, _) in w.kernels(t, d) {
                 let l = t.index.op_launch[i];
                 if l == NONE {
                     continue;
                 }
-                let name = t.host_spans[l as usize].name;
-                if *is_graph
-                    .entry(name)
-                    .or_insert_with(|| t.str(name).contains("GraphLaunch"))
-                {
+                let launch = &t.host_spans[l as usize];
+                if is_graph.get(launch.name as usize).copied().unwrap_or(false) {
                     graph += 1;
                     continue;
                 }
-                ks.push((i as u32, l));
+                ks.push((i as u32, l, launch.start));
             }
             if ks.len() < 2 {
                 continue;
             }
-            let mut launches: Vec<i64> = ks
-                .iter()
-                .map(|&(_, l)| t.host_spans[l as usize].start)
-                .collect();
+            let mut launches: Vec<i64> = ks.iter().map(|&(_, _, at)| at).collect();
             launches.sort_unstable();
             // Launch latency of the kernels that waited for their launch: with the GPU idle and
             // nothing queued, runtime call to kernel start is the launch path alone.
@@ -91,7 +87,7 @@ impl Rule for LaunchBound {
             let mut launched = 0usize;
             let mut durs: Vec<i64> = Vec::new();
             let mut outermost = tracehound_parsers::activity::OutermostCpuOps::default();
-            for (started, &(i, l)) in ks.iter().enumerate() {
+            for (started, &(i, l, launched_at)) in ks.iter().enumerate() {
                 let op = &t.gpu_ops[i as usize];
                 while oi < dev_ops.len() && t.gpu_ops[dev_ops[oi] as usize].start < op.start {
                     let o = &t.gpu_ops[dev_ops[oi] as usize];
@@ -110,7 +106,7 @@ impl Rule for LaunchBound {
                 let gap = op.start.saturating_sub(busy_end);
                 let starved = busy_end != i64::MIN && gap > 0 && gap < threshold && depth == 0;
                 if starved {
-                    latency.push(op.start - t.host_spans[l as usize].start);
+                    latency.push(op.start - launched_at);
                     starved_ns += gap;
                     starved_n += 1;
                     durs.push(op.dur());

@@ -56,15 +56,26 @@ impl Rule for OptimizerOverhead {
         if !names.contains(&true) {
             return Vec::new();
         }
-        let ranges: Vec<u32> = (0..t.host_spans.len() as u32)
-            .filter(|&i| {
-                let s = &t.host_spans[i as usize];
-                names.get(s.name as usize).copied().unwrap_or(false)
-                    && matches!(s.kind, HostKind::CpuOp | HostKind::Annotation)
-                    && s.start >= w.start
-                    && s.start < w.end
-            })
-            .collect();
+        // Names are tested once each, by string id, not once per span or kernel.
+        let multi_tensor = t.strings.matching(|n| n.contains("multi_tensor_apply"));
+        let single_tensor = t.strings.matching(|n| n.contains(": _single_tensor_"));
+        let has = |v: &[bool], id: u32| v.get(id as usize).copied().unwrap_or(false);
+        // One pass over the spans (they are read from memory, not from cache): the ranges,
+        // and the Python frames of the per-tensor implementations (when the trace has stacks).
+        let mut ranges: Vec<u32> = Vec::new();
+        let mut single_tensor_frames = 0u64;
+        for (i, s) in t.host_spans.iter().enumerate() {
+            if s.start < w.start || s.start >= w.end {
+                continue;
+            }
+            match s.kind {
+                HostKind::CpuOp | HostKind::Annotation if has(&names, s.name) => {
+                    ranges.push(i as u32);
+                }
+                HostKind::Python if has(&single_tensor, s.name) => single_tensor_frames += 1,
+                _ => {}
+            }
+        }
         if ranges.is_empty() {
             return Vec::new();
         }
@@ -87,10 +98,6 @@ impl Rule for OptimizerOverhead {
             }
         }
         let mut per_call = vec![(0u64, 0u64, 0i64, i64::MAX, i64::MIN); ranges.len()];
-        // Names are tested once each, by string id, not once per kernel or frame.
-        let multi_tensor = t.strings.matching(|n| n.contains("multi_tensor_apply"));
-        let single_tensor = t.strings.matching(|n| n.contains(": _single_tensor_"));
-        let has = |v: &[bool], id: u32| v.get(id as usize).copied().unwrap_or(false);
         for (i, op) in t.gpu_ops.iter().enumerate() {
             if op.kind != GpuOpKind::Kernel {
                 continue;
@@ -122,16 +129,9 @@ impl Rule for OptimizerOverhead {
                 c.span_ns += last - first;
             }
         }
-        // Python frames of the per-tensor implementations, when the trace has stacks.
-        for h in &t.host_spans {
-            if h.kind == HostKind::Python
-                && h.start >= w.start
-                && h.start < w.end
-                && has(&single_tensor, h.name)
-                && let Some(c) = by_range.iter_mut().find(|(k, _)| !k.1).map(|(_, c)| c)
-            {
-                c.single_tensor_frames += 1;
-            }
+        // The per-tensor frames go to the first optimizer step's row (not zero_grad's).
+        if let Some(c) = by_range.iter_mut().find(|(k, _)| !k.1).map(|(_, c)| c) {
+            c.single_tensor_frames += single_tensor_frames;
         }
         let mut out = Vec::new();
         let mut groups: BTreeMap<String, (u64, i64)> = BTreeMap::new();
