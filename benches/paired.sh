@@ -19,11 +19,14 @@ cargo build --release -q
 HEAD_BIN="${CARGO_TARGET_DIR:-target}/release/tracehound"
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
-cat "$TRACE" > /dev/null # into the page cache, for both alike
 for _ in $(seq "$PAIRS"); do
     for side in base head; do
         bin="$BASE_BIN"
         [ "$side" = head ] && bin="$HEAD_BIN"
+        # Into the page cache before every run, for both alike: a machine that reclaims
+        # cold pages while idle (the development machine's DAMON does, some thousand pages
+        # a minute) otherwise has each run wait for a different share of the file's reads.
+        cat "$TRACE" > /dev/null
         /usr/bin/time -f "%e %U %S %M" -o "$OUT/t" "$bin" "$CMD" "$TRACE" > /dev/null 2>&1
         tail -1 "$OUT/t" >> "$OUT/$side"
     done
