@@ -23,6 +23,7 @@ use crate::scope::Scope;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use tracehound_parsers::activity::RecentSpans;
 use tracehound_parsers::shapes::{items, numbers};
 use tracehound_parsers::{GpuOpKind, HostKind, NONE, StrId, Trace};
 
@@ -949,40 +950,11 @@ struct Seen {
     module: u32,
 }
 
-/// Slots of [`SeenMemo`] (a power of two): the ancestry of the last few hundred operators.
+/// Slots of [`origin`]'s table of recent spans (a power of two): the ancestry of the last few
+/// hundred operators. A span's [`Seen`] depends only on its ancestry, so a span forgotten is
+/// only walked again: the answers do not depend on what the table kept. (A hash map of every
+/// span seen, cleared when full, cost a probe, an insert and its growth's fresh pages a span.)
 const SEEN_SLOTS: usize = 1 << 12;
-
-/// What [`origin`] found for recent spans: a direct-mapped table, `(span, seen)` by span
-/// index modulo its size, each slot holding the last span that landed on it. A span's
-/// [`Seen`] depends only on its ancestry, so a span forgotten is only walked again: the
-/// answers do not depend on what the table kept. A hash map of every span seen (cleared
-/// when full) cost a probe, an insert and its growth's fresh pages per span.
-struct SeenMemo {
-    slots: Vec<(u32, Seen)>,
-}
-
-impl SeenMemo {
-    fn new() -> Self {
-        let empty = Seen {
-            origin: Origin::Frame(NONE),
-            optimizer: NONE,
-            node: NONE,
-            module: NONE,
-        };
-        SeenMemo {
-            slots: vec![(NONE, empty); SEEN_SLOTS],
-        }
-    }
-
-    fn get(&self, span: u32) -> Option<Seen> {
-        let (k, v) = self.slots[span as usize & (SEEN_SLOTS - 1)];
-        (k == span).then_some(v)
-    }
-
-    fn set(&mut self, span: u32, seen: Seen) {
-        self.slots[span as usize & (SEEN_SLOTS - 1)] = (span, seen);
-    }
-}
 
 /// Where the code of operator span `op` sits: under a user Python frame, under the autograd
 /// engine, or just on its thread; the optimizer step range around it, the autograd node and
@@ -992,7 +964,7 @@ fn origin(
     t: &Trace,
     marks: &Marks,
     op: u32,
-    memo: &mut SeenMemo,
+    memo: &mut RecentSpans<Seen>,
     path: &mut Vec<(u32, u8)>,
 ) -> Seen {
     const ENGINE: u8 = 1;
@@ -1155,9 +1127,17 @@ fn device_model(cx: &Scope, marks: &Marks, classes: &[KernelClass], device: i32)
     // The call of each launching operator span ([`NONE`]: no model), remembered for recent
     // spans (a direct-mapped table: an operator's kernels come together, and a span looked
     // up again after it left the table gets the same answer from the models' cache).
-    let mut by_inner = tracehound_parsers::activity::RecentSpans::new(RECENT_INNER);
+    let mut by_inner = RecentSpans::new(RECENT_INNER);
     let mut by_span: FxHashMap<u32, u32> = FxHashMap::default();
-    let mut memo = SeenMemo::new();
+    let mut memo = RecentSpans::with_filler(
+        SEEN_SLOTS,
+        Seen {
+            origin: Origin::Frame(NONE),
+            optimizer: NONE,
+            node: NONE,
+            module: NONE,
+        },
+    );
     let mut path: Vec<(u32, u8)> = Vec::new();
     let mut items_out = Vec::with_capacity(t.device_ops(device).len());
     let mut split = Split::default();

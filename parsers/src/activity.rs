@@ -225,23 +225,32 @@ pub struct Scratch {
 /// An answer per span remembered for recent spans: a direct-mapped table, `(span, answer)`
 /// by span index modulo its size, each slot holding the last span that landed on it. For
 /// passes that ask about spans that come together (an operator's kernels, a launch's
-/// ancestry), where an answer forgotten is only worked out again.
-pub struct RecentSpans {
-    slots: Vec<(u32, u32)>,
+/// ancestry), where an answer forgotten is only worked out again. Answers are span indexes
+/// unless said otherwise.
+pub struct RecentSpans<T = u32> {
+    slots: Vec<(u32, T)>,
 }
 
 impl RecentSpans {
     /// A table of `slots` entries (a power of two), empty.
     pub fn new(slots: usize) -> Self {
+        Self::with_filler(slots, NONE)
+    }
+}
+
+impl<T: Copy> RecentSpans<T> {
+    /// A table of `slots` entries (a power of two), empty; `filler` stands in the answers of
+    /// the empty slots, never handed out.
+    pub fn with_filler(slots: usize, filler: T) -> Self {
         debug_assert!(slots.is_power_of_two());
         RecentSpans {
-            slots: vec![(NONE, NONE); slots],
+            slots: vec![(NONE, filler); slots],
         }
     }
 
     /// The answer remembered for span `i`, if it is still there.
     #[inline]
-    pub fn get(&self, i: u32) -> Option<u32> {
+    pub fn get(&self, i: u32) -> Option<T> {
         let n = self.slots.len();
         match self.slots.get(i as usize & (n - 1)) {
             Some(&(k, v)) if k == i && i != NONE => Some(v),
@@ -251,7 +260,7 @@ impl RecentSpans {
 
     /// Remembers `answer` for span `i`, in place of the span that held its slot.
     #[inline]
-    pub fn set(&mut self, i: u32, answer: u32) {
+    pub fn set(&mut self, i: u32, answer: T) {
         let n = self.slots.len();
         if let Some(slot) = self.slots.get_mut(i as usize & (n - 1)) {
             *slot = (i, answer);
