@@ -867,28 +867,41 @@ const PLAUSIBLE_SPAN_NS: i64 = 86_400_000_000_000;
 /// Events apart from the rest of the trace by more than this are a separate cluster.
 const CLUSTER_GAP_NS: i64 = 3_600_000_000_000;
 
+/// What [`Trace::nest`] gathers besides the nesting, from the spans it reads anyway.
+struct Nested {
+    /// Each thread's spans, by thread.
+    threads: Vec<((i64, i64), Vec<u32>)>,
+    /// The runtime and driver calls with a correlation id, in span order: (correlation id,
+    /// call, the innermost CPU operator around it or [`NONE`]).
+    launches: Vec<(u64, u32, u32)>,
+    /// The step markers, in span order.
+    steps: Vec<Step>,
+    /// Per string id: whether a Python span has that name.
+    python_names: Vec<bool>,
+}
+
 impl Trace {
     /// Repairs what no profiler writes on purpose, with a warning for each kind of repair:
     /// negative durations are read as zero length, and when the events span more than a day,
     /// a small cluster of events (at most 2, or under 10%) more than an hour from the rest
     /// (timestamps near the integer limits, a stray clock) is dropped, so the window is not
-    /// absurd. Returns the latest start of what is kept, for
-    /// [`Trace::clamp_absurd_durations`].
-    fn sanitize_times(&mut self) -> Option<i64> {
+    /// absurd. Returns the latest start of what is kept and the latest end of any event
+    /// (dropped ones included), for [`Trace::clamp_absurd_durations`].
+    fn sanitize_times(&mut self) -> (Option<i64>, i64) {
         use rayon::prelude::*;
         // Passes over millions of events run on every core (counts and extremes do not
         // depend on the order they are taken in). One pass repairs and measures.
-        type Seen = (u64, i64, i64);
-        let add = |a: Seen, b: Seen| (a.0 + b.0, a.1.min(b.1), a.2.max(b.2));
-        let none: Seen = (0, i64::MAX, i64::MIN);
+        type Seen = (u64, i64, i64, i64);
+        let add = |a: Seen, b: Seen| (a.0 + b.0, a.1.min(b.1), a.2.max(b.2), a.3.max(b.3));
+        let none: Seen = (0, i64::MAX, i64::MIN, i64::MIN);
         let repair = |start: i64, end: &mut i64| {
             let bad = *end < start;
             if bad {
                 *end = start;
             }
-            (u64::from(bad), start, start)
+            (u64::from(bad), start, start, *end)
         };
-        let (negative, lo, hi) = add(
+        let (negative, lo, hi, latest_end) = add(
             self.gpu_ops
                 .par_iter_mut()
                 .with_min_len(1 << 14)
@@ -907,7 +920,7 @@ impl Trace {
         }
         let latest = (lo <= hi).then_some(hi);
         if lo > hi || hi.saturating_sub(lo) <= PLAUSIBLE_SPAN_NS {
-            return latest;
+            return (latest, latest_end);
         }
         // The largest jump between consecutive start times splits the events in two: keep
         // the larger side when the jump is over an hour and the other side is small.
@@ -924,7 +937,7 @@ impl Trace {
             .map(|(k, w)| (k, w[1].saturating_sub(w[0])))
             .max_by_key(|x| x.1)
         else {
-            return latest;
+            return (latest, latest_end);
         };
         let n = all.len();
         let below = k + 1;
@@ -935,10 +948,10 @@ impl Trace {
         } else if n - below < below && stray(n - below) {
             (i64::MIN, all[k])
         } else {
-            return latest;
+            return (latest, latest_end);
         };
         if jump <= CLUSTER_GAP_NS {
-            return latest;
+            return (latest, latest_end);
         }
         let before = self.gpu_ops.len() + self.host_spans.len();
         let keep = |t: i64| t >= keep_lo && t <= keep_hi;
@@ -950,23 +963,29 @@ impl Trace {
             jump / 3_600_000_000_000,
             n - dropped
         ));
-        self.gpu_ops
+        let latest = self
+            .gpu_ops
             .iter()
             .map(|o| o.start)
             .chain(self.host_spans.iter().map(|h| h.start))
-            .max()
+            .max();
+        (latest, latest_end)
     }
 
     /// Events that last longer than a day and end more than a day after the last event of the
     /// trace starts (a duration written in the wrong unit, an overflow, a stray clock) are
     /// read as zero length with a warning, so that one bad number cannot stretch the window.
-    /// `hi` is the latest start of any event.
-    fn clamp_absurd_durations(&mut self, hi: Option<i64>) {
+    /// `hi` is the latest start of any event, `latest_end` at least the latest end.
+    fn clamp_absurd_durations(&mut self, hi: Option<i64>, latest_end: i64) {
         use rayon::prelude::*;
         let Some(hi) = hi else {
             return;
         };
         let limit = hi.saturating_add(PLAUSIBLE_SPAN_NS);
+        // Nothing ends past the limit in almost every trace: then no pass over the events.
+        if latest_end <= limit {
+            return;
+        }
         let absurd =
             |start: i64, end: i64| end > limit && end.saturating_sub(start) > PLAUSIBLE_SPAN_NS;
         // (count, longest) of the clamped events.
@@ -1069,8 +1088,8 @@ impl Trace {
     pub fn finish(&mut self) {
         use rayon::slice::ParallelSliceMut;
         let mut clock = crate::timing::Phases::start();
-        let latest = self.sanitize_times();
-        self.clamp_absurd_durations(latest);
+        let (latest, latest_end) = self.sanitize_times();
+        self.clamp_absurd_durations(latest, latest_end);
         clock.mark("finish: sanitize");
         let op_order = |a: &GpuOp, b: &GpuOp| {
             (a.start, a.device, a.stream, a.end, a.correlation).cmp(&(
@@ -1086,40 +1105,24 @@ impl Trace {
         if !crate::sort::stable_by_runs(&mut self.gpu_ops, op_order) {
             self.gpu_ops.par_sort_by(op_order);
         }
-        // Sorted in place, with the input position as the last key so the order is the one a
-        // stable sort would give: a stable parallel sort needs a buffer as large as the
-        // spans, the biggest allocation of a load. `parent` holds the position until
-        // build_nesting sets it.
-        {
+        let span_key = |s: &HostSpan| (s.start, std::cmp::Reverse(s.end), s.pid, s.tid, s.kind);
+        let span_order = |a: &HostSpan, b: &HostSpan| span_key(a).cmp(&span_key(b));
+        // The spans come in a few sorted runs (a trace lists its operators, its Python
+        // functions and its runtime calls apart, each in time order): merged when they are,
+        // stably, so tied spans keep their input order.
+        if !crate::sort::stable_by_runs(&mut self.host_spans, span_order) {
+            // Sorted in place, with the input position as the last key so the order is the
+            // one a stable sort would give: a stable parallel sort needs a buffer as large
+            // as the spans, the biggest allocation of a load. `parent` holds the position
+            // until nesting sets it.
             use rayon::prelude::*;
             self.host_spans
                 .par_iter_mut()
                 .with_min_len(1 << 14)
                 .enumerate()
                 .for_each(|(i, s)| s.parent = i as u32);
-        }
-        let span_order = |a: &HostSpan, b: &HostSpan| {
-            (
-                a.start,
-                std::cmp::Reverse(a.end),
-                a.pid,
-                a.tid,
-                a.kind,
-                a.parent,
-            )
-                .cmp(&(
-                    b.start,
-                    std::cmp::Reverse(b.end),
-                    b.pid,
-                    b.tid,
-                    b.kind,
-                    b.parent,
-                ))
-        };
-        // The spans come in a few sorted runs (a trace lists its operators, its Python
-        // functions and its runtime calls apart, each in time order): merged when they are.
-        if !crate::sort::stable_by_runs(&mut self.host_spans, span_order) {
-            self.host_spans.par_sort_unstable_by(span_order);
+            self.host_spans
+                .par_sort_unstable_by(|a, b| span_order(a, b).then(a.parent.cmp(&b.parent)));
         }
         // Allocator events come in time order, or in a few runs of it (a trace made of
         // several captures): merged on both cores, a stable sort of them only when they are
@@ -1131,20 +1134,28 @@ impl Trace {
         }
         self.concrete_inputs.par_sort_unstable();
         clock.mark("finish: sort");
-        self.detect_steps();
-        clock.mark("finish: steps");
-        // Nesting writes the spans while the device index reads only the GPU ops; the launch
-        // links and the frame names only read: each pair runs on both cores.
-        let (threads, by_device) = rayon::join(
-            || Self::nest(&mut self.host_spans),
+        // Nesting writes the spans while the device index reads only the GPU ops. The
+        // nesting pass also gathers the step markers, the launch calls and the Python
+        // frames' names: each of them was a pass of its own over millions of spans, bound by
+        // memory, where the nesting pass has the span at hand.
+        let step_numbers = self.step_numbers();
+        let (nested, by_device) = rayon::join(
+            || Self::nest(&mut self.host_spans, &step_numbers),
             || Self::device_index(&self.gpu_ops),
         );
+        let Nested {
+            threads,
+            launches,
+            steps,
+            python_names,
+        } = nested;
         self.index.spans_by_thread = threads;
         self.index.ops_by_device = by_device;
+        self.steps = Self::steps_of(steps);
         clock.mark("finish: nesting");
         let ((op_launch, op_cpu_op), frames) = rayon::join(
-            || self.launch_links(),
-            || Self::user_frame_names(&self.host_spans, &self.strings),
+            || self.launch_links(launches),
+            || Self::user_frame_names(&python_names, &self.strings),
         );
         self.index.op_launch = op_launch;
         self.index.op_cpu_op = op_cpu_op;
@@ -1152,43 +1163,28 @@ impl Trace {
         clock.mark("finish: links");
     }
 
-    fn detect_steps(&mut self) {
-        use rayon::prelude::*;
-        // The step number of each marker name, by string id: a trace has millions of spans
-        // but few names, so each name is read once, not once per span.
-        let numbers: Vec<Option<i64>> = (0..self.strings.len() as StrId)
+    /// The step number of each step marker's name (`ProfilerStep#N`), by string id: a trace
+    /// has millions of spans but few names, so each name is read once, not once per span.
+    fn step_numbers(&self) -> Vec<Option<i64>> {
+        (0..self.strings.len() as StrId)
             .map(|id| {
                 let n = self.strings.get(id).strip_prefix("ProfilerStep#")?;
                 n.trim().parse::<i64>().ok()
             })
-            .collect();
-        // In span order (an indexed parallel collect keeps it).
-        let mut steps: Vec<Step> = self
-            .host_spans
-            .par_iter()
-            .with_min_len(1 << 14)
-            .filter_map(|s| {
-                // 2021 Kineto traces put the step markers in the `Operator` category, read as
-                // CPU operators; later ones make them user annotations.
-                if !matches!(s.kind, HostKind::Annotation | HostKind::CpuOp) {
-                    return None;
-                }
-                let number = numbers.get(s.name as usize).copied().flatten()?;
-                Some(Step {
-                    number,
-                    start: s.start,
-                    end: s.end,
-                })
-            })
-            .collect();
+            .collect()
+    }
+
+    /// The steps from their markers in span order.
+    fn steps_of(mut steps: Vec<Step>) -> Vec<Step> {
         steps.sort_by_key(|s| (s.start, s.number));
         // Nested or repeated markers of the same step (record_function inside prof.step()) count once.
         steps.dedup_by(|b, a| a.number == b.number);
-        self.steps = steps;
+        steps
     }
 
-    /// Sets each span's parent and depth; returns each thread's spans, by thread.
-    fn nest(host_spans: &mut [HostSpan]) -> Vec<((i64, i64), Vec<u32>)> {
+    /// Sets each span's parent and depth, and gathers what [`Nested`] holds; `step_numbers`
+    /// is [`Trace::step_numbers`].
+    fn nest(host_spans: &mut [HostSpan], step_numbers: &[Option<i64>]) -> Nested {
         // One pass in span order: a thread's spans come in it in their own order, so each
         // thread's stack of open spans is kept as the pass meets them, and each span is read
         // and written once. (Counting the threads' spans, placing them, then nesting each
@@ -1203,6 +1199,9 @@ impl Trace {
         let mut slot: FxHashMap<(i64, i64), usize> = FxHashMap::default();
         let mut threads: Vec<Open> = Vec::new();
         let mut last: Option<((i64, i64), usize)> = None;
+        let mut launches = Vec::new();
+        let mut steps = Vec::new();
+        let mut python_names = vec![false; step_numbers.len()];
         for i in 0..host_spans.len() {
             let (key, start, end) = {
                 let s = &host_spans[i];
@@ -1237,6 +1236,34 @@ impl Trace {
             let s = &mut host_spans[i];
             s.parent = open.stack.last().copied().unwrap_or(NONE);
             s.depth = open.stack.len().min(u16::MAX as usize) as u16;
+            let (kind, name, correlation) = (s.kind, s.name, s.correlation);
+            match kind {
+                HostKind::Runtime | HostKind::Driver if correlation != 0 => {
+                    // The stack holds the call's ancestors, innermost last: the operator
+                    // around it is the innermost CPU operator there.
+                    let op = open
+                        .stack
+                        .iter()
+                        .rev()
+                        .copied()
+                        .find(|&j| host_spans[j as usize].kind == HostKind::CpuOp)
+                        .unwrap_or(NONE);
+                    launches.push((correlation, i as u32, op));
+                }
+                // 2021 Kineto traces put the step markers in the `Operator` category, read as
+                // CPU operators; later ones make them user annotations.
+                HostKind::Annotation | HostKind::CpuOp => {
+                    if let Some(&Some(number)) = step_numbers.get(name as usize) {
+                        steps.push(Step { number, start, end });
+                    }
+                }
+                HostKind::Python => {
+                    if let Some(seen) = python_names.get_mut(name as usize) {
+                        *seen = true;
+                    }
+                }
+                _ => {}
+            }
             open.stack.push(i as u32);
             open.spans.push(i as u32);
         }
@@ -1250,22 +1277,19 @@ impl Trace {
             })
             .collect();
         out.sort_by_key(|(k, _)| *k);
-        out
+        Nested {
+            threads: out,
+            launches,
+            steps,
+            python_names,
+        }
     }
 
-    /// Each GPU op's launch call and the CPU operator around it, in op order.
-    fn launch_links(&self) -> (Vec<u32>, Vec<u32>) {
+    /// Each GPU op's launch call and the CPU operator around it, in op order, from the
+    /// launch calls [`Trace::nest`] gathered.
+    fn launch_links(&self, launches: Vec<(u64, u32, u32)>) -> (Vec<u32>, Vec<u32>) {
         use rayon::prelude::*;
-        let mut by_corr: Vec<(u64, u32)> = self
-            .host_spans
-            .par_iter()
-            .with_min_len(1 << 14)
-            .enumerate()
-            .filter(|(_, s)| {
-                matches!(s.kind, HostKind::Runtime | HostKind::Driver) && s.correlation != 0
-            })
-            .map(|(i, s)| (s.correlation, i as u32))
-            .collect();
+        let mut by_corr = launches;
         by_corr.par_sort_unstable();
         // Each op's launch call and the operator around it, in op order.
         let (op_launch, mut op_cpu_op): (Vec<u32>, Vec<u32>) = self
@@ -1273,20 +1297,13 @@ impl Trace {
             .par_iter()
             .with_min_len(1 << 12)
             .map(|op| {
-                let launch = if op.correlation == 0 {
-                    NONE
-                } else {
-                    match by_corr.binary_search_by_key(&op.correlation, |&(c, _)| c) {
-                        Ok(k) => by_corr[k].1,
-                        Err(_) => NONE,
-                    }
-                };
-                let via_launch = if launch == NONE {
-                    NONE
-                } else {
-                    self.enclosing(launch, HostKind::CpuOp)
-                };
-                (launch, via_launch)
+                if op.correlation == 0 {
+                    return (NONE, NONE);
+                }
+                match by_corr.binary_search_by_key(&op.correlation, |&(c, ..)| c) {
+                    Ok(k) => (by_corr[k].1, by_corr[k].2),
+                    Err(_) => (NONE, NONE),
+                }
             })
             .unzip();
         let unlinked = self
@@ -1333,20 +1350,14 @@ impl Trace {
 
     /// Per string id: 2 for the name of a user's Python frame, 1 for another frame's, 0 for
     /// a name no Python span has.
-    fn user_frame_names(host_spans: &[HostSpan], strings: &Strings) -> Vec<u8> {
-        let mut flags = vec![0u8; strings.len()];
-        for s in host_spans.iter().filter(|s| s.kind == HostKind::Python) {
-            if let Some(f) = flags.get_mut(s.name as usize)
-                && *f == 0
-            {
-                *f = if is_user_frame(strings.get(s.name)) {
-                    2
-                } else {
-                    1
-                };
-            }
-        }
-        flags
+    fn user_frame_names(python_names: &[bool], strings: &Strings) -> Vec<u8> {
+        (0..strings.len() as StrId)
+            .map(|id| match python_names.get(id as usize) {
+                Some(true) if is_user_frame(strings.get(id)) => 2,
+                Some(true) => 1,
+                _ => 0,
+            })
+            .collect()
     }
 
     /// Whether the name `name` of a Python span is a user's frame ([`is_user_frame`]), from
@@ -1566,7 +1577,8 @@ mod tests {
     #[test]
     fn one_pass_nesting_equals_nesting_each_thread_apart() {
         // Spans of three threads of two processes, interleaved in start order, nested,
-        // touching, overlapping without nesting, and of equal starts.
+        // touching, overlapping without nesting, and of equal starts; operators, runtime
+        // calls, annotations and Python frames, so that what the pass gathers is checked too.
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = |n: u64| {
             seed ^= seed << 13;
@@ -1575,18 +1587,35 @@ mod tests {
             seed % n
         };
         let threads = [(1, 10), (1, 11), (2, 10)];
+        let kinds = [
+            HostKind::CpuOp,
+            HostKind::Runtime,
+            HostKind::Annotation,
+            HostKind::Python,
+        ];
+        // Names 0-3; name 1 is a step marker (number 7).
+        let step_numbers = [None, Some(7), None, None];
         let mut spans: Vec<HostSpan> = (0..3000)
-            .map(|_| {
+            .map(|k| {
                 let (pid, tid) = threads[next(3) as usize];
                 let start = next(5000) as i64;
                 let end = start + next(400) as i64;
-                HostSpan::new(HostKind::CpuOp, pid, tid, start, end, 0)
+                let kind = kinds[next(4) as usize];
+                HostSpan {
+                    correlation: if kind == HostKind::Runtime && k % 5 != 0 {
+                        k + 1
+                    } else {
+                        0
+                    },
+                    ..HostSpan::new(kind, pid, tid, start, end, next(4) as StrId)
+                }
             })
             .collect();
         spans.sort_by_key(|s| (s.start, std::cmp::Reverse(s.end)));
-        let got = Trace::nest(&mut spans);
+        let got = Trace::nest(&mut spans, &step_numbers);
         // Each thread's spans apart, each nested with a stack of its own.
-        for (key, list) in &got {
+        let mut launches = Vec::new();
+        for (key, list) in &got.threads {
             let want: Vec<u32> = (0..spans.len() as u32)
                 .filter(|&i| (spans[i as usize].pid, spans[i as usize].tid) == *key)
                 .collect();
@@ -1605,11 +1634,45 @@ mod tests {
                 assert_eq!(s.parent, stack.last().copied().unwrap_or(NONE), "span {i}");
                 assert_eq!(s.depth as usize, stack.len(), "span {i}");
                 stack.push(i);
+                if s.kind == HostKind::Runtime && s.correlation != 0 {
+                    // The operator around a call, walked up from it as `enclosing` does.
+                    let mut op = s.parent;
+                    while op != NONE && spans[op as usize].kind != HostKind::CpuOp {
+                        op = spans[op as usize].parent;
+                    }
+                    launches.push((s.correlation, i, op));
+                }
             }
         }
-        let keys: Vec<(i64, i64)> = got.iter().map(|(k, _)| *k).collect();
+        let keys: Vec<(i64, i64)> = got.threads.iter().map(|(k, _)| *k).collect();
         assert_eq!(keys, vec![(1, 10), (1, 11), (2, 10)]);
         assert!(spans.iter().any(|s| s.depth >= 2), "the test nests");
+        // The launch calls in span order, each with its operator.
+        launches.sort_by_key(|l| l.1);
+        assert_eq!(got.launches, launches);
+        assert!(
+            launches.iter().any(|l| l.2 != NONE),
+            "some calls are inside operators"
+        );
+        let markers: Vec<Step> = spans
+            .iter()
+            .filter(|s| matches!(s.kind, HostKind::Annotation | HostKind::CpuOp) && s.name == 1)
+            .map(|s| Step {
+                number: 7,
+                start: s.start,
+                end: s.end,
+            })
+            .collect();
+        assert!(!markers.is_empty());
+        assert_eq!(got.steps, markers);
+        let python: Vec<bool> = (0..4)
+            .map(|n| {
+                spans
+                    .iter()
+                    .any(|s| s.kind == HostKind::Python && s.name == n)
+            })
+            .collect();
+        assert_eq!(got.python_names, python);
     }
 
     #[test]

@@ -139,16 +139,13 @@ pub(super) struct Attributor<'t> {
     loads_modules: OnceLock<bool>,
     /// Convolution operator -> whether it synchronised (autotuned), computed on demand.
     conv_tuned: Mutex<FxHashMap<u32, bool>>,
-    /// (thread, name) -> start of the first CPU operator of that name, built on demand.
-    first_op: OnceLock<FxHashMap<(ThreadKey, u32), i64>>,
     /// Per string id: what a span of that name is ([`LOADER`], [`CONV`], …),
     /// decided once per name instead of once per span visited.
     flags: Vec<std::sync::atomic::AtomicU8>,
     /// Whether any span carries an old-style `Call stack` (the frame fallback).
     call_stacks: OnceLock<bool>,
-    /// Per process: its autograd engine thread (the one that runs most backward
-    /// operators), and the other threads that run Python frames; found on first need.
-    threads: OnceLock<FxHashMap<i64, ProcessThreads>>,
+    /// What each thread ran ([`ThreadFacts`]), found on first need.
+    threads: OnceLock<ThreadFacts>,
     /// [`Attributor::os_call_ends`], found on first need.
     os_call_ends: OnceLock<FxHashMap<ThreadKey, Vec<i64>>>,
 }
@@ -156,6 +153,16 @@ pub(super) struct Attributor<'t> {
 /// Spans per block of [`Attributor::os_call_ends`]: a block costs 8 bytes, and a search
 /// reads at most a block of spans before the first that can overlap.
 const OS_BLOCK: usize = 64;
+
+/// What the threads ran, found in one pass over each thread's spans.
+#[derive(Debug, Default)]
+struct ThreadFacts {
+    /// Per process: its autograd engine thread (the one that runs most backward
+    /// operators), and the other threads that run Python frames.
+    processes: FxHashMap<i64, ProcessThreads>,
+    /// (thread, name) -> start of the first CPU operator of that name on that thread.
+    first_op: FxHashMap<(ThreadKey, u32), i64>,
+}
 
 /// The threads of one process that the launching thread's time can depend on.
 #[derive(Debug, Default)]
@@ -263,6 +270,39 @@ impl Memo<'_> {
     }
 }
 
+/// Per host span, one bit: it or a span inside it launched GPU work. The operators that
+/// launched are marked, then one pass from the last span to the first carries each mark to
+/// the span's parent, which comes before it in span order: the spans are read in order, where
+/// walking up from each operator read its ancestors all over the list.
+fn launched_marks(trace: &Trace) -> Vec<u64> {
+    let n = trace.host_spans.len();
+    let mut launched = vec![0u64; n.div_ceil(64)];
+    for &c in trace.index.op_cpu_op.iter().filter(|&&c| (c as usize) < n) {
+        launched[c as usize / 64] |= 1 << (c % 64);
+    }
+    for w in (0..launched.len()).rev() {
+        let mut bits = launched[w];
+        while bits != 0 {
+            let b = 63 - bits.leading_zeros();
+            bits &= !(1u64 << b);
+            let i = w * 64 + b as usize;
+            let p = trace.host_spans[i].parent;
+            if p == NONE {
+                continue;
+            }
+            debug_assert!((p as usize) < i, "a parent comes before its span");
+            let (pw, pb) = (p as usize / 64, 1u64 << (p % 64));
+            if let Some(x) = launched.get_mut(pw) {
+                *x |= pb;
+            }
+            if pw == w {
+                bits |= pb;
+            }
+        }
+    }
+    launched
+}
+
 impl<'t> Attributor<'t> {
     pub(super) fn new(trace: &'t Trace) -> Self {
         // Copies to or from pageable memory block the host like a synchronize.
@@ -273,18 +313,7 @@ impl<'t> Attributor<'t> {
             .map(|o| o.correlation)
             .filter(|&c| c != 0)
             .collect();
-        // Mark each operator that launched GPU work and its ancestors, stopping at the first
-        // ancestor already marked: every span is marked at most once.
-        let mut launched = vec![0u64; trace.host_spans.len().div_ceil(64)];
-        for &c in trace.index.op_cpu_op.iter().filter(|&&c| c != NONE) {
-            for k in std::iter::once(c).chain(trace.ancestors(c)) {
-                let (w, b) = (k as usize / 64, 1u64 << (k % 64));
-                if launched.get(w).is_none_or(|x| x & b != 0) {
-                    break;
-                }
-                launched[w] |= b;
-            }
-        }
+        let launched = launched_marks(trace);
         // OS runtime calls alone say where the host waited, not what it computed.
         let cpu_data = trace
             .host_spans
@@ -304,7 +333,6 @@ impl<'t> Attributor<'t> {
             no_cpu_leaf,
             loads_modules: OnceLock::new(),
             conv_tuned: Mutex::new(FxHashMap::default()),
-            first_op: OnceLock::new(),
             flags: (0..trace.strings.len())
                 .map(|_| std::sync::atomic::AtomicU8::new(0))
                 .collect(),
@@ -316,6 +344,11 @@ impl<'t> Attributor<'t> {
 
     /// The engine and Python threads of every process.
     fn threads(&self) -> &FxHashMap<i64, ProcessThreads> {
+        &self.thread_facts().processes
+    }
+
+    /// [`ThreadFacts`], worked out on first need.
+    fn thread_facts(&self) -> &ThreadFacts {
         let t = self.trace;
         self.threads.get_or_init(|| {
             let engine_op = t
@@ -323,16 +356,28 @@ impl<'t> Attributor<'t> {
                 .matching(|n| n.starts_with("autograd::engine::evaluate_function"));
             let mut out: FxHashMap<i64, ProcessThreads> = FxHashMap::default();
             let mut best: FxHashMap<i64, (usize, ThreadKey)> = FxHashMap::default();
+            let mut first_op: FxHashMap<(ThreadKey, u32), i64> = FxHashMap::default();
+            // The names met on the thread being read, one bit each: only a name's first
+            // operator goes into the map (a probe per operator cost as much as the pass).
+            let mut met = vec![0u64; t.strings.len().div_ceil(64)];
             for (k, spans) in &t.index.spans_by_thread {
                 let mut backward = 0usize;
                 let mut python = false;
+                met.fill(0);
                 for &i in spans.iter() {
                     let s = &t.host_spans[i as usize];
                     python |= s.kind == HostKind::Python;
-                    if s.kind == HostKind::CpuOp
-                        && engine_op.get(s.name as usize).copied().unwrap_or(false)
-                    {
-                        backward += 1;
+                    if s.kind == HostKind::CpuOp {
+                        if engine_op.get(s.name as usize).copied().unwrap_or(false) {
+                            backward += 1;
+                        }
+                        let (w, b) = (s.name as usize / 64, 1u64 << (s.name % 64));
+                        if let Some(m) = met.get_mut(w)
+                            && *m & b == 0
+                        {
+                            *m |= b;
+                            first_op.insert((*k, s.name), s.start);
+                        }
                     }
                 }
                 let e = out.entry(k.0).or_default();
@@ -346,7 +391,10 @@ impl<'t> Attributor<'t> {
             for (pid, (_, k)) in best {
                 out.entry(pid).or_default().engine = Some(k);
             }
-            out
+            ThreadFacts {
+                processes: out,
+                first_op,
+            }
         })
     }
 
@@ -766,13 +814,7 @@ impl<'t> Attributor<'t> {
     /// Whether CPU operator `op` is the first of its name on its thread.
     fn is_first_op(&self, op: u32) -> bool {
         let t = self.trace;
-        let map = self.first_op.get_or_init(|| {
-            let mut m: FxHashMap<(ThreadKey, u32), i64> = FxHashMap::default();
-            for s in t.host_spans.iter().filter(|s| s.kind == HostKind::CpuOp) {
-                m.entry(((s.pid, s.tid), s.name)).or_insert(s.start);
-            }
-            m
-        });
+        let map = &self.thread_facts().first_op;
         let s = &t.host_spans[op as usize];
         map.get(&((s.pid, s.tid), s.name)) == Some(&s.start)
     }
@@ -1365,5 +1407,61 @@ impl<'t> Attributor<'t> {
             };
         }
         finish_gap(gap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracehound_parsers::HostSpan;
+
+    #[test]
+    fn launched_marks_are_the_launching_operators_and_their_ancestors() {
+        // A random forest: each span's parent is an earlier span or none, as nesting leaves
+        // them; some spans launched.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut t = Trace::default();
+        for i in 0..5000u64 {
+            let parent = if i == 0 || next(4) == 0 {
+                NONE
+            } else {
+                (i - 1 - next(i.min(40))) as u32
+            };
+            t.host_spans.push(HostSpan {
+                parent,
+                ..HostSpan::new(HostKind::CpuOp, 1, 1, 0, 0, 0)
+            });
+        }
+        t.index.op_cpu_op = (0..700)
+            .map(|_| {
+                if next(5) == 0 {
+                    NONE
+                } else {
+                    next(5000) as u32
+                }
+            })
+            .collect();
+        let got = launched_marks(&t);
+        let mut want = vec![false; 5000];
+        for &c in t.index.op_cpu_op.iter().filter(|&&c| c != NONE) {
+            want[c as usize] = true;
+            for a in t.ancestors(c) {
+                want[a as usize] = true;
+            }
+        }
+        let got: Vec<bool> = (0..5000)
+            .map(|i| got[i / 64] >> (i % 64) & 1 == 1)
+            .collect();
+        assert_eq!(got, want);
+        assert!(
+            want.iter().filter(|&&m| m).count() > 1000,
+            "the test marks ancestors"
+        );
     }
 }
