@@ -268,59 +268,6 @@ impl<T: Copy> RecentSpans<T> {
     }
 }
 
-/// [`Trace::outermost_cpu_op`] for many spans in a row, remembering the answer for recent
-/// spans and their ancestors: kernels launched one after another share most of their
-/// ancestry (a deep Python stack above a few operators), so a walk stops at the first
-/// ancestor already seen instead of reading every span up to the thread's root.
-pub struct OutermostCpuOps {
-    answers: RecentSpans,
-    path: Vec<u32>,
-}
-
-/// Slots of [`OutermostCpuOps`]: a power of two, enough for the ancestry of the last few
-/// hundred launches.
-const OUTERMOST_SLOTS: usize = 1 << 12;
-
-impl Default for OutermostCpuOps {
-    fn default() -> Self {
-        OutermostCpuOps {
-            answers: RecentSpans::new(OUTERMOST_SLOTS),
-            path: Vec::new(),
-        }
-    }
-}
-
-impl OutermostCpuOps {
-    /// What [`Trace::outermost_cpu_op`] gives for span `i` of `t` (the same trace on every
-    /// call).
-    pub fn get(&mut self, t: &Trace, i: u32) -> u32 {
-        if t.host_spans.get(i as usize).is_none() {
-            return NONE;
-        }
-        self.path.clear();
-        // The outermost operator at or above the first span not on the path (none above the
-        // root).
-        let mut above = NONE;
-        let mut k = i;
-        while k != NONE {
-            if let Some(a) = self.answers.get(k) {
-                above = a;
-                break;
-            }
-            self.path.push(k);
-            k = t.host_spans[k as usize].parent;
-        }
-        // From the top down: a span's answer is the one above it, else itself if an operator.
-        for &k in self.path.iter().rev() {
-            if above == NONE && t.host_spans[k as usize].kind == HostKind::CpuOp {
-                above = k;
-            }
-            self.answers.set(k, above);
-        }
-        above
-    }
-}
-
 /// `v.partition_point(pred)`, found by galloping from `hint` (a guess at the answer) and
 /// then a binary search in the last step's range: for a guess `d` places off it reads
 /// about `2 log2 d` elements near the guess. A `hint` past the end is no guess: a plain
@@ -367,9 +314,11 @@ mod tests {
     use crate::model::*;
 
     #[test]
-    fn remembered_outermost_operators_equal_the_walk() {
-        // Operators inside operators inside a frame, twice, and a call outside any operator.
-        let t = trace(&[
+    fn the_launch_index_holds_the_operators_around_each_launch() {
+        // Operators inside operators inside a frame, twice, and a call outside any operator;
+        // each call launched a kernel (correlation id = its position + 1).
+        let mut t = Trace::default();
+        let spans = [
             (HostKind::Python, 0, 100, "train.py(1): step"),
             (HostKind::CpuOp, 10, 60, "aten::linear"),
             (HostKind::CpuOp, 12, 50, "aten::addmm"),
@@ -378,14 +327,42 @@ mod tests {
             (HostKind::CpuOp, 70, 90, "aten::relu"),
             (HostKind::Runtime, 72, 74, "cudaLaunchKernel"),
             (HostKind::Runtime, 95, 97, "cudaMemcpyAsync"),
-        ]);
-        let mut memo = super::OutermostCpuOps::default();
-        // Twice over, so the second pass reads only remembered answers.
-        for _ in 0..2 {
-            for i in (0..t.host_spans.len() as u32).chain([NONE, 99]) {
-                assert_eq!(memo.get(&t, i), t.outermost_cpu_op(i), "span {i}");
+        ];
+        for (k, &(kind, s, e, name)) in spans.iter().enumerate() {
+            let id = t.strings.intern(name);
+            let correlation = if kind == HostKind::Runtime {
+                k as u64 + 1
+            } else {
+                0
+            };
+            t.host_spans.push(HostSpan {
+                correlation,
+                ..HostSpan::new(kind, 1, 1, s, e, id)
+            });
+            if correlation != 0 {
+                t.gpu_ops.push(GpuOp {
+                    correlation,
+                    ..GpuOp::new(GpuOpKind::Kernel, 0, 7, 200 + s, 210 + s, 0)
+                });
             }
         }
+        t.finish();
+        assert_eq!(t.index.op_launch.len(), 4);
+        for (k, &l) in t.index.op_launch.iter().enumerate() {
+            assert_ne!(l, NONE);
+            assert_eq!(
+                t.index.op_cpu_op[k],
+                t.enclosing(l, HostKind::CpuOp),
+                "op {k}"
+            );
+            assert_eq!(t.index.op_outer_cpu_op[k], t.outermost_cpu_op(l), "op {k}");
+        }
+        let linear = t.strings.intern("aten::linear");
+        assert_eq!(
+            t.host_spans[t.index.op_outer_cpu_op[0] as usize].name,
+            linear
+        );
+        assert_eq!(t.index.op_outer_cpu_op[3], NONE);
     }
 
     #[test]

@@ -788,6 +788,9 @@ pub struct Indexes {
     pub op_launch: Vec<u32>,
     /// For each GPU op, the innermost CPU operator around its launch ([`NONE`] when unknown).
     pub op_cpu_op: Vec<u32>,
+    /// For each GPU op, the outermost CPU operator around its launch call
+    /// ([`Trace::outermost_cpu_op`] of [`Indexes::op_launch`]; [`NONE`] when unknown).
+    pub op_outer_cpu_op: Vec<u32>,
     /// GPU op indices per device, sorted by start (devices in ascending order).
     pub ops_by_device: Vec<(i32, Vec<u32>)>,
     /// Host span indices per thread `(pid, tid)`, sorted by start.
@@ -872,8 +875,8 @@ struct Nested {
     /// Each thread's spans, by thread.
     threads: Vec<((i64, i64), Vec<u32>)>,
     /// The runtime and driver calls with a correlation id, in span order: (correlation id,
-    /// call, the innermost CPU operator around it or [`NONE`]).
-    launches: Vec<(u64, u32, u32)>,
+    /// call, the innermost and the outermost CPU operator around it, or [`NONE`]).
+    launches: Vec<(u64, u32, u32, u32)>,
     /// The step markers, in span order.
     steps: Vec<Step>,
     /// Per string id: whether a Python span has that name.
@@ -1153,12 +1156,13 @@ impl Trace {
         self.index.ops_by_device = by_device;
         self.steps = Self::steps_of(steps);
         clock.mark("finish: nesting");
-        let ((op_launch, op_cpu_op), frames) = rayon::join(
+        let ((op_launch, op_cpu_op, op_outer_cpu_op), frames) = rayon::join(
             || self.launch_links(launches),
             || Self::user_frame_names(&python_names, &self.strings),
         );
         self.index.op_launch = op_launch;
         self.index.op_cpu_op = op_cpu_op;
+        self.index.op_outer_cpu_op = op_outer_cpu_op;
         self.index.user_frame_names = frames;
         clock.mark("finish: links");
     }
@@ -1194,7 +1198,16 @@ impl Trace {
         struct Open {
             key: (i64, i64),
             spans: Vec<u32>,
-            stack: Vec<u32>,
+            stack: Vec<Opened>,
+        }
+        /// An open span: its end, and the innermost and outermost CPU operator at or below
+        /// it (itself included), so that a call finds the operators around it at the top.
+        #[derive(Clone, Copy)]
+        struct Opened {
+            at: u32,
+            end: i64,
+            inner_op: u32,
+            outer_op: u32,
         }
         let mut slot: FxHashMap<(i64, i64), usize> = FxHashMap::default();
         let mut threads: Vec<Open> = Vec::new();
@@ -1225,30 +1238,34 @@ impl Trace {
             let open = &mut threads[k];
             // Pop what ended before this span starts, and what it merely overlaps: a span is
             // a child only when it lies entirely inside its parent.
-            while let Some(&top) = open.stack.last() {
-                let t = &host_spans[top as usize];
-                if t.end <= start || t.end < end {
+            while let Some(top) = open.stack.last() {
+                if top.end <= start || top.end < end {
                     open.stack.pop();
                 } else {
                     break;
                 }
             }
+            let top = open.stack.last().copied();
             let s = &mut host_spans[i];
-            s.parent = open.stack.last().copied().unwrap_or(NONE);
+            s.parent = top.map_or(NONE, |t| t.at);
             s.depth = open.stack.len().min(u16::MAX as usize) as u16;
             let (kind, name, correlation) = (s.kind, s.name, s.correlation);
+            // The stack holds the span's ancestors, innermost last.
+            let (inner_op, outer_op) = top.map_or((NONE, NONE), |t| (t.inner_op, t.outer_op));
+            let op = (kind == HostKind::CpuOp).then_some(i as u32);
+            open.stack.push(Opened {
+                at: i as u32,
+                end,
+                inner_op: op.unwrap_or(inner_op),
+                outer_op: if outer_op == NONE {
+                    op.unwrap_or(NONE)
+                } else {
+                    outer_op
+                },
+            });
             match kind {
                 HostKind::Runtime | HostKind::Driver if correlation != 0 => {
-                    // The stack holds the call's ancestors, innermost last: the operator
-                    // around it is the innermost CPU operator there.
-                    let op = open
-                        .stack
-                        .iter()
-                        .rev()
-                        .copied()
-                        .find(|&j| host_spans[j as usize].kind == HostKind::CpuOp)
-                        .unwrap_or(NONE);
-                    launches.push((correlation, i as u32, op));
+                    launches.push((correlation, i as u32, inner_op, outer_op));
                 }
                 // 2021 Kineto traces put the step markers in the `Operator` category, read as
                 // CPU operators; later ones make them user annotations.
@@ -1264,7 +1281,6 @@ impl Trace {
                 }
                 _ => {}
             }
-            open.stack.push(i as u32);
             open.spans.push(i as u32);
         }
         // Grown by doubling, the lists of a large trace would hold megabytes of spare
@@ -1285,27 +1301,31 @@ impl Trace {
         }
     }
 
-    /// Each GPU op's launch call and the CPU operator around it, in op order, from the
-    /// launch calls [`Trace::nest`] gathered.
-    fn launch_links(&self, launches: Vec<(u64, u32, u32)>) -> (Vec<u32>, Vec<u32>) {
+    /// Each GPU op's launch call and the innermost and outermost CPU operator around it, in
+    /// op order, from the launch calls [`Trace::nest`] gathered.
+    fn launch_links(&self, launches: Vec<(u64, u32, u32, u32)>) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
         use rayon::prelude::*;
         let mut by_corr = launches;
         by_corr.par_sort_unstable();
         // Each op's launch call and the operator around it, in op order.
-        let (op_launch, mut op_cpu_op): (Vec<u32>, Vec<u32>) = self
+        let links: Vec<(u32, u32, u32)> = self
             .gpu_ops
             .par_iter()
             .with_min_len(1 << 12)
             .map(|op| {
                 if op.correlation == 0 {
-                    return (NONE, NONE);
+                    return (NONE, NONE, NONE);
                 }
                 match by_corr.binary_search_by_key(&op.correlation, |&(c, ..)| c) {
-                    Ok(k) => (by_corr[k].1, by_corr[k].2),
-                    Err(_) => (NONE, NONE),
+                    Ok(k) => (by_corr[k].1, by_corr[k].2, by_corr[k].3),
+                    Err(_) => (NONE, NONE, NONE),
                 }
             })
-            .unzip();
+            .collect();
+        let op_launch: Vec<u32> = links.iter().map(|l| l.0).collect();
+        let mut op_cpu_op: Vec<u32> = links.iter().map(|l| l.1).collect();
+        let op_outer_cpu_op: Vec<u32> = links.iter().map(|l| l.2).collect();
+        drop(links);
         let unlinked = self
             .gpu_ops
             .iter()
@@ -1334,7 +1354,7 @@ impl Trace {
                 }
             }
         }
-        (op_launch, op_cpu_op)
+        (op_launch, op_cpu_op, op_outer_cpu_op)
     }
 
     /// Each device's GPU ops, by device.
@@ -1635,12 +1655,17 @@ mod tests {
                 assert_eq!(s.depth as usize, stack.len(), "span {i}");
                 stack.push(i);
                 if s.kind == HostKind::Runtime && s.correlation != 0 {
-                    // The operator around a call, walked up from it as `enclosing` does.
-                    let mut op = s.parent;
-                    while op != NONE && spans[op as usize].kind != HostKind::CpuOp {
-                        op = spans[op as usize].parent;
+                    // The operators around a call, walked up from it as `enclosing` and
+                    // `outermost_cpu_op` do.
+                    let (mut inner, mut outer, mut up) = (NONE, NONE, s.parent);
+                    while up != NONE {
+                        if spans[up as usize].kind == HostKind::CpuOp {
+                            inner = if inner == NONE { up } else { inner };
+                            outer = up;
+                        }
+                        up = spans[up as usize].parent;
                     }
-                    launches.push((s.correlation, i, op));
+                    launches.push((s.correlation, i, inner, outer));
                 }
             }
         }
@@ -1651,8 +1676,8 @@ mod tests {
         launches.sort_by_key(|l| l.1);
         assert_eq!(got.launches, launches);
         assert!(
-            launches.iter().any(|l| l.2 != NONE),
-            "some calls are inside operators"
+            launches.iter().any(|l| l.2 != NONE && l.3 != l.2),
+            "some calls are inside nested operators"
         );
         let markers: Vec<Step> = spans
             .iter()
@@ -1700,6 +1725,7 @@ mod tests {
         assert_eq!(t.host_spans[1].depth, 1);
         assert_eq!(t.index.op_launch, vec![1]);
         assert_eq!(t.index.op_cpu_op, vec![0]);
+        assert_eq!(t.index.op_outer_cpu_op, vec![0]);
     }
 
     #[test]

@@ -86,7 +86,6 @@ impl Rule for LaunchBound {
             let mut oi = 0;
             let mut launched = 0usize;
             let mut durs: Vec<i64> = Vec::new();
-            let mut outermost = tracehound_parsers::activity::OutermostCpuOps::default();
             for (started, &(i, l, launched_at)) in ks.iter().enumerate() {
                 let op = &t.gpu_ops[i as usize];
                 while oi < dev_ops.len() && t.gpu_ops[dev_ops[oi] as usize].start < op.start {
@@ -110,7 +109,14 @@ impl Rule for LaunchBound {
                     starved_ns += gap;
                     starved_n += 1;
                     durs.push(op.dur());
-                    let outer = outermost.get(t, l);
+                    // Found by the nesting pass: walking up from each launch read the
+                    // spans all over the list.
+                    let outer = t
+                        .index
+                        .op_outer_cpu_op
+                        .get(i as usize)
+                        .copied()
+                        .unwrap_or_else(|| t.outermost_cpu_op(l));
                     let g = by_name.entry(span_name_id(t, outer)).or_default();
                     g.0 += 1;
                     g.1 += gap;

@@ -131,10 +131,10 @@ fn direction_finding(
         } else {
             None
         };
-        let outer = if launch != NONE {
-            t.outermost_cpu_op(launch)
-        } else {
-            NONE
+        let outer = match t.index.op_outer_cpu_op.get(i) {
+            Some(&outer) => outer,
+            None if launch != NONE => t.outermost_cpu_op(launch),
+            None => NONE,
         };
         let frame = if launch != NONE {
             t.user_frame(launch).map(str::to_string)
