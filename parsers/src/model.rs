@@ -1215,11 +1215,8 @@ impl Trace {
         let mut launches = Vec::new();
         let mut steps = Vec::new();
         let mut python_names = vec![false; step_numbers.len()];
-        for i in 0..host_spans.len() {
-            let (key, start, end) = {
-                let s = &host_spans[i];
-                ((s.pid, s.tid), s.start, s.end)
-            };
+        for (i, s) in host_spans.iter_mut().enumerate() {
+            let (key, start, end) = ((s.pid, s.tid), s.start, s.end);
             let k = match last {
                 Some((k, at)) if k == key => at,
                 _ => {
@@ -1246,7 +1243,6 @@ impl Trace {
                 }
             }
             let top = open.stack.last().copied();
-            let s = &mut host_spans[i];
             s.parent = top.map_or(NONE, |t| t.at);
             s.depth = open.stack.len().min(u16::MAX as usize) as u16;
             let (kind, name, correlation) = (s.kind, s.name, s.correlation);
