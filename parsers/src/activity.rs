@@ -89,6 +89,24 @@ impl Trace {
         let spans = self.thread_spans(thread);
         let (first_after, chain) = self.chain_near(spans, a, *hint);
         *hint = first_after;
+        self.exclusive_time_of_chain(spans, a, b, (first_after, &chain), scratch, out);
+    }
+
+    /// [`Trace::exclusive_time_into`] of the thread whose spans are `spans`, from what
+    /// [`Trace::chain_near`] gave for `a` (a caller that has it walks the chain once).
+    pub fn exclusive_time_of_chain(
+        &self,
+        spans: &[u32],
+        a: i64,
+        b: i64,
+        (first_after, chain): (usize, &[u32]),
+        scratch: &mut Scratch,
+        out: &mut Vec<(u32, i64)>,
+    ) {
+        out.clear();
+        if b <= a {
+            return;
+        }
         let clip = |i: u32| {
             let s = &self.host_spans[i as usize];
             (s.end.min(b) - s.start.max(a)).max(0)
@@ -99,7 +117,7 @@ impl Trace {
         let Scratch { set, excl, open } = scratch;
         set.clear();
         set.reserve(chain.len() + end.saturating_sub(first_after));
-        set.extend(chain.into_iter().rev().filter(|&i| clip(i) > 0));
+        set.extend(chain.iter().rev().copied().filter(|&i| clip(i) > 0));
         set.extend(
             spans[first_after..end.max(first_after)]
                 .iter()

@@ -1191,6 +1191,7 @@ impl<'t> Attributor<'t> {
         let spans = t.thread_spans(thread);
         let (first_after, mut around) = t.chain_near(spans, a, *memo.hint(thread));
         *memo.hint(thread) = first_after;
+        let chain_len = around.len();
         gap.region = self.region(thread, a + (b - a) / 2, first_after);
         if first_after > 0 {
             around.extend(
@@ -1221,11 +1222,13 @@ impl<'t> Attributor<'t> {
             std::mem::take(&mut memo.spent),
             std::mem::take(&mut memo.sweep),
         );
-        t.exclusive_time_into(
-            thread,
+        // The sweep starts from the chain found above: walking it again cost a second
+        // climb of the thread's ancestry per gap.
+        t.exclusive_time_of_chain(
+            spans,
             a,
             host_end,
-            memo.hint(thread),
+            (first_after, &around[..chain_len]),
             &mut sweep,
             &mut spent,
         );

@@ -511,31 +511,33 @@ fn merge_parts(mut parts: Vec<Part>) -> Vec<Part> {
     };
     // Unstable: parts with equal keys are summed into one, so their order cannot show.
     parts.sort_unstable_by_key(at);
-    let mut out: Vec<Part> = Vec::new();
-    for p in parts {
-        match out.last_mut() {
-            Some(l) if at(l) == at(&p) => l.ns += p.ns,
-            _ => out.push(p),
+    // Summed in place: a list built part by part grew by reallocation, for every gap.
+    parts.dedup_by(|p, kept| {
+        let same = at(kept) == at(p);
+        if same {
+            kept.ns += p.ns;
         }
-    }
+        same
+    });
     debug_assert!(
-        out.iter()
+        parts
+            .iter()
             .enumerate()
-            .all(|(i, x)| out[i + 1..]
+            .all(|(i, x)| parts[i + 1..]
                 .iter()
                 .all(|y| (x.kind, &x.leaf, &x.frame) != (y.kind, &y.leaf, &y.frame))),
         "equal texts from more than one place"
     );
     // The keys are unique now, so the order is total.
-    out.sort_unstable_by(|x, y| {
+    parts.sort_unstable_by(|x, y| {
         y.ns.cmp(&x.ns)
             .then(x.kind.cmp(&y.kind))
             .then(x.leaf.cmp(&y.leaf))
             .then(x.frame.cmp(&y.frame))
     });
     // Kept with the gap for the whole analysis (tens of thousands of gaps).
-    out.shrink_to_fit();
-    out
+    parts.shrink_to_fit();
+    parts
 }
 
 /// Sets a gap's cause, label, operator and frame from its measured parts.

@@ -121,6 +121,10 @@ impl Rule for CopyHotspots {
             return Vec::new();
         }
         let (root_copy, cpu_ns) = root_copies(t, &copy, w);
+        let copy_ = t.strings.lookup("aten::copy_");
+        // The last operator read and whether it is `aten::copy_`: an operator's kernels come
+        // one after another, and each read of it was a cache miss.
+        let mut last: (u32, bool) = (NONE, false);
         for (i, op) in t.gpu_ops.iter().enumerate() {
             if !op.is_work() || op.start < w.start || op.start >= w.end {
                 continue;
@@ -147,7 +151,10 @@ impl Rule for CopyHotspots {
             e.0 += op.dur();
             e.1 += op.bytes;
             // The innermost copy op records the dtype conversion; remember one.
-            if t.str(t.host_spans[cpu as usize].name) == "aten::copy_" {
+            if last.0 != cpu {
+                last = (cpu, Some(t.host_spans[cpu as usize].name) == copy_);
+            }
+            if last.1 {
                 e.2 = cpu;
             }
         }
