@@ -412,6 +412,10 @@ pub(crate) fn matrix_calls(cx: &Scope, device: i32) -> DeviceCalls {
     // may hang off an operator inside it, a split-K reduction off the same operator).
     let mut per_op: rustc_hash::FxHashMap<u32, (i64, bool, bool)> = Default::default();
     let mut kernel_ns = 0;
+    // The last operator read, whether it is a matrix operator, and its matrix ancestor (found
+    // on need): an operator's kernels come one after another, and each read of it was a
+    // cache miss.
+    let mut last: (u32, bool, Option<u32>) = (NONE, false, None);
     for (i, op) in w.kernels(t, device) {
         kernel_ns += op.dur();
         let cpu = t.index.op_cpu_op[i];
@@ -419,13 +423,17 @@ pub(crate) fn matrix_calls(cx: &Scope, device: i32) -> DeviceCalls {
             continue;
         }
         let unit = cx.kernel_class(op.name).unit;
+        if last.0 != cpu {
+            last = (cpu, names.contains(&t.host_spans[cpu as usize].name), None);
+        }
         // Kernels of a matrix operator are launched by it, except the library's own matrix
         // kernels a wrapper operator's child launched: only those need the walk up the tree.
-        let inner = &t.host_spans[cpu as usize];
-        let m = if names.contains(&inner.name) {
+        let m = if last.1 {
             cpu
         } else if unit.is_some() {
-            matrix_ancestor(t, &names, cpu)
+            *last
+                .2
+                .get_or_insert_with(|| matrix_ancestor(t, &names, cpu))
         } else {
             NONE
         };

@@ -286,6 +286,58 @@ impl<T: Copy> RecentSpans<T> {
     }
 }
 
+/// [`Trace::user_frame`] for many spans in a row, remembering the answer for recent spans
+/// and their ancestors: spans that come together (the copies of one layer, the launches of
+/// one operator) share most of their ancestry, a deep Python stack, so a walk stops at the
+/// first ancestor already seen instead of reading every frame up to the nearest user one.
+/// Exact where no span carries an old-style call stack (then a span's frame depends only
+/// on its ancestry); with call stacks it walks as [`Trace::user_frame`] does.
+pub struct UserFrames {
+    /// The name of the span's user frame, or [`NONE`] for none.
+    answers: RecentSpans,
+    path: Vec<u32>,
+    call_stacks: bool,
+}
+
+impl UserFrames {
+    /// A memo for the spans of `t`.
+    pub fn new(t: &Trace) -> Self {
+        UserFrames {
+            answers: RecentSpans::new(1 << 12),
+            path: Vec::new(),
+            call_stacks: (0..t.args.len() as u32).any(|id| t.args.get(id).call_stack != 0),
+        }
+    }
+
+    /// What [`Trace::user_frame`] gives for span `i` of `t` (the trace given to
+    /// [`UserFrames::new`]).
+    pub fn get<'t>(&mut self, t: &'t Trace, i: u32) -> Option<&'t str> {
+        if self.call_stacks || t.host_spans.get(i as usize).is_none() {
+            return t.user_frame(i);
+        }
+        self.path.clear();
+        let mut k = i;
+        let frame = loop {
+            if k == NONE {
+                break NONE;
+            }
+            if let Some(a) = self.answers.get(k) {
+                break a;
+            }
+            let s = &t.host_spans[k as usize];
+            self.path.push(k);
+            if s.kind == HostKind::Python && t.is_user_frame_name(s.name) {
+                break s.name;
+            }
+            k = s.parent;
+        };
+        for &k in &self.path {
+            self.answers.set(k, frame);
+        }
+        (frame != NONE).then(|| t.str(frame))
+    }
+}
+
 /// `v.partition_point(pred)`, found by galloping from `hint` (a guess at the answer) and
 /// then a binary search in the last step's range: for a guess `d` places off it reads
 /// about `2 log2 d` elements near the guess. A `hint` past the end is no guess: a plain
@@ -381,6 +433,34 @@ mod tests {
             linear
         );
         assert_eq!(t.index.op_outer_cpu_op[3], NONE);
+    }
+
+    #[test]
+    fn remembered_user_frames_equal_the_walk() {
+        // User frames above library frames above operators, twice, and a span outside any.
+        let t = trace(&[
+            (HostKind::Python, 0, 100, "train.py(10): step"),
+            (
+                HostKind::Python,
+                1,
+                60,
+                "torch/nn/modules/module.py(1): _call_impl",
+            ),
+            (HostKind::CpuOp, 10, 50, "aten::linear"),
+            (HostKind::CpuOp, 12, 40, "aten::to"),
+            (HostKind::CpuOp, 14, 30, "aten::copy_"),
+            (HostKind::Python, 61, 99, "model.py(5): forward"),
+            (HostKind::CpuOp, 70, 90, "aten::to"),
+            (HostKind::CpuOp, 101, 110, "aten::to"),
+        ]);
+        let mut memo = super::UserFrames::new(&t);
+        assert!(t.user_frame(4).is_some() && t.user_frame(7).is_none());
+        // Twice over, so the second pass reads only remembered answers.
+        for _ in 0..2 {
+            for i in (0..t.host_spans.len() as u32).chain([NONE, 99]) {
+                assert_eq!(memo.get(&t, i), t.user_frame(i), "span {i}");
+            }
+        }
     }
 
     #[test]

@@ -170,9 +170,10 @@ impl Rule for CopyHotspots {
         let mut roots: Vec<(&u32, &(i64, u64, u32))> = per_root.iter().collect();
         // Unstable: the roots are the keys of a map, so no two are equal.
         roots.sort_unstable_by_key(|(r, _)| **r);
+        let mut frames = tracehound_parsers::activity::UserFrames::new(t);
         for &(&root, &(ns, bytes, copy)) in &roots {
             let caller = caller_of(t, root);
-            let frame = t.user_frame(root);
+            let frame = frames.get(t, root);
             let caller_label = caller.or(frame).unwrap_or("(called from Python directly)");
             let g = by_caller.entry(caller_label).or_default();
             g.count += 1;
