@@ -14,7 +14,7 @@
 use super::Rule;
 use crate::context::Ctx;
 use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns, metrics};
-use tracehound_parsers::HostKind;
+use tracehound_parsers::{HostKind, HostSpan};
 
 /// The rule's id: in its findings, their stable ids and `--rules`.
 pub const ID: &str = "allocator_fragmentation";
@@ -90,21 +90,36 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
     };
     let (mut mallocs, mut frees, mut call_ns) = (0u64, 0u64, 0i64);
     let mut calls: Vec<(i64, i64, String)> = Vec::new();
-    for s in &t.host_spans {
+    // No steady state in the window (one step, none): no call counts, and no pass.
+    let spans: &[HostSpan] = if steady_from <= w.end {
+        &t.host_spans
+    } else {
+        &[]
+    };
+    // What each name's API is, by string id (1 an allocation, 2 a free): worked out once per
+    // name, not once per runtime call of millions.
+    let names = if spans.is_empty() { 0 } else { t.strings.len() };
+    let api: Vec<u8> = (0..names as u32)
+        .map(|id| match t.api_name(id) {
+            "cudaMalloc" | "hipMalloc" => 1,
+            "cudaFree" | "hipFree" => 2,
+            _ => 0,
+        })
+        .collect();
+    for s in spans {
         if !matches!(s.kind, HostKind::Runtime | HostKind::Driver)
             || s.start < steady_from
             || s.start > w.end
         {
             continue;
         }
-        let name = t.api_name(s.name);
-        match name {
-            "cudaMalloc" | "hipMalloc" => mallocs += 1,
-            "cudaFree" | "hipFree" => frees += 1,
+        match api.get(s.name as usize) {
+            Some(1) => mallocs += 1,
+            Some(2) => frees += 1,
             _ => continue,
         }
         call_ns += s.dur();
-        calls.push((s.dur(), s.start, name.to_string()));
+        calls.push((s.dur(), s.start, t.api_name(s.name).to_string()));
     }
     let mut lost_steps: Vec<(i64, i64)> = Vec::new();
     for o in &ooms {
