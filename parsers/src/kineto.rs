@@ -432,7 +432,7 @@ fn parse_input<'d, R: std::io::Read>(
             }
             ChunkText::Borrowed(text) => {
                 debug_assert!(data.is_none_or(|d| {
-                    text.as_ptr() as usize - d.as_ptr() as usize == offset as usize
+                    (text.as_ptr() as usize).wrapping_sub(d.as_ptr() as usize) == offset as usize
                 }));
                 let result = parse_chunk_borrowed(text, line, source, spare);
                 if let Some(release) = release {
@@ -443,9 +443,9 @@ fn parse_input<'d, R: std::io::Read>(
         };
         // The pages around a chunk's start, once the chunks on both sides of it are parsed
         // (it is merged after all before it). Each chunk gives back only the pages wholly
-        // inside it, and a fault in a neighbour maps a whole large folio of the page cache
-        // (up to 2 MiB) across the boundary: without this, such pages stayed mapped, some 5%
-        // of the file (53-86 MB of a 1 GB trace).
+        // inside it, and a fault in a neighbour can map a large folio of the page cache (up
+        // to 2 MiB) across the boundary: without this, such pages stayed mapped, some 5% of
+        // the file (53-86 MB of a 1 GB trace).
         let boundaries = |at: u64, len: usize| {
             if let (Some(release), Some(d)) = (release, data) {
                 const AROUND: usize = 2 << 20;
