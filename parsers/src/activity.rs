@@ -305,7 +305,7 @@ impl UserFrames {
         UserFrames {
             answers: RecentSpans::new(1 << 12),
             path: Vec::new(),
-            call_stacks: (0..t.args.len() as u32).any(|id| t.args.get(id).call_stack != 0),
+            call_stacks: t.args.any_call_stack(),
         }
     }
 

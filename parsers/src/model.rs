@@ -117,6 +117,12 @@ impl ArgsTable {
     pub fn is_empty(&self) -> bool {
         self.values.len() <= 1
     }
+
+    /// Whether any argument list carries an old-style `Call stack`: a few thousand lists
+    /// against millions of spans, so with none here no span has one.
+    pub fn any_call_stack(&self) -> bool {
+        self.values.iter().any(|a| a.call_stack != 0)
+    }
 }
 
 /// The input format a trace came from.

@@ -804,10 +804,7 @@ impl<'t> Attributor<'t> {
     fn call_stacks(&self) -> bool {
         *self.call_stacks.get_or_init(|| {
             let t = self.trace;
-            // Every span's arguments are an entry of the table, a few thousand against
-            // millions of spans: with no stack there, no span has one.
-            (0..t.args.len() as u32).any(|id| t.args.get(id).call_stack != 0)
-                && t.host_spans.iter().any(|s| t.op_args(s).call_stack != 0)
+            t.args.any_call_stack() && t.host_spans.iter().any(|s| t.op_args(s).call_stack != 0)
         })
     }
 
@@ -1142,6 +1139,8 @@ impl<'t> Attributor<'t> {
             .find(|&i| t.gpu_ops[i as usize].is_work());
         let next_op = next;
         let launch = next.map_or(NONE, |i| t.index.op_launch[i as usize]);
+        // The outermost operator around the launch, as the nesting pass found it.
+        let launch_op = next.map_or(NONE, |i| t.index.op_outer_cpu_op[i as usize]);
         let thread = if launch != NONE {
             let l = &t.host_spans[launch as usize];
             Some((l.pid, l.tid))
@@ -1177,7 +1176,7 @@ impl<'t> Attributor<'t> {
             return finish_gap(gap);
         };
         if launch != NONE && t.host_spans[launch as usize].end <= a {
-            let op = t.outermost_cpu_op(launch);
+            let op = launch_op;
             gap.cpu_op = (op != NONE).then(|| span_name(t, op, "").to_string());
             gap.parts = vec![whole(
                 CauseKind::GpuWait,
@@ -1316,7 +1315,7 @@ impl<'t> Attributor<'t> {
                 && slow_until > host_end
                 && !t.api_name(l.name).contains("GraphLaunch")
             {
-                let op = t.outermost_cpu_op(launch);
+                let op = launch_op;
                 let op_name = if op == NONE {
                     0
                 } else {

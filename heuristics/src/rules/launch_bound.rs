@@ -49,10 +49,10 @@ impl Rule for LaunchBound {
         // Whether a launch call's name is a graph launch, per name id: tested once per name.
         let is_graph = t.strings.matching(|n| n.contains("GraphLaunch"));
         for d in t.devices() {
-            // Kernels in the window with their launch call and its start, graph replays left
-            // out. The launch call is read here only: it lies anywhere in the span list, and
-            // each read of it was a cache miss per kernel.
-            let mut ks: Vec<(u32, u32, i64)> = Vec::new();
+            // Kernels in the window with their launch call's start, graph replays left out.
+            // The launch call is read here only: it lies anywhere in the span list, and each
+            // read of it was a cache miss per kernel.
+            let mut ks: Vec<(u32, i64)> = Vec::new();
             let mut graph = 0u64;
             for (i, _) in w.kernels(t, d) {
                 let l = t.index.op_launch[i];
@@ -64,12 +64,12 @@ impl Rule for LaunchBound {
                     graph += 1;
                     continue;
                 }
-                ks.push((i as u32, l, launch.start));
+                ks.push((i as u32, launch.start));
             }
             if ks.len() < 2 {
                 continue;
             }
-            let mut launches: Vec<i64> = ks.iter().map(|&(_, _, at)| at).collect();
+            let mut launches: Vec<i64> = ks.iter().map(|&(_, at)| at).collect();
             launches.sort_unstable();
             // Launch latency of the kernels that waited for their launch: with the GPU idle and
             // nothing queued, runtime call to kernel start is the launch path alone.
@@ -86,7 +86,7 @@ impl Rule for LaunchBound {
             let mut oi = 0;
             let mut launched = 0usize;
             let mut durs: Vec<i64> = Vec::new();
-            for (started, &(i, l, launched_at)) in ks.iter().enumerate() {
+            for (started, &(i, launched_at)) in ks.iter().enumerate() {
                 let op = &t.gpu_ops[i as usize];
                 while oi < dev_ops.len() && t.gpu_ops[dev_ops[oi] as usize].start < op.start {
                     let o = &t.gpu_ops[dev_ops[oi] as usize];
@@ -111,12 +111,7 @@ impl Rule for LaunchBound {
                     durs.push(op.dur());
                     // Found by the nesting pass: walking up from each launch read the
                     // spans all over the list.
-                    let outer = t
-                        .index
-                        .op_outer_cpu_op
-                        .get(i as usize)
-                        .copied()
-                        .unwrap_or_else(|| t.outermost_cpu_op(l));
+                    let outer = t.index.op_outer_cpu_op[i as usize];
                     let g = by_name.entry(span_name_id(t, outer)).or_default();
                     g.0 += 1;
                     g.1 += gap;

@@ -131,11 +131,7 @@ fn direction_finding(
         } else {
             None
         };
-        let outer = match t.index.op_outer_cpu_op.get(i) {
-            Some(&outer) => outer,
-            None if launch != NONE => t.outermost_cpu_op(launch),
-            None => NONE,
-        };
+        let outer = t.index.op_outer_cpu_op[i];
         let frame = if launch != NONE {
             t.user_frame(launch).map(str::to_string)
         } else {
