@@ -26,6 +26,10 @@ if [ "${1:-}" = "--with-10gb" ]; then gen t10g.json --size-mb 10000; fi
 measure() {
   local w=() m=()
   for _ in $(seq "$RUNS"); do
+    # Into the page cache before every run, as benches/paired.sh does: a machine that
+    # reclaims cold pages while idle (this one's DAMON does) otherwise has a run read a
+    # different share of its input from disk, and a freshly generated input is read cold.
+    if [ -d "$1" ]; then cat "$1"/* > /dev/null; else cat "$1" > /dev/null; fi
     /usr/bin/time -f "%e %M" -o /tmp/th-scale.$$ "$TH" analyze "$1" > /dev/null
     read -r s k < /tmp/th-scale.$$; w+=("$s"); m+=("$k")
   done
