@@ -236,12 +236,9 @@ fn clean_negatives_have_no_high_finding() {
     }
 }
 
-/// A gzipped sample unpacked to a temporary file of its own (removed by the caller).
-fn unpack(gz: &Path, tag: &str) -> PathBuf {
-    let out = std::env::temp_dir().join(format!(
-        "tracehound-accuracy-{}-{tag}.sqlite",
-        std::process::id()
-    ));
+/// A gzipped sample unpacked to the file `name` in a test's own directory.
+fn unpack(gz: &Path, dir: &Path, name: &str) -> PathBuf {
+    let out = dir.join(name);
     let mut dec = flate2::read::GzDecoder::new(std::fs::File::open(gz).unwrap());
     let mut f = std::fs::File::create(&out).unwrap();
     std::io::copy(&mut dec, &mut f).unwrap();
@@ -278,14 +275,18 @@ fn nsys_without_cpu_data_says_so_and_with_it_names_the_operators() {
     assert_eq!(bare["format"], "nsys");
     // With --pytorch=autograd-nvtx the operator ranges name it (the export is shipped
     // gzipped: unpack it next to the test's temporary files).
-    let out = unpack(&nsys("h200_cpu_preprocess_host.sqlite.gz"), "host");
+    let tmp = tmpdir("accuracy-host");
+    let out = unpack(
+        &nsys("h200_cpu_preprocess_host.sqlite.gz"),
+        tmp.path(),
+        "host.sqlite",
+    );
     let doc = expect_top(
         &out,
         "idle_gaps",
         "cpu_op",
         "aten::upsample_bilinear2d on CPU",
     );
-    std::fs::remove_file(&out).ok();
     assert!(cause_ms(&doc, "cpu_op", "aten::rand") > 0.0);
 }
 
@@ -452,15 +453,13 @@ fn the_old_nccl_names_match_across_eight_ranks() {
 fn the_straggler_is_found_in_per_rank_nsys_exports_too() {
     // The same job under Nsight Systems, one export per rank (shipped gzipped: unpack both
     // into a temporary job directory).
-    let dir = std::env::temp_dir().join(format!("tracehound-ddp-nsys-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tmpdir("ddp-nsys");
+    let dir = tmp.path();
     for r in 0..2 {
         let gz = job("h200_ddp_straggler_nsys").join(format!("rank{r}.sqlite.gz"));
-        let tmp = unpack(&gz, &format!("rank{r}"));
-        std::fs::rename(&tmp, dir.join(format!("rank{r}.sqlite"))).unwrap();
+        unpack(&gz, dir, &format!("rank{r}.sqlite"));
     }
-    let j = analyze_job(&dir);
-    std::fs::remove_dir_all(&dir).ok();
+    let j = analyze_job(dir);
     let f = &j["findings"][0];
     assert_eq!(f["rule"], "straggler_rank", "{f}");
     assert_eq!(metric(f, "straggler_rank"), 1.0);
@@ -479,7 +478,12 @@ fn cpu_samples_name_untraced_time_in_nsys_exports() {
     // The host-side export with its operator NVTX ranges removed (a capture with `-s cpu`
     // but without --pytorch=autograd-nvtx): only the CPU samples can say what the host did,
     // and they name the two planted operators' kernels.
-    let out = unpack(&nsys("h200_cpu_preprocess_host.sqlite.gz"), "samples");
+    let tmp = tmpdir("accuracy-samples");
+    let out = unpack(
+        &nsys("h200_cpu_preprocess_host.sqlite.gz"),
+        tmp.path(),
+        "samples.sqlite",
+    );
     let db = rusqlite::Connection::open(&out).unwrap();
     let removed = db
         .execute(
@@ -490,7 +494,6 @@ fn cpu_samples_name_untraced_time_in_nsys_exports() {
     assert!(removed > 1000);
     drop(db);
     let doc = analyze_json(&out, &[]);
-    std::fs::remove_file(&out).ok();
     let rows = findings(&doc, "idle_gaps")[0]["breakdown"]
         .as_array()
         .unwrap();

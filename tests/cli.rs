@@ -4,10 +4,9 @@ mod common;
 use common::*;
 use std::io::Write;
 
-fn tmp(name: &str, bytes: &[u8]) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("tracehound-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
+/// Writes `bytes` to the file `name` in the test's own directory.
+fn tmp(dir: &tempfile::TempDir, name: &str, bytes: &[u8]) -> std::path::PathBuf {
+    let p = dir.path().join(name);
     std::fs::File::create(&p).unwrap().write_all(bytes).unwrap();
     p
 }
@@ -91,7 +90,8 @@ fn bad_input_exits_2_with_a_named_error() {
         stderr(&missing)
     );
 
-    let empty = tmp("empty.json", b"");
+    let d = tmpdir("bad-input");
+    let empty = tmp(&d, "empty.json", b"");
     let o = run(&["analyze", empty.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
@@ -100,17 +100,18 @@ fn bad_input_exits_2_with_a_named_error() {
         stderr(&o)
     );
 
-    let text = tmp("notes.txt", b"hello, this is not a trace\n");
+    let text = tmp(&d, "notes.txt", b"hello, this is not a trace\n");
     let o = run(&["analyze", text.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("not a trace"), "{}", stderr(&o));
 
-    let json = tmp("config.json", br#"{"lr": 0.1}"#);
+    let json = tmp(&d, "config.json", br#"{"lr": 0.1}"#);
     let o = run(&["info", json.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("traceEvents"), "{}", stderr(&o));
 
     let gz = tmp(
+        &d,
         "corrupt.json.gz",
         &[
             0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3, 0xde, 0xad, 0xbe, 0xef, 1, 2, 3,
@@ -149,7 +150,8 @@ fn the_developer_tools_are_not_in_the_users_binary() {
 fn truncated_trace_is_analysed_with_a_warning() {
     let full = std::fs::read(own("kineto_docs_h100_before_fix.json")).unwrap();
     let cut = &full[..full.len() * 6 / 10];
-    let p = tmp("killed_mid_write.json", cut);
+    let d = tmpdir("truncated");
+    let p = tmp(&d, "killed_mid_write.json", cut);
     let o = run(&["analyze", p.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stderr(&o).contains("truncated"), "{}", stderr(&o));
@@ -158,7 +160,7 @@ fn truncated_trace_is_analysed_with_a_warning() {
 
     // A gzip stream cut in the middle: decompressed as far as it goes.
     let gz = std::fs::read(own("h200_resnet_unpinned_sync.pt.trace.json.gz")).unwrap();
-    let p = tmp("cut.json.gz", &gz[..gz.len() / 2]);
+    let p = tmp(&d, "cut.json.gz", &gz[..gz.len() / 2]);
     let o = run(&["analyze", "--format", "json", p.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(
@@ -245,8 +247,8 @@ fn window_flag_limits_the_analysis() {
 fn absurd_timestamps_and_negative_durations_are_repaired_with_warnings() {
     // A kernel stamped near the i64 limit with a negative duration, beside two ordinary ones:
     // without the repair the window read "9223372036.85 s" and nothing was said.
-    let dir = std::env::temp_dir().join(format!("tracehound-absurd-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tmpdir("absurd");
+    let dir = tmp.path();
     let p = dir.join("absurd.json");
     std::fs::write(
         &p,
@@ -258,7 +260,6 @@ fn absurd_timestamps_and_negative_durations_are_repaired_with_warnings() {
     )
     .unwrap();
     let out = run(&["analyze", p.to_str().unwrap()]);
-    std::fs::remove_dir_all(&dir).ok();
     assert_eq!(out.status.code(), Some(0));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("1 events have negative durations"), "{err}");
@@ -269,8 +270,8 @@ fn absurd_timestamps_and_negative_durations_are_repaired_with_warnings() {
 
 #[test]
 fn a_fifo_is_refused_at_once_not_read_forever() {
-    let dir = std::env::temp_dir().join(format!("tracehound-fifo-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tmpdir("fifo");
+    let dir = tmp.path();
     let fifo = dir.join("trace.json");
     let made = std::process::Command::new("mkfifo").arg(&fifo).status();
     if !made.is_ok_and(|s| s.success()) {
@@ -278,7 +279,6 @@ fn a_fifo_is_refused_at_once_not_read_forever() {
         return;
     }
     let out = run(&["analyze", fifo.to_str().unwrap()]);
-    std::fs::remove_dir_all(&dir).ok();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not a regular file"), "{err}");
@@ -288,8 +288,8 @@ fn a_fifo_is_refused_at_once_not_read_forever() {
 fn a_file_too_large_for_the_memory_limit_is_refused_before_it_is_read() {
     // A sparse 100 GiB "trace": the estimate (0.3 of the JSON) is about 30 GiB, over a
     // 16 GiB limit, so it is refused at once, before a byte of it is parsed.
-    let dir = std::env::temp_dir().join(format!("tracehound-huge-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tmpdir("huge");
+    let dir = tmp.path();
     let huge = dir.join("huge.json");
     {
         use std::io::Write;
@@ -300,7 +300,6 @@ fn a_file_too_large_for_the_memory_limit_is_refused_before_it_is_read() {
     let start = std::time::Instant::now();
     let out = run(&["analyze", "--max-memory", "16G", huge.to_str().unwrap()]);
     let took = start.elapsed();
-    std::fs::remove_dir_all(&dir).ok();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -350,8 +349,8 @@ fn kernel(name: &str, ts: u64, dur: &str, stream: u64, corr: u64) -> String {
 
 #[test]
 fn absurd_values_are_repaired_with_a_warning_or_refused_never_a_crash_or_an_absurd_window() {
-    let dir = std::env::temp_dir().join(format!("tracehound-values-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tmpdir("values");
+    let dir = tmp.path();
     let ordinary: Vec<String> = (0..100)
         .map(|i| kernel("k", 1000 + i * 100, "50", 7, i + 1))
         .collect();
@@ -434,7 +433,6 @@ fn absurd_values_are_repaired_with_a_warning_or_refused_never_a_crash_or_an_absu
     let strip =
         |o: &std::process::Output| String::from_utf8_lossy(&o.stdout).replace("b.json", "a.json");
     assert_eq!(strip(&a), strip(&b));
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]
@@ -442,7 +440,7 @@ fn a_gzipped_nsys_export_reads_as_its_database() {
     let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let gz = root.join("sample-traces/kineto-jobs/h200_ddp_straggler_nsys/rank0.sqlite.gz");
     let dir = common::tmpdir("sqlite-gz");
-    let plain = dir.join("rank0.sqlite");
+    let plain = dir.path().join("rank0.sqlite");
     let mut dec = flate2::read::GzDecoder::new(std::fs::File::open(&gz).expect("sample"));
     let mut f = std::fs::File::create(&plain).expect("temporary file");
     std::io::copy(&mut dec, &mut f).expect("inflate");
@@ -469,22 +467,18 @@ fn a_gzipped_nsys_export_reads_as_its_database() {
         "{}",
         a["source"]
     );
-    // No temporary database is left behind.
-    let left = std::fs::read_dir(std::env::temp_dir())
-        .expect("temp dir")
-        .filter_map(|e| e.ok())
-        .filter(|e| {
-            // The binary's own temporary databases: tracehound-PID-N.sqlite.
-            let n = e.file_name().to_string_lossy().into_owned();
-            n.strip_prefix("tracehound-")
-                .and_then(|r| r.strip_suffix(".sqlite"))
-                .is_some_and(|r| {
-                    r.split('-').count() == 2
-                        && r.split('-')
-                            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-                })
-        })
-        .count();
-    assert_eq!(left, 0);
-    let _ = std::fs::remove_dir_all(dir);
+    // No temporary database is left behind: the binary, given a temporary directory of this
+    // test's own, leaves it as empty as it found it.
+    let scratch = common::tmpdir("sqlite-gz-scratch");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_tracehound"))
+        .args(["analyze", gz.to_str().unwrap()])
+        .env("TMPDIR", scratch.path())
+        .output()
+        .expect("the tracehound binary runs");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let left: Vec<_> = std::fs::read_dir(scratch.path())
+        .expect("the scratch directory")
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
 }

@@ -42,8 +42,8 @@ fn fingerprint(dir: &Path) -> BTreeMap<PathBuf, (u64, std::time::SystemTime, u64
 fn no_command_changes_or_adds_a_file_beside_its_inputs() {
     let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap()).join("sample-traces");
     let before = fingerprint(&root);
-    let out = std::env::temp_dir().join(format!("tracehound-untouched-{}", std::process::id()));
-    std::fs::create_dir_all(&out).unwrap();
+    let tmp = tmpdir("untouched");
+    let out = tmp.path();
     let traces: Vec<&PathBuf> = before
         .keys()
         .filter(|p| {
@@ -72,7 +72,6 @@ fn no_command_changes_or_adds_a_file_beside_its_inputs() {
             root.join("kineto-jobs").join(job).to_str().unwrap(),
         ]);
     }
-    std::fs::remove_dir_all(&out).ok();
     let after = fingerprint(&root);
     assert_eq!(
         before.keys().collect::<Vec<_>>(),

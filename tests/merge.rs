@@ -17,11 +17,12 @@ fn traces(job: &Path) -> Vec<PathBuf> {
     v
 }
 
-/// Writes one summary per rank (the map) into a fresh directory and returns it.
-fn map(job: &Path, name: &str) -> PathBuf {
+/// Writes one summary per rank (the map) into a fresh directory and returns it (removed when
+/// dropped).
+fn map(job: &Path, name: &str) -> tempfile::TempDir {
     let out = tmpdir(name);
     for (k, t) in traces(job).iter().enumerate() {
-        let s = out.join(format!("rank{k}.summary.json"));
+        let s = out.path().join(format!("rank{k}.summary.json"));
         success(&run(&[
             "analyze",
             t.to_str().unwrap(),
@@ -72,8 +73,8 @@ fn job_dir(name: &str) -> PathBuf {
 fn merged_straggler_job_equals_the_directory_analysis() {
     let job = job_dir("h200_ddp_straggler");
     let summaries = map(&job, "merge-straggler");
-    assert_merge_equals_dir(&job, &summaries);
-    let doc = merged_json(&summaries);
+    assert_merge_equals_dir(&job, summaries.path());
+    let doc = merged_json(summaries.path());
     // The truth file: rank 1 does ~30 ms of CPU preprocessing a step, rank 0 waits.
     let truth: serde_json::Value = serde_json::from_slice(
         &std::fs::read(
@@ -101,7 +102,7 @@ fn merged_straggler_job_equals_the_directory_analysis() {
 fn merged_exposed_job_equals_the_directory_analysis() {
     let job = job_dir("h200_ddp_exposed");
     let summaries = map(&job, "merge-exposed");
-    assert_merge_equals_dir(&job, &summaries);
+    assert_merge_equals_dir(&job, summaries.path());
 }
 
 #[test]
@@ -113,15 +114,16 @@ fn merged_eight_rank_job_equals_the_directory_analysis() {
         return;
     }
     let summaries = map(&job, "merge-dlrm");
-    assert_eq!(std::fs::read_dir(&summaries).unwrap().count(), 8);
-    assert_merge_equals_dir(&job, &summaries);
+    assert_eq!(std::fs::read_dir(summaries.path()).unwrap().count(), 8);
+    assert_merge_equals_dir(&job, summaries.path());
 }
 
 #[test]
 fn ranks_the_traces_do_not_record_are_numbered_by_file_name() {
     // A job made with the scale generator records its ranks; strip that record from copies
     // so the summaries carry no rank, as with traces of a job without distributedInfo.
-    let dir = tmpdir("merge-norank");
+    let tmp = tmpdir("merge-norank");
+    let dir = tmp.path();
     let job = dir.join("job");
     scale(
         &own("h200_resnet_pinned_amp_clean.pt.trace.json.gz"),
@@ -138,8 +140,8 @@ fn ranks_the_traces_do_not_record_are_numbered_by_file_name() {
         std::fs::write(&t, stripped).unwrap();
     }
     let summaries = map(&job, "merge-norank-summaries");
-    assert_merge_equals_dir(&job, &summaries);
-    let doc = merged_json(&summaries);
+    assert_merge_equals_dir(&job, summaries.path());
+    let doc = merged_json(summaries.path());
     let ranks: Vec<i64> = doc["job"]["ranks"]
         .as_array()
         .unwrap()
@@ -163,7 +165,8 @@ fn ranks_the_traces_do_not_record_are_numbered_by_file_name() {
 
 #[test]
 fn bad_summaries_are_refused_naming_the_file() {
-    let dir = tmpdir("merge-bad");
+    let tmp = tmpdir("merge-bad");
+    let dir = tmp.path();
     let trace = own("h200_resnet_pinned_amp_clean.pt.trace.json.gz");
     let good = dir.join("good.json");
     success(&run(&[

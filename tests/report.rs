@@ -5,14 +5,8 @@
 
 mod common;
 use common::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tracehound-report-{}-{tag}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn report(args: &[&str]) -> (i32, String) {
     let out = run(&[&["report"], args].concat());
@@ -27,7 +21,8 @@ const PINNED: &str = "h200_resnet_pinned_amp_clean.pt.trace.json.gz";
 
 #[test]
 fn every_format_from_the_extension_with_stable_ids() {
-    let d = tmpdir("formats");
+    let tmp = tmpdir("report-formats");
+    let d = tmp.path();
     let trace = own(UNPINNED);
     let t = trace.to_str().unwrap();
     for ext in ["md", "json", "html", "xml"] {
@@ -79,23 +74,23 @@ fn every_format_from_the_extension_with_stable_ids() {
     assert_eq!(code, 1);
     let xml = std::fs::read_to_string(&strict).unwrap();
     assert_eq!(xml.matches("<failure ").count(), 1, "{xml}");
-    std::fs::remove_dir_all(&d).ok();
 }
 
 #[test]
 fn an_unknown_extension_asks_for_a_format_and_writes_nothing() {
-    let d = tmpdir("ext");
+    let tmp = tmpdir("report-ext");
+    let d = tmp.path();
     let out = d.join("review.txt");
     let (code, err) = report(&[own(UNPINNED).to_str().unwrap(), "-o", out.to_str().unwrap()]);
     assert_eq!(code, 2);
     assert!(err.contains("--format"), "{err}");
     assert!(!out.exists());
-    std::fs::remove_dir_all(&d).ok();
 }
 
 #[test]
 fn the_html_report_is_self_contained_and_renders() {
-    let d = tmpdir("html");
+    let tmp = tmpdir("report-html");
+    let d = tmp.path();
     let html = d.join("review.html");
     let (code, err) = report(&[
         own(UNPINNED).to_str().unwrap(),
@@ -150,7 +145,6 @@ fn the_html_report_is_self_contained_and_renders() {
         shot.metadata().map(|m| m.len()).unwrap_or(0) > 20_000,
         "{log}"
     );
-    std::fs::remove_dir_all(&d).ok();
 }
 
 fn diff(before: &Path, after: &Path, extra: &[&str]) -> (i32, String) {

@@ -8,7 +8,8 @@ use common::*;
 #[test]
 fn scaled_trace_repeats_the_real_one() {
     let src = own("h200_resnet_pinned_amp_clean.pt.trace.json.gz");
-    let dir = tmpdir("scale");
+    let tmp = tmpdir("scale");
+    let dir = tmp.path();
     let out = dir.join("x3.json");
     // The source is 10.7 MB of JSON: 25 MB needs 3 copies.
     scale(&src, &out, &scale_options(25.0, 1));
@@ -50,13 +51,13 @@ fn scaled_trace_repeats_the_real_one() {
         tracehound_parsers::load(&gz).unwrap().gpu_ops.len(),
         b.gpu_ops.len()
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn job_directory_names_the_slow_rank() {
     let src = own("h200_resnet_pinned_amp_clean.pt.trace.json.gz");
-    let dir = tmpdir("job");
+    let tmp = tmpdir("job");
+    let dir = tmp.path();
     let job = dir.join("job");
     let opts = tracehound::scale::ScaleOptions {
         gzip: true,
@@ -83,7 +84,6 @@ fn job_directory_names_the_slow_rank() {
     let table = run(&["analyze", job.to_str().unwrap()]);
     let s = String::from_utf8(table.stdout).unwrap();
     assert!(s.contains("(4 ranks)") && s.contains("slowest_rank"), "{s}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -92,7 +92,8 @@ fn job_directory_names_the_late_rank_at_collectives() {
     // collectives start later and end on time, so every other rank waits for it.
     let src = std::path::PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap())
         .join("sample-traces/kineto-jobs/h200_ddp_exposed/rank0.pt.trace.json.gz");
-    let dir = tmpdir("late");
+    let tmp = tmpdir("late");
+    let dir = tmp.path();
     let job = dir.join("job");
     let opts = tracehound::scale::ScaleOptions {
         late_rank: Some((5, 2_000_000)),
@@ -141,5 +142,4 @@ fn job_directory_names_the_late_rank_at_collectives() {
             assert_eq!(wait, planted, "rank {} waits what was planted", r["rank"]);
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

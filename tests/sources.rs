@@ -20,10 +20,9 @@ fn shared_file(sub: &str) -> Option<PathBuf> {
     }
 }
 
-fn tmp(name: &str, bytes: &[u8]) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tracehound-src-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
+/// Writes `bytes` to the file `name` in the test's own directory.
+fn tmp(dir: &tempfile::TempDir, name: &str, bytes: &[u8]) -> PathBuf {
+    let p = dir.path().join(name);
     std::fs::File::create(&p).unwrap().write_all(bytes).unwrap();
     p
 }
@@ -148,7 +147,9 @@ fn info_describes_each_source() {
 
 #[test]
 fn bad_logs_get_clear_messages() {
+    let d = tmpdir("bad-logs");
     let log = tmp(
+        &d,
         "dmon_garbage.log",
         b"# gpu    sm   mem\n# Idx     %     %\n    0    10     5\nGPU 0: Xid 79 fallen off the bus\n    0    20     5\n",
     );
@@ -160,12 +161,17 @@ fn bad_logs_get_clear_messages() {
         "{err}"
     );
 
-    let header_only = tmp("dmon_empty.log", b"# gpu    sm   mem\n# Idx     %     %\n");
+    let header_only = tmp(
+        &d,
+        "dmon_empty.log",
+        b"# gpu    sm   mem\n# Idx     %     %\n",
+    );
     let out = run(&["analyze", header_only.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no sample lines"));
 
     let xml = tmp(
+        &d,
         "pom.xml",
         b"<?xml version=\"1.0\"?><project><modelVersion>4.0.0</modelVersion></project>",
     );

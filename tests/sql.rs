@@ -83,7 +83,9 @@ fn several_files_union_with_a_source_column() {
 #[cfg(feature = "sql")]
 #[test]
 fn export_writes_every_table_as_parquet() {
-    let dir = std::env::temp_dir().join(format!("tracehound-export-{}", std::process::id()));
+    let tmp = tmpdir("export");
+    // A directory `export` makes itself, inside the test's own.
+    let dir = tmp.path().join("tables");
     let t = own("h200_resnet_unpinned_sync.pt.trace.json.gz");
     let out = run(&[
         "export",
@@ -112,7 +114,6 @@ fn export_writes_every_table_as_parquet() {
         let bytes = std::fs::read(dir.join(format!("{n}.parquet"))).unwrap();
         assert_eq!(&bytes[..4], b"PAR1", "{n}");
     }
-    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[cfg(not(feature = "sql"))]

@@ -24,31 +24,30 @@ fn shared() -> Option<PathBuf> {
 }
 
 fn capture(path: &Path) -> Capture {
-    // A compressed export is read decompressed, as a user would after `gunzip`.
-    let unpacked;
+    // A compressed export is read decompressed, as a user would after `gunzip`, from a
+    // directory of this call's own (removed with what it holds when dropped).
+    let scratch;
     let path = if path.extension().is_some_and(|e| e == "gz")
         && path.to_string_lossy().contains(".sqlite")
     {
         let mut gz = flate2::read::GzDecoder::new(std::fs::File::open(path).expect("gz"));
-        unpacked = std::env::temp_dir().join(format!(
-            "tracehound-capture-{}-{}",
-            std::process::id(),
-            path.file_stem().expect("name").to_string_lossy()
-        ));
+        scratch = tempfile::Builder::new()
+            .prefix("tracehound-capture-")
+            .tempdir()
+            .expect("a temporary directory");
+        let unpacked = scratch
+            .path()
+            .join(path.file_stem().expect("name").to_string_lossy().as_ref());
         let mut out = std::fs::File::create(&unpacked).expect("temp file");
         std::io::copy(&mut gz, &mut out).expect("gunzip");
-        unpacked.as_path()
+        unpacked
     } else {
-        path
+        path.to_path_buf()
     };
-    let c = load(path)
+    load(&path)
         .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
         .meta
-        .capture;
-    if path.starts_with(std::env::temp_dir()) {
-        let _ = std::fs::remove_file(path);
-    }
-    c
+        .capture
 }
 
 /// What a capture holds, as flags in a fixed order, so that a table of files reads at a glance.

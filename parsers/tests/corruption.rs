@@ -110,8 +110,11 @@ fn every_sample_cut_short_or_damaged_loads_what_is_complete_or_fails_clearly() {
         );
     }
     assert!(files.len() >= 20, "{} samples", files.len());
-    let dir = std::env::temp_dir().join(format!("tracehound-corrupt-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix("tracehound-corrupt-")
+        .tempdir()
+        .expect("a temporary directory");
+    let dir = tmp.path().to_path_buf();
     let mut rng = Lcg(11);
     let (mut loaded, mut refused, mut total) = (0, 0, 0);
     let mut slowest = (Duration::ZERO, String::new());
@@ -155,7 +158,6 @@ fn every_sample_cut_short_or_damaged_loads_what_is_complete_or_fails_clearly() {
             }
         }
     }
-    std::fs::remove_dir_all(&dir).ok();
     eprintln!(
         "{total} cases over {} files: {loaded} loaded, {refused} refused; slowest {:?} ({})",
         files.len(),

@@ -226,8 +226,11 @@ fn h200_exports_have_steps_gpus_and_a_clock() {
 
 #[test]
 fn sqlite_that_is_not_nsys_is_rejected_clearly() {
-    let p = std::env::temp_dir().join(format!("tracehound-notnsys-{}.sqlite", std::process::id()));
-    let _ = std::fs::remove_file(&p);
+    let dir = tempfile::Builder::new()
+        .prefix("tracehound-notnsys-")
+        .tempdir()
+        .expect("a temporary directory");
+    let p = dir.path().join("users.sqlite");
     {
         let c = rusqlite::Connection::open(&p).unwrap();
         c.execute_batch(
@@ -237,10 +240,9 @@ fn sqlite_that_is_not_nsys_is_rejected_clearly() {
     }
     match load(&p) {
         Err(LoadError::NotATrace { path, why }) => {
-            assert!(path.contains("tracehound-notnsys"));
+            assert!(path.ends_with("users.sqlite"), "{path}");
             assert!(why.contains("not an Nsight Systems export"), "{why}");
         }
         other => panic!("expected NotATrace, got {other:?}"),
     }
-    let _ = std::fs::remove_file(&p);
 }

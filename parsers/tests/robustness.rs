@@ -53,8 +53,11 @@ fn try_all(name: &str, data: &[u8], dir: &Path, rng: &mut Lcg) {
 
 #[test]
 fn damaged_files_never_panic() {
-    let dir = std::env::temp_dir().join(format!("tracehound-fuzz-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix("tracehound-fuzz-")
+        .tempdir()
+        .expect("a temporary directory");
+    let dir = tmp.path().to_path_buf();
     let mut rng = Lcg(7);
     let mut inputs: Vec<(String, Vec<u8>)> = vec![
         (
@@ -87,5 +90,4 @@ fn damaged_files_never_panic() {
     for (name, data) in &inputs {
         try_all(name, data, &dir, &mut rng);
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -121,9 +121,11 @@ fn damaged_text_that_serde_accepts_reads_the_same() {
     )
     .join("../sample-traces/kineto/kineto_docs_h100_before_fix.json");
     let data = std::fs::read(&src).expect("the project's own sample trace");
-    let dir = std::env::temp_dir().join(format!("tracehound-scan-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a temporary directory");
-    let path = dir.join("damaged.json");
+    let dir = tempfile::Builder::new()
+        .prefix("tracehound-scan-")
+        .tempdir()
+        .expect("a temporary directory");
+    let path = dir.path().join("damaged.json");
     let _one = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
     // Damage aimed at what the scanner decides on: structure, strings, escapes, numbers.
     let swaps: &[&[u8]] = &[
@@ -182,7 +184,6 @@ fn damaged_text_that_serde_accepts_reads_the_same() {
             (Err(e), Ok(_)) => panic!("case {case}: serde reads it, the scanner path fails: {e}"),
         }
     }
-    let _ = std::fs::remove_dir_all(&dir);
     eprintln!("{accepted} damaged copies read the same both ways, {rejected} rejected by serde");
     assert!(
         accepted > 50 && rejected > 50,

@@ -31,12 +31,14 @@ pub fn shared(name: &str) -> Option<PathBuf> {
     }
 }
 
-/// A fresh, empty directory for one test's files, named after it and this process.
-pub fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tracehound-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A fresh, empty directory of one test's own, created for it under the system's temporary
+/// directory with a name no other test or process has, and removed with all it holds when
+/// dropped: a test writes only there and removes only what it made.
+pub fn tmpdir(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("tracehound-{name}-"))
+        .tempdir()
+        .expect("a temporary directory")
 }
 
 /// The standard output of a run that must succeed (exit code 0; else fails with its stderr).

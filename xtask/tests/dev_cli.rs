@@ -16,8 +16,12 @@ fn run(args: &[&str]) -> Output {
 fn scale_writes_a_job_and_names_its_files() {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../sample-traces/kineto-jobs/h200_ddp_exposed/rank0.pt.trace.json.gz");
-    let dir = std::env::temp_dir().join(format!("tracehound-dev-scale-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let tmp = tempfile::Builder::new()
+        .prefix("tracehound-dev-scale-")
+        .tempdir()
+        .expect("a temporary directory");
+    // A directory the generator makes itself, inside the test's own.
+    let dir = tmp.path().join("job");
     let o = run(&[
         "scale",
         src.to_str().unwrap(),
@@ -64,7 +68,6 @@ fn scale_writes_a_job_and_names_its_files() {
     for (b, l) in base.iter().zip(&late) {
         assert_eq!(b - l, 500_000.min(b - b / 10));
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
