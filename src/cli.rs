@@ -7,8 +7,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::io::Write;
 use std::path::PathBuf;
-use tracehound_heuristics::{Config, Finding, Severity};
-use tracehound_parsers::Trace;
+use tracehound_heuristics::{Finding, Severity};
 
 /// What a command returns: its exit code (0, or 1 for findings at `--fail-on`), or why it
 /// stopped.
@@ -49,6 +48,8 @@ enum Command {
         /// Print JSON (a list of rows).
         #[arg(long, conflicts_with = "csv")]
         json: bool,
+        #[command(flatten)]
+        analysis: AnalysisArgs,
     },
     /// Write the model's tables as Parquet or CSV files into a directory, to continue in
     /// polars, pandas or DuckDB. Needs the cargo feature `sql`.
@@ -62,6 +63,8 @@ enum Command {
         /// Write CSV files into this directory.
         #[arg(long, value_name = "DIR", conflicts_with = "parquet")]
         csv: Option<PathBuf>,
+        #[command(flatten)]
+        analysis: AnalysisArgs,
     },
     /// Put a job together from rank summaries: the same report as `analyze DIR` (stragglers,
     /// waits, exposed communication, spread across ranks), from summaries that any engine
@@ -81,6 +84,8 @@ enum Command {
         /// Kernels shown in the text table.
         #[arg(long, default_value_t = 15, value_name = "N")]
         top: usize,
+        #[command(flatten)]
+        analysis: AnalysisArgs,
     },
     /// Explore a trace (or a job directory) in the terminal: findings, timeline, memory,
     /// kernel and operator tables, counters, ranks.
@@ -88,20 +93,52 @@ enum Command {
         /// A trace (with nvidia-smi logs beside it), or one directory of rank traces.
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// GPU idle intervals at least this long (µs) count as gaps.
-        #[arg(long, default_value_t = 100.0, value_name = "US")]
-        gap_threshold_us: f64,
-        /// Time zone of the machine that wrote nvidia-smi logs, hours east of UTC.
-        #[arg(long, value_name = "HOURS", allow_hyphen_values = true)]
-        utc_offset: Option<f64>,
+        #[command(flatten)]
+        analysis: AnalysisArgs,
     },
     /// Show what was detected and loaded from each file.
     Info {
         /// Trace files (Kineto JSON, plain or gzip; Nsight Systems SQLite).
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        #[command(flatten)]
+        analysis: AnalysisArgs,
     },
 }
+
+/// The options of the analysis every command that reads traces takes, declared once.
+#[derive(clap::Args, Clone)]
+struct AnalysisArgs {
+    /// GPU idle intervals at least this long (µs) count as gaps.
+    #[arg(long, default_value_t = 100.0, value_name = "US")]
+    gap_threshold_us: f64,
+    /// Analyse only this window, in ms from the first event of the trace (e.g. --window 100 350).
+    #[arg(long, num_args = 2, value_names = ["START_MS", "END_MS"])]
+    window: Option<Vec<f64>>,
+    /// Time zone of the machine that wrote nvidia-smi logs, hours east of UTC (e.g. -5, 5.5);
+    /// dmon -o DT and --query-gpu timestamps are local wall time. Default: UTC.
+    #[arg(long, value_name = "HOURS", allow_hyphen_values = true)]
+    utc_offset: Option<f64>,
+}
+
+impl AnalysisArgs {
+    /// The pipeline's options: these, over the global ones.
+    fn options(&self, base: Options) -> Options {
+        Options {
+            gap_threshold_us: self.gap_threshold_us,
+            window_ms: self.window.as_ref().map(|w| (w[0], w[1])),
+            utc_offset_h: self.utc_offset,
+            ..base
+        }
+    }
+}
+
+/// Exit code: a finding at or above `--fail-on`.
+const EXIT_FINDINGS: i32 = 1;
+/// Exit code: an input ends before its trace does (a file cut short), with `--fail-on` or
+/// `--fail-on-regression`: its findings cover only what the file kept, so a gate must not
+/// pass on it. It outranks [`EXIT_FINDINGS`].
+const EXIT_INCOMPLETE: i32 = 3;
 
 #[derive(Clone, Copy, ValueEnum)]
 enum OutFormat {
@@ -139,22 +176,19 @@ struct AnalyzeArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     format: OutFormat,
-    /// GPU idle intervals at least this long (µs) count as gaps.
-    #[arg(long, default_value_t = 100.0, value_name = "US")]
-    gap_threshold_us: f64,
+    #[command(flatten)]
+    analysis: AnalysisArgs,
     /// Show at most N findings per trace.
     #[arg(long, value_name = "N")]
     top: Option<usize>,
-    /// Exit with code 1 when a finding of this severity or higher is found.
+    /// Exit with code 1 when a finding of this severity or higher is found, and with code 3
+    /// when an input is cut short (its findings cover only what the file kept).
     #[arg(long, value_enum, value_name = "SEVERITY")]
     fail_on: Option<FailOn>,
-    /// Analyse only this window, in ms from the first event of the trace (e.g. --window 100 350).
-    #[arg(long, num_args = 2, value_names = ["START_MS", "END_MS"])]
-    window: Option<Vec<f64>>,
-    /// Time zone of the machine that wrote nvidia-smi logs, hours east of UTC (e.g. -5, 5.5);
-    /// dmon -o DT and --query-gpu timestamps are local wall time. Default: UTC.
-    #[arg(long, value_name = "HOURS", allow_hyphen_values = true)]
-    utc_offset: Option<f64>,
+    /// Compare the traces of a directory as ranks even when they are not one job (ranks
+    /// repeated or missing, world sizes or GPU models that differ): the report then says so.
+    #[arg(long)]
+    force_job: bool,
     /// Also write this rank's summary to PATH, for `tracehound merge` (the map of a job
     /// analysis: one trace per run).
     #[arg(long, value_name = "PATH")]
@@ -201,16 +235,13 @@ struct ReportArgs {
     /// The format, when the extension does not say it.
     #[arg(long, value_enum)]
     format: Option<ReportFormat>,
-    /// Exit with code 1 when a finding of this severity or higher is found; in JUnit, the
-    /// severity from which a finding fails its test case (default low).
+    /// Exit with code 1 when a finding of this severity or higher is found (3 when an input
+    /// is cut short); in JUnit, the severity from which a finding fails its test case
+    /// (default low).
     #[arg(long, value_enum, value_name = "SEVERITY")]
     fail_on: Option<FailOn>,
-    /// GPU idle intervals at least this long (µs) count as gaps.
-    #[arg(long, default_value_t = 100.0, value_name = "US")]
-    gap_threshold_us: f64,
-    /// Time zone of the machine that wrote nvidia-smi logs, hours east of UTC.
-    #[arg(long, value_name = "HOURS", allow_hyphen_values = true)]
-    utc_offset: Option<f64>,
+    #[command(flatten)]
+    analysis: AnalysisArgs,
 }
 
 #[derive(clap::Args)]
@@ -223,12 +254,11 @@ struct DiffArgs {
     #[arg(long, value_enum, default_value = "table")]
     format: DiffFormat,
     /// Exit with code 1 when step time (or, without steps, idle time) got worse by more than
-    /// PCT percent.
+    /// PCT percent, and with code 3 when either capture is cut short.
     #[arg(long, value_name = "PCT")]
     fail_on_regression: Option<f64>,
-    /// GPU idle intervals at least this long (µs) count as gaps.
-    #[arg(long, default_value_t = 100.0, value_name = "US")]
-    gap_threshold_us: f64,
+    #[command(flatten)]
+    analysis: AnalysisArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -255,34 +285,30 @@ pub fn main() -> i32 {
     };
     let result = match cli.command {
         Command::Analyze(args) => analyze(args, base),
-        Command::Info { files } => info(files, &base),
+        Command::Info { files, analysis } => info(files, &analysis.options(base)),
         Command::Merge(args) => merge(args),
         Command::Report(args) => report_cmd(args, base),
-        Command::Sql { args, csv, json } => sql_cmd(args, csv, json, &base),
+        Command::Sql {
+            args,
+            csv,
+            json,
+            analysis,
+        } => sql_cmd(args, csv, json, &analysis.options(base)),
         Command::Export {
             files,
             parquet,
             csv,
-        } => export_cmd(files, parquet, csv, &base),
+            analysis,
+        } => export_cmd(files, parquet, csv, &analysis.options(base)),
         Command::Diff(args) => diff(args, base),
-        Command::Tui {
-            files,
-            gap_threshold_us,
-            utc_offset,
-        } => tui(
-            files,
-            Options {
-                gap_threshold_us,
-                utc_offset_h: utc_offset,
-                ..base
-            },
-        ),
+        Command::Tui { files, analysis } => tui(files, analysis.options(base)),
         Command::Summary {
             files,
             csv,
             steps,
             top,
-        } => summary(files, csv, steps, top, &base),
+            analysis,
+        } => summary(files, csv, steps, top, &analysis.options(base)),
     };
     match result {
         Ok(code) => code,
@@ -312,36 +338,45 @@ fn note(message: &str) {
     eprintln!("tracehound: note: {message}");
 }
 
-/// The traces loaded, after saying what loading warned of; an error for the files that
-/// could not be read.
-fn said(loaded: pipeline::Loaded) -> Result<Vec<Trace>> {
-    for w in &loaded.warnings {
+/// The inputs opened the one way every command opens them ([`pipeline::open`]), after saying
+/// what loading warned of; an error for the files that could not be read.
+fn open(files: &[PathBuf], options: &Options, how: pipeline::How) -> Result<Vec<pipeline::Opened>> {
+    let opening = pipeline::open(files, options, how, &progress)?;
+    for w in &opening.warnings {
         warn(w);
     }
-    loaded.traces()
+    opening.into_result()
 }
 
-/// Loads the files as they are (no sessions).
-fn load_all(files: &[PathBuf], options: &Options) -> Result<Vec<Trace>> {
-    said(pipeline::load(files, &options.load_options()?, &progress))
-}
+/// Sessions, analysed: what `analyze`, `report` and the TUI show.
+const ANALYSED: pipeline::How = pipeline::How {
+    sessions: true,
+    analyse: true,
+};
 
-/// Loads the files and groups them into sessions (traces with the logs recorded beside them).
-fn load_session(files: &[PathBuf], options: &Options) -> Result<Vec<Trace>> {
-    said(pipeline::session(
-        files,
-        &options.load_options()?,
-        &progress,
-    ))
+/// The exit code of a gate: [`EXIT_INCOMPLETE`] when it is set and an input is cut short,
+/// else [`EXIT_FINDINGS`] when it is set and a finding reaches its severity, else 0.
+fn gate<'f>(
+    fail_on: Option<FailOn>,
+    incomplete: bool,
+    findings: impl IntoIterator<Item = &'f Finding>,
+) -> i32 {
+    let Some(f) = fail_on else {
+        return 0;
+    };
+    if incomplete {
+        return EXIT_INCOMPLETE;
+    }
+    let th = f.severity();
+    if findings.into_iter().any(|x| x.severity >= th) {
+        EXIT_FINDINGS
+    } else {
+        0
+    }
 }
 
 fn analyze(args: AnalyzeArgs, base: Options) -> Result<i32> {
-    let opts = Options {
-        gap_threshold_us: args.gap_threshold_us,
-        window_ms: args.window.as_ref().map(|w| (w[0], w[1])),
-        utc_offset_h: args.utc_offset,
-        ..base
-    };
+    let opts = args.analysis.options(base);
     opts.check()?;
     if args.rank_summary.is_some() && args.files.iter().any(|f| f.is_dir()) {
         return Err(Error::Usage(
@@ -349,20 +384,20 @@ fn analyze(args: AnalyzeArgs, base: Options) -> Result<i32> {
         ));
     }
     if let Some(dir) = opts.job_dir(&args.files)? {
-        let (ranks, findings) = job(dir, &opts)?;
-        return print_job(
-            &dir.display().to_string(),
-            &ranks,
-            &findings,
-            args.format,
+        let (name, (ranks, findings), incomplete) = job(dir, &opts, args.force_job)?;
+        print_job(&name, &ranks, &findings, args.format)?;
+        return Ok(gate(
             args.fail_on,
-        );
+            incomplete,
+            findings
+                .iter()
+                .chain(ranks.iter().flat_map(|r| r.findings.iter())),
+        ));
     }
     let mut clock = tracehound_parsers::timing::Phases::start();
-    let traces = load_session(&args.files, &opts)?;
-    clock.mark("cli: load");
-    let reports = analysed(&traces, &opts)?;
-    clock.mark("cli: analyze");
+    let opened = open(&args.files, &opts, ANALYSED)?;
+    clock.mark("cli: load and analyze");
+    let reports = reports(&opened);
     let format = match args.format {
         OutFormat::Table => Format::Table,
         OutFormat::Json => Format::Json,
@@ -381,14 +416,15 @@ fn analyze(args: AnalyzeArgs, base: Options) -> Result<i32> {
     }
     let text = report::render(&reports, format, args.top);
     clock.mark("cli: render");
-    let code = emit(
-        &text,
+    write_stdout(&text, "writing the report")?;
+    let code = gate(
         args.fail_on,
+        opened.iter().any(pipeline::Opened::incomplete),
         reports.iter().flat_map(|r| r.analysis.findings.iter()),
     );
     leave_to_exit(reports);
-    leave_to_exit(traces);
-    code
+    leave_to_exit(opened);
+    Ok(code)
 }
 
 /// Leaves `what` to the end of the process, which follows the command: the operating system
@@ -400,31 +436,16 @@ fn leave_to_exit<T>(what: T) {
 }
 
 /// Each trace with its analysis, for the printers.
-fn analysed<'t>(traces: &'t [Trace], opts: &Options) -> Result<Vec<TraceReport<'t>>> {
-    let analyses = pipeline::analyze(traces, opts)?;
-    Ok(traces
+fn reports(opened: &[pipeline::Opened]) -> Vec<TraceReport<'_>> {
+    opened
         .iter()
-        .zip(analyses)
-        .map(|(trace, analysis)| TraceReport {
-            trace,
-            analysis: std::borrow::Cow::Owned(analysis),
+        .filter_map(|o| {
+            Some(TraceReport {
+                trace: &o.trace,
+                analysis: std::borrow::Cow::Borrowed(o.analysis.as_ref()?),
+            })
         })
-        .collect())
-}
-
-/// Writes the report to stdout; the exit code is 1 when `--fail-on` is set and a finding
-/// reaches its severity, 0 otherwise.
-fn emit<'f>(
-    text: &str,
-    fail_on: Option<FailOn>,
-    findings: impl IntoIterator<Item = &'f Finding>,
-) -> Result<i32> {
-    write_stdout(text, "writing the report")?;
-    let failed = fail_on.is_some_and(|f| {
-        let th = f.severity();
-        findings.into_iter().any(|f| f.severity >= th)
-    });
-    Ok(if failed { 1 } else { 0 })
+        .collect()
 }
 
 fn write_stdout(text: &str, what: &'static str) -> Result<()> {
@@ -435,11 +456,16 @@ fn write_stdout(text: &str, what: &'static str) -> Result<()> {
     Ok(())
 }
 
-fn summary(files: Vec<PathBuf>, csv: bool, steps: bool, top: usize, base: &Options) -> Result<i32> {
-    let traces = load_all(&files, base)?;
+fn summary(files: Vec<PathBuf>, csv: bool, steps: bool, top: usize, opts: &Options) -> Result<i32> {
+    let how = pipeline::How {
+        sessions: false,
+        analyse: false,
+    };
+    let opened = open(&files, opts, how)?;
     let mut out = String::new();
-    for t in &traces {
-        let window = tracehound_heuristics::window::analysed_window(t, &Config::default());
+    for o in &opened {
+        let t = &o.trace;
+        let window = o.window();
         let scope = if steps { Some(&window) } else { None };
         let kernels = tracehound_heuristics::tables::kernel_summary(t, scope);
         let memory = tracehound_heuristics::tables::memory_summary(t, scope);
@@ -497,23 +523,47 @@ fn progress(
     Some(Box::new(move || bar.finish_and_clear()))
 }
 
-/// The job in `dir` ([`pipeline::read_job`]), after saying its warnings and notes.
-fn job(dir: &std::path::Path, opts: &Options) -> Result<pipeline::JobAnalysis> {
-    let (job, msgs) = pipeline::read_job(dir, &opts.config(None)?, &opts.load_options()?)?;
+/// The job in `dir` ([`pipeline::read_job`]), after saying its warnings and notes; its name
+/// (the directory, and that it is not one job when `force_job` compared such traces), and
+/// whether a rank's trace is cut short.
+fn job(
+    dir: &std::path::Path,
+    opts: &Options,
+    force_job: bool,
+) -> Result<(String, pipeline::JobAnalysis, bool)> {
+    let (job, msgs) =
+        pipeline::read_job(dir, &opts.config(None)?, &opts.load_options()?, force_job)?;
     for w in &msgs.warnings {
         warn(w);
     }
     for n in &msgs.notes {
         note(n);
     }
-    job.ok_or(Error::Input(msgs.errors))
+    let incomplete = !msgs.incomplete.is_empty();
+    let name = if msgs.not_one_job {
+        format!(
+            "{} (not one job: traces compared as ranks with --force-job)",
+            dir.display()
+        )
+    } else {
+        dir.display().to_string()
+    };
+    job.map(|j| (name, j, incomplete))
+        .ok_or(Error::Input(msgs.errors))
 }
 
 /// `merge`: the job report from rank summaries, as `analyze DIR` gives it.
 fn merge(args: MergeArgs) -> Result<i32> {
     let ranks = pipeline::read_summaries(&args.summaries)?;
     let (name, (ranks, findings)) = pipeline::merge(ranks, args.name.clone())?;
-    print_job(&name, &ranks, &findings, args.format, args.fail_on)
+    print_job(&name, &ranks, &findings, args.format)?;
+    Ok(gate(
+        args.fail_on,
+        false,
+        findings
+            .iter()
+            .chain(ranks.iter().flat_map(|r| r.findings.iter())),
+    ))
 }
 
 /// Prints a job's report (`analyze DIR`, `merge`).
@@ -522,8 +572,7 @@ fn print_job(
     ranks: &[tracehound_heuristics::job::RankSummary],
     findings: &[Finding],
     format: OutFormat,
-    fail_on: Option<FailOn>,
-) -> Result<i32> {
+) -> Result<()> {
     let job = report::job::JobReport {
         dir: name,
         ranks,
@@ -534,47 +583,36 @@ fn print_job(
         OutFormat::Json => report::job::json(&job),
         OutFormat::Md => report::job::markdown(&job),
     };
-    emit(
-        &text,
-        fail_on,
-        findings
-            .iter()
-            .chain(ranks.iter().flat_map(|r| r.findings.iter())),
+    write_stdout(&text, "writing the report")
+}
+
+/// Opens files for the table commands, analysing them only when a table needs it.
+#[cfg(feature = "sql")]
+fn loaded_for_tables(
+    files: &[PathBuf],
+    analyse: bool,
+    opts: &Options,
+) -> Result<Vec<pipeline::Opened>> {
+    open(
+        files,
+        opts,
+        pipeline::How {
+            sessions: true,
+            analyse,
+        },
     )
 }
 
-/// Loads files for the table commands, analysing them only when a table needs it.
 #[cfg(feature = "sql")]
-type ForTables = Vec<(
-    Trace,
-    tracehound_heuristics::Window,
-    Option<tracehound_heuristics::Analysis>,
-)>;
-
-#[cfg(feature = "sql")]
-fn loaded_for_tables(files: &[PathBuf], analyse: bool, base: &Options) -> Result<ForTables> {
-    let traces = load_session(files, base)?;
-    let config = Config::default();
-    Ok(traces
-        .into_iter()
-        .map(|t| {
-            let w = tracehound_heuristics::window::analysed_window(&t, &config);
-            let a = analyse.then(|| tracehound_heuristics::analyze(&t, &config));
-            (t, w, a)
-        })
-        .collect())
-}
-
-#[cfg(feature = "sql")]
-fn sources(loaded: &ForTables) -> Vec<crate::tables::Source<'_>> {
+fn sources(loaded: &[pipeline::Opened]) -> Vec<crate::tables::Source<'_>> {
     loaded
         .iter()
         .enumerate()
-        .map(|(k, (t, w, a))| crate::tables::Source {
-            trace: t,
-            window: w.clone(),
-            analysis: a.as_ref(),
-            rank: t.meta.rank.unwrap_or(k as i64),
+        .map(|(k, o)| crate::tables::Source {
+            trace: &o.trace,
+            window: o.window(),
+            analysis: o.analysis.as_ref(),
+            rank: o.trace.meta.rank.unwrap_or(k as i64),
         })
         .collect()
 }
@@ -634,11 +672,7 @@ fn without_sql(cmd: &str) -> Result<i32> {
 }
 
 fn report_cmd(args: ReportArgs, base: Options) -> Result<i32> {
-    let opts = Options {
-        gap_threshold_us: args.gap_threshold_us,
-        utc_offset_h: args.utc_offset,
-        ..base
-    };
+    let opts = args.analysis.options(base);
     opts.check()?;
     let ext = args
         .output
@@ -657,8 +691,8 @@ fn report_cmd(args: ReportArgs, base: Options) -> Result<i32> {
             )));
         }
     };
-    let traces = load_session(&args.files, &opts)?;
-    let reports = analysed(&traces, &opts)?;
+    let opened = open(&args.files, &opts, ANALYSED)?;
+    let reports = reports(&opened);
     let fmt = match format {
         ReportFormat::Md => Format::Markdown,
         ReportFormat::Json => Format::Json,
@@ -669,23 +703,21 @@ fn report_cmd(args: ReportArgs, base: Options) -> Result<i32> {
     report::write_atomic(&args.output, text.as_bytes())
         .with_context(|| format!("writing {}", args.output.display()))?;
     eprintln!("tracehound: wrote {}", args.output.display());
-    let failed = args.fail_on.is_some_and(|f| {
-        reports
-            .iter()
-            .flat_map(|r| r.analysis.findings.iter())
-            .any(|x| x.severity >= f.severity())
-    });
-    Ok(if failed { 1 } else { 0 })
+    Ok(gate(
+        args.fail_on,
+        opened.iter().any(pipeline::Opened::incomplete),
+        reports.iter().flat_map(|r| r.analysis.findings.iter()),
+    ))
 }
 
 fn diff(args: DiffArgs, base: Options) -> Result<i32> {
     use crate::report::diff::Format as F;
-    let opts = Options {
-        gap_threshold_us: args.gap_threshold_us,
-        ..base
-    };
+    let opts = args.analysis.options(base);
     opts.check()?;
-    let diffs = pipeline::diff(&args.before, &args.after, &opts)?;
+    let run = pipeline::diff(&args.before, &args.after, &opts, &progress)?;
+    for w in &run.warnings {
+        warn(w);
+    }
     let format = match args.format {
         DiffFormat::Table => F::Text,
         DiffFormat::Md => F::Markdown,
@@ -693,18 +725,25 @@ fn diff(args: DiffArgs, base: Options) -> Result<i32> {
         DiffFormat::Html => F::Html,
     };
     write_stdout(
-        &crate::report::diff::render(&diffs, format),
+        &crate::report::diff::render(&run.diffs, format),
         "writing the diff",
     )?;
     if let Some(limit) = args.fail_on_regression {
-        for d in &diffs {
+        if !run.incomplete.is_empty() {
+            eprintln!(
+                "tracehound: {} cut short: a comparison with part of a capture cannot pass a gate",
+                run.incomplete.join(", ")
+            );
+            return Ok(EXIT_INCOMPLETE);
+        }
+        for d in &run.diffs {
             let (what, p) = tracehound_heuristics::diff::regression_pct(d);
             if p > limit {
                 eprintln!(
                     "tracehound: {what} got worse by {p:.1}% (more than {limit}%): {} -> {}",
                     d.before, d.after
                 );
-                return Ok(1);
+                return Ok(EXIT_FINDINGS);
             }
         }
     }
@@ -714,31 +753,32 @@ fn diff(args: DiffArgs, base: Options) -> Result<i32> {
 #[cfg(feature = "tui")]
 fn tui(files: Vec<PathBuf>, opts: Options) -> Result<i32> {
     opts.check()?;
-    let config = opts.config(None)?;
     let app = if files.len() == 1 && files[0].is_dir() {
-        let (ranks, findings) = job(&files[0], &opts)?;
+        let (name, (ranks, findings), _) = job(&files[0], &opts, false)?;
         let mut app = crate::tui::app::App::new(None);
-        app.job = Some((files[0].display().to_string(), ranks, findings));
+        app.job = Some((name, ranks, findings));
         app.screen = crate::tui::app::Screen::Job;
         app
     } else {
-        let mut traces = load_session(&files, &opts)?;
-        if traces.is_empty() {
+        let mut opened = open(&files, &opts, ANALYSED)?;
+        if opened.is_empty() {
             return Err(Error::Usage("nothing to show".into()));
         }
-        if traces.len() > 1 {
+        if opened.len() > 1 {
             note(&format!(
                 "{} traces given; showing {} (open a directory to compare ranks)",
-                traces.len(),
-                traces[0].source
+                opened.len(),
+                opened[0].trace.source
             ));
         }
-        let t = traces.swap_remove(0);
-        let a = tracehound_heuristics::analyze(&t, &config);
+        let o = opened.swap_remove(0);
+        let Some(a) = o.analysis else {
+            return Err(Error::Usage("nothing to show".into()));
+        };
         crate::tui::app::App::new(Some(crate::tui::app::Loaded::new(
-            t,
+            o.trace,
             a,
-            config.gap_threshold_ns,
+            o.config.gap_threshold_ns,
         )))
     };
     crate::tui::run(app, &opts)?;
@@ -752,13 +792,17 @@ fn tui(_: Vec<PathBuf>, _: Options) -> Result<i32> {
     ))
 }
 
-fn info(files: Vec<PathBuf>, base: &Options) -> Result<i32> {
-    let traces = load_all(&files, base)?;
+fn info(files: Vec<PathBuf>, opts: &Options) -> Result<i32> {
+    let how = pipeline::How {
+        sessions: false,
+        analyse: false,
+    };
+    let opened = open(&files, opts, how)?;
     let mut out = String::new();
-    for t in &traces {
-        out.push_str(&report::info(t));
+    for o in &opened {
+        out.push_str(&report::info(&o.trace));
     }
     write_stdout(&out, "writing the report")?;
-    leave_to_exit(traces);
+    leave_to_exit(opened);
     Ok(0)
 }

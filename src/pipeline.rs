@@ -251,6 +251,101 @@ pub fn session(files: &[PathBuf], options: &LoadOptions, progress: Progress) -> 
     }
 }
 
+/// A trace opened by [`open`]: the settings it is analysed with and, when asked for, its
+/// analysis.
+#[derive(Debug)]
+pub struct Opened {
+    /// The trace (a session: with the logs recorded beside it, when grouped).
+    pub trace: Trace,
+    /// The settings of its analysis (window, gap threshold), from the options.
+    pub config: Config,
+    /// Its analysis, when [`How::analyse`] asked for one.
+    pub analysis: Option<Analysis>,
+}
+
+impl Opened {
+    /// The analysed window: the analysis's, or the one its settings give.
+    pub fn window(&self) -> tracehound_heuristics::Window {
+        match &self.analysis {
+            Some(a) => a.summary.window.clone(),
+            None => tracehound_heuristics::window::analysed_window(&self.trace, &self.config),
+        }
+    }
+
+    /// Whether its file ends before the trace does.
+    pub fn incomplete(&self) -> bool {
+        self.trace.stats.truncated
+    }
+}
+
+/// How [`open`] treats the files.
+#[derive(Debug, Clone, Copy)]
+pub struct How {
+    /// Group the files into sessions (a trace with its nvidia-smi logs), as every command but
+    /// `info` does; else each file stands alone.
+    pub sessions: bool,
+    /// Analyse each trace (not needed to describe a file or list its tables).
+    pub analyse: bool,
+}
+
+/// What [`open`] gave: the traces, and what loading them said.
+#[derive(Debug, Default)]
+pub struct Opening {
+    /// The traces, in the order of the files.
+    pub opened: Vec<Opened>,
+    /// Warnings, each naming its file, in the order they arose (an incomplete capture's
+    /// first of its file's).
+    pub warnings: Vec<String>,
+    /// The files that could not be read, each message naming its file.
+    pub errors: Vec<String>,
+}
+
+impl Opening {
+    /// The traces, or an error listing the files that could not be read.
+    pub fn into_result(self) -> Result<Vec<Opened>> {
+        if self.errors.is_empty() {
+            Ok(self.opened)
+        } else {
+            Err(Error::Input(self.errors))
+        }
+    }
+}
+
+/// Opens the inputs of a command or of the Python package, the one way they are all opened:
+/// the options checked, every file loaded with the same load options (all of them, so that
+/// each bad one is named), grouped into sessions when asked, and each trace analysed with the
+/// options' settings. A bad option is an error before any file is read; the files that could
+/// not be read come back in [`Opening::errors`], beside the warnings of those that could.
+pub fn open(files: &[PathBuf], options: &Options, how: How, progress: Progress) -> Result<Opening> {
+    options.check()?;
+    let load_options = options.load_options()?;
+    let loaded = if how.sessions {
+        session(files, &load_options, progress)
+    } else {
+        load(files, &load_options, progress)
+    };
+    let mut out = Opening {
+        warnings: loaded.warnings,
+        errors: loaded.errors,
+        ..Default::default()
+    };
+    if !out.errors.is_empty() {
+        return Ok(out);
+    }
+    for trace in loaded.traces {
+        let config = options.config(Some(&trace))?;
+        let analysis = how
+            .analyse
+            .then(|| tracehound_heuristics::analyze(&trace, &config));
+        out.opened.push(Opened {
+            trace,
+            config,
+            analysis,
+        });
+    }
+    Ok(out)
+}
+
 /// Groups loaded files into sessions: each GPU trace with the counter logs and GPU
 /// inventories recorded beside it (or, without a GPU trace, the counter logs with the
 /// inventories). Returns the sessions and why a log could not be attached (also kept in the
@@ -287,14 +382,6 @@ pub fn is_rank_trace(t: &Trace) -> bool {
     t.meta.format.is_some_and(SourceFormat::records_gpu_work)
 }
 
-/// Analyses each trace with the options' settings.
-pub fn analyze(traces: &[Trace], options: &Options) -> Result<Vec<Analysis>> {
-    traces
-        .iter()
-        .map(|t| Ok(tracehound_heuristics::analyze(t, &options.config(Some(t))?)))
-        .collect()
-}
-
 /// A job's ranks (sorted by rank) and its job-level findings.
 pub type JobAnalysis = (Vec<RankSummary>, Vec<Finding>);
 
@@ -308,6 +395,11 @@ pub struct JobMessages {
     /// Why the job could not be analysed (a broken trace, no trace at all), each naming its
     /// file or the directory. Empty when the analysis came back.
     pub errors: Vec<String>,
+    /// The rank traces cut short (their files end before the trace does).
+    pub incomplete: Vec<String>,
+    /// Whether the traces are not one job and were compared as ranks all the same
+    /// (`--force-job`): the report says so.
+    pub not_one_job: bool,
 }
 
 /// The ranks of the job in `dir`, analysed a few at a time with bounded memory, sorted by
@@ -319,6 +411,7 @@ pub fn read_job(
     dir: &Path,
     config: &Config,
     options: &LoadOptions,
+    force_job: bool,
 ) -> Result<(Option<JobAnalysis>, JobMessages)> {
     use rayon::prelude::*;
     let mut msgs = JobMessages::default();
@@ -374,8 +467,23 @@ pub fn read_job(
             dir.display()
         ));
     }
+    msgs.incomplete = facts
+        .iter()
+        .filter(|f| f.incomplete)
+        .map(|f| f.source.clone())
+        .collect();
     let (errors, warnings) = one_job(&facts);
-    msgs.errors.extend(errors);
+    msgs.not_one_job = !errors.is_empty();
+    if force_job {
+        // Compared on purpose: what makes them not one job is said, not refused.
+        msgs.warnings.extend(
+            errors
+                .into_iter()
+                .map(|e| format!("{e}; compared as ranks all the same (--force-job)")),
+        );
+    } else {
+        msgs.errors.extend(errors);
+    }
     msgs.warnings.extend(warnings);
     if !msgs.errors.is_empty() {
         return Ok((None, msgs));
@@ -398,10 +506,32 @@ pub fn one_job(facts: &[JobFacts]) -> (Vec<String>, Vec<String>) {
     for (r, files) in &by_rank {
         if files.len() > 1 {
             errors.push(format!(
-                "{} all record rank {r}: these are not the ranks of one job (give each rank's trace once, or analyse the traces one by one)",
+                "{} all record rank {r}: these are not the ranks of one job (give each rank's trace once, analyse the traces one by one, or pass --force-job to compare them all the same)",
                 files.join(", ")
             ));
         }
+    }
+    // A rank is known from the trace (Kineto's distributedInfo, an nsys export's rank): a
+    // directory where some traces record one and others none holds traces of more than one
+    // run, and one where none does is one job's only when the ranks ran on one GPU model.
+    let (known, unknown): (Vec<&JobFacts>, Vec<&JobFacts>) =
+        facts.iter().partition(|f| f.rank.is_some());
+    if !known.is_empty() && !unknown.is_empty() {
+        errors.push(format!(
+            "{} record a rank and {} record none: these are not the ranks of one job (analyse the traces one by one, or pass --force-job to compare them all the same)",
+            names(&known),
+            names(&unknown)
+        ));
+    }
+    let models = |fs: &[&JobFacts]| -> std::collections::BTreeSet<String> {
+        fs.iter().filter_map(|f| f.gpu.clone()).collect()
+    };
+    if known.is_empty() && unknown.len() > 1 && models(&unknown).len() > 1 {
+        errors.push(format!(
+            "{} record no rank and ran on different GPU models ({}): nothing says they are the ranks of one job (analyse the traces one by one, or pass --force-job to compare them all the same)",
+            names(&unknown),
+            models(&unknown).into_iter().collect::<Vec<_>>().join(", ")
+        ));
     }
     let sizes: std::collections::BTreeSet<i64> =
         facts.iter().filter_map(|f| f.world_size).collect();
@@ -414,19 +544,28 @@ pub fn one_job(facts: &[JobFacts]) -> (Vec<String>, Vec<String>) {
             })
             .collect();
         errors.push(format!(
-            "the traces record different world sizes, so they are not one job: {}",
+            "the traces record different world sizes, so they are not one job (pass --force-job to compare them all the same): {}",
             each.join(", ")
         ));
     }
     let gpus: std::collections::BTreeSet<&str> =
         facts.iter().filter_map(|f| f.gpu.as_deref()).collect();
-    if gpus.len() > 1 {
+    if gpus.len() > 1 && !known.is_empty() {
         warnings.push(format!(
             "the ranks ran on different GPU models ({}): a job's ranks usually share one; compare their times with care",
             gpus.into_iter().collect::<Vec<_>>().join(", ")
         ));
     }
     (errors, warnings)
+}
+
+/// The files of `facts`, comma-separated.
+fn names(facts: &[&JobFacts]) -> String {
+    facts
+        .iter()
+        .map(|f| f.source.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// What a rank's trace says about the job it belongs to, to check that the files of a
@@ -441,6 +580,8 @@ pub struct JobFacts {
     pub world_size: Option<i64>,
     /// The GPU model its work ran on.
     pub gpu: Option<String>,
+    /// Whether its file ends before the trace does.
+    pub incomplete: bool,
 }
 
 /// One file of a job, as the job reads it.
@@ -491,6 +632,7 @@ pub fn read_rank(
             .iter()
             .find(|g| devices.contains(&g.id) && !g.name.is_empty())
             .map(|g| g.name.clone()),
+        incomplete: t.stats.truncated,
     };
     Ok(RankFile::Rank(
         Box::new(summary),
@@ -588,14 +730,6 @@ pub fn job_name<'a>(sources: impl Iterator<Item = &'a str>) -> String {
     }
 }
 
-/// One file loaded and analysed with the options' settings.
-pub fn load_analyzed(path: &Path, options: &Options) -> Result<(Trace, Analysis)> {
-    let t = tracehound_parsers::load_with(path, options.load_options()?)
-        .map_err(|e| Error::Input(vec![e.to_string()]))?;
-    let a = tracehound_heuristics::analyze(&t, &options.config(Some(&t))?);
-    Ok((t, a))
-}
-
 /// Pairs of files to compare: the two files, or the files of the same name in two
 /// directories (a job rank by rank).
 pub fn diff_pairs(before: &Path, after: &Path) -> Result<Vec<(PathBuf, PathBuf)>> {
@@ -615,13 +749,20 @@ pub fn diff_pairs(before: &Path, after: &Path) -> Result<Vec<(PathBuf, PathBuf)>
     }
 }
 
-/// The comparisons of `tracehound diff`: each pair of [`diff_pairs`] loaded, analysed and
-/// compared.
-pub fn diff(
-    before: &Path,
-    after: &Path,
-    options: &Options,
-) -> Result<Vec<tracehound_heuristics::diff::Diff>> {
+/// What `tracehound diff` found: the comparisons, and what loading the files said.
+#[derive(Debug, Default)]
+pub struct DiffRun {
+    /// Each pair of [`diff_pairs`] compared.
+    pub diffs: Vec<tracehound_heuristics::diff::Diff>,
+    /// The loaders' warnings, each naming its file.
+    pub warnings: Vec<String>,
+    /// The files cut short (their traces end early: a comparison with them is of a part).
+    pub incomplete: Vec<String>,
+}
+
+/// The comparisons of `tracehound diff`: each pair of [`diff_pairs`] opened ([`open`]),
+/// analysed and compared. A file that cannot be read fails the run.
+pub fn diff(before: &Path, after: &Path, options: &Options, progress: Progress) -> Result<DiffRun> {
     let pairs = diff_pairs(before, after)?;
     if pairs.is_empty() {
         return Err(Error::Input(vec![format!(
@@ -630,13 +771,32 @@ pub fn diff(
             after.display()
         )]));
     }
-    let mut diffs = Vec::new();
+    let how = How {
+        sessions: false,
+        analyse: true,
+    };
+    let mut run = DiffRun::default();
     for (b, a) in pairs {
-        let (tb, ab) = load_analyzed(&b, options)?;
-        let (ta, aa) = load_analyzed(&a, options)?;
-        diffs.push(tracehound_heuristics::diff::compare(&tb, &ab, &ta, &aa));
+        let opening = open(&[b, a], options, how, progress)?;
+        run.warnings.extend(opening.warnings);
+        if !opening.errors.is_empty() {
+            return Err(Error::Input(opening.errors));
+        }
+        let [tb, ta] = <[Opened; 2]>::try_from(opening.opened)
+            .map_err(|_| Error::Usage("diff compares two traces".into()))?;
+        for t in [&tb, &ta] {
+            if t.incomplete() {
+                run.incomplete.push(t.trace.source.clone());
+            }
+        }
+        let (Some(ab), Some(aa)) = (&tb.analysis, &ta.analysis) else {
+            continue;
+        };
+        run.diffs.push(tracehound_heuristics::diff::compare(
+            &tb.trace, ab, &ta.trace, aa,
+        ));
     }
-    Ok(diffs)
+    Ok(run)
 }
 
 #[cfg(test)]
@@ -649,6 +809,7 @@ mod tests {
             rank,
             world_size: world,
             gpu: Some(gpu.into()),
+            incomplete: false,
         }
     }
 
@@ -667,18 +828,41 @@ mod tests {
             rank("c", None, None, "NVIDIA H100"),
         ];
         let (errors, warnings) = one_job(&mixed);
-        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert_eq!(errors.len(), 3, "{errors:?}");
         assert!(
             errors[0].starts_with("a, b all record rank 0"),
             "{}",
             errors[0]
         );
         assert!(
-            errors[1].contains("a (world size 64), b (world size 8)"),
+            errors[1].starts_with("a, b record a rank and c record none"),
             "{}",
             errors[1]
         );
+        assert!(
+            errors[2].contains("a (world size 64), b (world size 8)"),
+            "{}",
+            errors[2]
+        );
         assert_eq!(warnings.len(), 1);
         assert!(warnings[0].contains("different GPU models"));
+        // No trace records a rank: one job's only on one GPU model.
+        let same = [
+            rank("r0", None, None, "NVIDIA H200"),
+            rank("r1", None, None, "NVIDIA H200"),
+        ];
+        assert_eq!(one_job(&same), (vec![], vec![]));
+        let unrelated = [
+            rank("x", None, None, "NVIDIA H200"),
+            rank("y", None, None, "NVIDIA A100-SXM4-80GB"),
+        ];
+        let (errors, warnings) = one_job(&unrelated);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(
+            errors[0].starts_with("x, y record no rank and ran on different GPU models"),
+            "{}",
+            errors[0]
+        );
+        assert!(warnings.is_empty(), "{warnings:?}");
     }
 }

@@ -60,9 +60,13 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
     // makes the order total, so output stays deterministic.
     use rayon::prelude::*;
     let all = rules::all();
+    // A file cut short is judged only on what its records show, never on their absence.
+    let runs = |r: &dyn rules::Rule| !(trace.stats.truncated && r.needs_whole_timeline());
     let (early, ()) = rayon::join(
         || {
-            let early: Vec<usize> = (0..all.len()).filter(|&i| !all[i].uses_idle()).collect();
+            let early: Vec<usize> = (0..all.len())
+                .filter(|&i| !all[i].uses_idle() && runs(&*all[i]))
+                .collect();
             longest_first(&all, early, &cx)
         },
         || {
@@ -73,7 +77,7 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
     let (late, summary) = rayon::join(
         || {
             all.par_iter()
-                .filter(|r| r.uses_idle())
+                .filter(|r| r.uses_idle() && runs(r.as_ref()))
                 .map(|r| tracehound_parsers::timing::timed(r.id(), || r.check(&cx)))
                 .collect::<Vec<_>>()
         },
@@ -83,7 +87,12 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
     let mut late = late.into_iter();
     let per_rule: Vec<Vec<Finding>> = early
         .into_iter()
-        .map(|e| e.unwrap_or_else(|| late.next().unwrap_or_default()))
+        .zip(&all)
+        .map(|(e, r)| match e {
+            Some(found) => found,
+            None if r.uses_idle() && runs(r.as_ref()) => late.next().unwrap_or_default(),
+            None => Vec::new(),
+        })
         .collect();
     let mut findings: Vec<Finding> = per_rule.into_iter().flatten().collect();
     for f in &mut findings {

@@ -91,6 +91,9 @@ pub enum Bound {
     /// One gap holds most of the idle time: a one-time stall, not a launch-rate problem.
     #[serde(rename = "one-off stall")]
     Stall,
+    /// The file ends before the trace does: no verdict on the part that is missing.
+    #[serde(rename = "incomplete capture")]
+    Incomplete,
 }
 
 impl Bound {
@@ -109,6 +112,7 @@ impl Bound {
             Bound::GraphCapture => "graph capture",
             Bound::ColdStart => "cold start",
             Bound::Stall => "one-off stall",
+            Bound::Incomplete => "incomplete capture",
         }
     }
 }
@@ -244,6 +248,53 @@ fn kernel_launches(cx: &Ctx) -> usize {
 
 /// When the capture recorded no kernels: what it holds instead, and why nothing can be said
 /// about kernel time. None when kernels were recorded.
+/// A file cut short: the verdict says so and how far its records go, and draws no conclusion
+/// from the part that is missing (what bounds a run cannot be judged from the part of it
+/// that a cut happened to keep: Kineto writes the GPU's records after the host's).
+fn incomplete(cx: &Ctx) -> Option<(Bound, String)> {
+    let t = cx.trace;
+    if !t.stats.truncated {
+        return None;
+    }
+    let read = t.stats.incomplete.as_ref().map_or(String::new(), |i| {
+        format!(" after {} complete events", i.events_read)
+    });
+    let origin = t.span().map_or(0, |s| s.0);
+    let ms = |ns: i64| (ns - origin) as f64 / 1e6;
+    let host_end = t.host_spans.iter().map(|s| s.end).max();
+    let gpu_end = t
+        .gpu_ops
+        .iter()
+        .filter(|o| o.is_work())
+        .map(|o| o.end)
+        .max();
+    let reach = match (gpu_end, host_end) {
+        (Some(g), Some(h)) if h > g => format!(
+            "; its GPU records stop at {:.1} ms while the host's run on to {:.1} ms, so the window ends at {:.1} ms",
+            ms(g),
+            ms(h),
+            ms(g)
+        ),
+        (Some(g), _) => format!("; its last GPU record ends at {:.1} ms", ms(g)),
+        (None, Some(h)) => format!(
+            "; it holds host records up to {:.1} ms and no GPU record: the profiler writes the GPU's records after the host's, so the cut took them all and the file says nothing about the GPU",
+            ms(h)
+        ),
+        _ => String::new(),
+    };
+    let held = if gpu_end.is_some() {
+        " The GPU records it holds are real, so findings about them stand as lower bounds; the records it lacks are missing from all through the timeline (the profiler does not write them in time order), so idle time, busy share and waits are not judged (idle_gaps, step_outliers, launch_bound, exposed_communication and recompilation are not run)."
+    } else {
+        ""
+    };
+    Some((
+        Bound::Incomplete,
+        format!(
+            "incomplete capture: the file ends before the trace does{read}{reach}.{held} No verdict is drawn on what bounds the run. Capture again and let the profiler finish writing (export_chrome_trace or on_trace_ready returning, nsys export completing) before copying the file."
+        ),
+    ))
+}
+
 fn kernels_not_recorded(cx: &Ctx, devices: &[DeviceSummary]) -> Option<(Bound, String)> {
     if cx.trace.meta.capture.kernels {
         return None;
@@ -293,6 +344,9 @@ const CAPTURE_SHARE: f64 = 0.5;
 const TRANSFER_SHARE: f64 = 0.5;
 
 fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
+    if let Some(v) = incomplete(cx) {
+        return v;
+    }
     if let Some(v) = kernels_not_recorded(cx, devices) {
         return v;
     }

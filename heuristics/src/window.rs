@@ -27,6 +27,9 @@ pub enum WindowSource {
     WholeTrace,
     /// Set by the user (`--window`).
     User,
+    /// The file is cut short: from the first step (or GPU operation) to where its GPU records
+    /// stop, since what the GPU did after that point is not in the file.
+    CutShort,
 }
 
 /// The part of the timeline the rules judge.
@@ -87,12 +90,38 @@ impl Window {
             WindowSource::GpuActivity => "first to last GPU operation (no step markers)".into(),
             WindowSource::WholeTrace => "the whole trace (no GPU activity)".into(),
             WindowSource::User => "set with --window".into(),
+            WindowSource::CutShort => "up to where the cut file's GPU records stop".into(),
         }
     }
 }
 
-/// Computes the analysed window of a trace.
+/// Computes the analysed window of a trace. In a file cut short the window ends where its GPU
+/// records stop: Kineto writes the host's records before the GPU's, so past that point the
+/// host's steps run on with no GPU record beside them, and idle time there would be made up.
 pub fn analysed_window(trace: &Trace, config: &Config) -> Window {
+    let w = recorded_window(trace, config);
+    if !trace.stats.truncated || w.source == WindowSource::User {
+        return w;
+    }
+    match trace
+        .gpu_ops
+        .iter()
+        .filter(|o| o.is_work())
+        .map(|o| o.end)
+        .max()
+    {
+        Some(last) if last < w.end => Window {
+            start: w.start.min(last),
+            end: last,
+            source: WindowSource::CutShort,
+        },
+        _ => w,
+    }
+}
+
+/// The window the trace's own records give: the user's, the steps', the GPU's or the whole
+/// trace.
+fn recorded_window(trace: &Trace, config: &Config) -> Window {
     if let Some((start, end)) = config.window {
         return Window {
             start,

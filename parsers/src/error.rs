@@ -56,4 +56,13 @@ pub enum LoadError {
         /// What the JSON reader expected.
         msg: String,
     },
+    /// The file ends before its content does, in a format that cannot be read in part (a
+    /// SQLite database cut short: its tables' pages point past the cut).
+    #[error("{path}: incomplete capture: {why}")]
+    Cut {
+        /// The file.
+        path: String,
+        /// How much of it is there, and why that cannot be read.
+        why: String,
+    },
 }

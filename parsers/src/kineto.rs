@@ -407,7 +407,8 @@ fn parse_input<'d, R: std::io::Read>(
     let mut outer: Vec<u8> = Vec::new();
     let mut read_error: Option<std::io::Error> = None;
     let mut bytes_total = 0u64;
-    let mut stream_warning: Option<String> = None;
+    // Why a stream ended early (a gzip stream without its end), for the incomplete capture.
+    let mut stream_end: Option<String> = None;
     // Worker threads: chunks in, parsed builders out. The bounded queue keeps memory flat
     // when parsing is slower than reading. An input held in memory of at most one chunk is
     // parsed on this thread as it is split: starting threads costs more than such a parse.
@@ -554,8 +555,8 @@ fn parse_input<'d, R: std::io::Read>(
         } else if let Some(e) = &read_error
             && e.kind() == std::io::ErrorKind::UnexpectedEof
         {
-            stream_warning = Some(format!(
-                "gzip stream ends early: decompressed {bytes_total} bytes before the compressed data ran out"
+            stream_end = Some(format!(
+                "the gzip stream stops without its end marker after {bytes_total} bytes of decompressed JSON"
             ));
         }
         drop(chunk_tx);
@@ -593,7 +594,6 @@ fn parse_input<'d, R: std::io::Read>(
 
     let mut b = Builder::new(source);
     b.trace.warnings = warnings;
-    b.trace.warnings.extend(stream_warning);
     b.trace.stats.bytes_total = bytes_total;
     let truncated = matches!(&read_error, Some(e) if e.kind() == std::io::ErrorKind::UnexpectedEof);
     if let Some(e) = &read_error
@@ -639,13 +639,16 @@ fn parse_input<'d, R: std::io::Read>(
         let done = splitter.last_complete_offset;
         b.trace.stats.truncated = true;
         b.trace.stats.bytes_parsed = done;
-        b.trace.warnings.push(format!(
-            "trace is truncated: the JSON ends after {} of {} bytes ({:.1}%); analysed the {} complete events before that point",
-            done,
-            bytes_total,
-            100.0 * done as f64 / bytes_total.max(1) as f64,
-            b.events
-        ));
+        // The file's own sizes are the loader's to fill in (it knows whether the text was
+        // decompressed); here, the text is the file.
+        b.trace.stats.incomplete = Some(crate::Incomplete {
+            why: stream_end.unwrap_or_else(|| "the JSON ends inside traceEvents".into()),
+            compressed: false,
+            file_bytes: bytes_total,
+            file_bytes_read: bytes_total,
+            text_bytes_complete: done,
+            events_read: b.events,
+        });
     } else {
         b.trace.stats.bytes_parsed = bytes_total;
     }
@@ -2091,7 +2094,18 @@ mod tests {
         let t = parse_str(full).unwrap();
         assert_eq!(t.gpu_ops.len(), 2);
         assert!(t.stats.truncated);
-        assert!(t.warnings[0].contains("truncated"), "{:?}", t.warnings);
+        // The loader words the warning; the parser says what it read.
+        let i = t.stats.incomplete.as_ref().expect("incomplete");
+        assert_eq!(i.events_read, 2);
+        assert_eq!(i.file_bytes, full.len() as u64);
+        assert_eq!(
+            &full[..i.text_bytes_complete as usize].chars().last(),
+            &Some('}')
+        );
+        assert!(
+            i.describe()
+                .starts_with("incomplete capture: the JSON ends inside traceEvents")
+        );
     }
 
     #[test]

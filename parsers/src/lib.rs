@@ -232,8 +232,19 @@ pub fn load(path: &Path) -> Result<Trace, LoadError> {
     load_with(path, LoadOptions::default())
 }
 
-/// Loads one trace file of any supported format.
+/// Loads one trace file of any supported format. A file that ends before its trace does is
+/// read as far as it goes: its trace carries [`LoadStats::incomplete`], and its first
+/// warning says how much was read.
 pub fn load_with(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> {
+    let mut trace = read_file(path, options)?;
+    if let Some(i) = &trace.stats.incomplete {
+        trace.warnings.insert(0, i.describe());
+    }
+    Ok(trace)
+}
+
+/// [`load_with`], before the incomplete capture's warning.
+fn read_file(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> {
     let name = path.display().to_string();
     let io = |source| LoadError::Io {
         path: name.clone(),
@@ -273,14 +284,14 @@ pub fn load_with(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> 
     use std::io::Seek;
     file.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
     let gz = is_gzip(&magic[..got]);
-    // Progress counts bytes of the file itself (compressed ones for gzip).
-    let file: Box<dyn Read + Send> = match &options.progress {
-        Some(count) => Box::new(Counting {
-            inner: file,
-            count: std::sync::Arc::clone(count),
-        }),
-        None => Box::new(file),
-    };
+    // Progress counts bytes of the file itself (compressed ones for gzip), and so does what
+    // an incomplete capture says it read.
+    let count = options.progress.clone().unwrap_or_default();
+    let file: Box<dyn Read + Send> = Box::new(Counting {
+        inner: file,
+        count: std::sync::Arc::clone(&count),
+    });
+    let file_read = || count.load(std::sync::atomic::Ordering::Relaxed);
     let mut reader: Box<dyn Read + Send> = if gz {
         Box::new(flate2::read::MultiGzDecoder::new(
             std::io::BufReader::with_capacity(1 << 20, file),
@@ -319,7 +330,26 @@ pub fn load_with(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> 
             return t;
         }
         let chained = std::io::Cursor::new(head).chain(reader);
-        return kineto::parse_reader(chained, &name, Vec::new());
+        return match kineto::parse_reader(chained, &name, Vec::new()) {
+            Ok(mut t) => {
+                if let Some(i) = &mut t.stats.incomplete {
+                    i.compressed = gz;
+                    i.file_bytes = meta.len();
+                    i.file_bytes_read = file_read().min(meta.len());
+                }
+                Ok(t)
+            }
+            // Where in the file the compressed data turned unreadable.
+            Err(LoadError::Gzip { path, msg }) => Err(LoadError::Gzip {
+                msg: format!(
+                    "{msg} (about {} of the file's {} bytes read)",
+                    file_read().min(meta.len()),
+                    meta.len()
+                ),
+                path,
+            }),
+            Err(e) => Err(e),
+        };
     }
     let Some(format) = format else {
         return Err(LoadError::NotATrace {
@@ -329,13 +359,10 @@ pub fn load_with(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> 
     };
     // The nvidia-smi formats are small text: read them whole.
     let mut data = head;
-    let mut warnings = Vec::new();
+    let mut stream_cut = false;
     match reader.read_to_end(&mut data) {
         Ok(_) => {}
-        Err(e) if gz && e.kind() == std::io::ErrorKind::UnexpectedEof => warnings.push(format!(
-            "gzip stream ends early: decompressed {} bytes",
-            data.len()
-        )),
+        Err(e) if gz && e.kind() == std::io::ErrorKind::UnexpectedEof => stream_cut = true,
         Err(e) if gz => return Err(gzip_err(e)),
         Err(e) => return Err(io(e)),
     }
@@ -351,8 +378,23 @@ pub fn load_with(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> 
             why: "a compressed SQLite database: decompress it first".into(),
         }),
     }?;
-    warnings.append(&mut trace.warnings);
-    trace.warnings = warnings;
+    if stream_cut || trace.stats.incomplete.is_some() {
+        trace.stats.truncated = true;
+        let i = trace.stats.incomplete.get_or_insert_with(|| Incomplete {
+            why: format!(
+                "the gzip stream stops without its end marker after {} bytes of decompressed text",
+                data.len()
+            ),
+            compressed: gz,
+            file_bytes: 0,
+            file_bytes_read: 0,
+            text_bytes_complete: data.len() as u64,
+            events_read: trace.stats.events_total,
+        });
+        i.compressed = gz;
+        i.file_bytes = meta.len();
+        i.file_bytes_read = file_read().min(meta.len());
+    }
     Ok(trace)
 }
 
@@ -398,10 +440,19 @@ fn gunzipped_sqlite(
     match copied {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-            return Err(LoadError::Gzip {
+            let inflated = std::fs::metadata(&tmp.0).map_or(0, |m| m.len());
+            let of = match nsys::declared_size(&head) {
+                Some(d) => format!(
+                    "{inflated} bytes of the SQLite database, of the {d} its header declares ({:.1}%)",
+                    100.0 * inflated as f64 / d.max(1) as f64
+                ),
+                None => format!("{inflated} bytes of the SQLite database"),
+            };
+            return Err(LoadError::Cut {
                 path: name.to_string(),
-                msg: "the gzip stream ends early: a cut-short SQLite database cannot be read"
-                    .into(),
+                why: format!(
+                    "the gzip stream stops without its end marker: the file inflates to {of}, and a database cannot be read in part (its tables' pages point past the cut): compress the whole export again"
+                ),
             });
         }
         Err(e) => {

@@ -779,12 +779,72 @@ pub struct LoadStats {
     pub bytes_parsed: u64,
     /// Bytes of (decompressed) input.
     pub bytes_total: u64,
-    /// True when the input ended before the trace was complete.
+    /// True when the input ended before the trace was complete ([`LoadStats::incomplete`]
+    /// says how much was read).
     pub truncated: bool,
+    /// How much of a file that ends before its trace does was read; None for a whole file.
+    pub incomplete: Option<Incomplete>,
     /// What the source lacks and what that means (`no NVTX_EVENTS table: ...`).
     pub notes: Vec<String>,
     /// Tables read (SQLite sources).
     pub tables: Vec<String>,
+}
+
+/// A file that ends before its trace does (a job killed while writing, a copy taken too
+/// early): what stopped the read and how much of the file it had read. The events before
+/// that point are read; the trace's end, and whatever the format writes last (Kineto writes
+/// its GPU records after the host's), is missing.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Incomplete {
+    /// What stopped the read, in words (`the JSON ends inside traceEvents`).
+    pub why: String,
+    /// Whether the file is gzip-compressed (the byte counts below are then compressed ones).
+    pub compressed: bool,
+    /// Bytes of the file as stored.
+    pub file_bytes: u64,
+    /// Bytes of the file read before it ended or turned unreadable.
+    pub file_bytes_read: u64,
+    /// Bytes of text (decompressed, for gzip) up to the end of the last complete event.
+    pub text_bytes_complete: u64,
+    /// Complete events read.
+    pub events_read: u64,
+}
+
+impl Incomplete {
+    /// Share of the file read, 0 to 1.
+    pub fn share_read(&self) -> f64 {
+        self.file_bytes_read as f64 / self.file_bytes.max(1) as f64
+    }
+
+    /// The loader's warning: what stopped the read, how much of the file was read, and
+    /// that what followed is missing.
+    pub fn describe(&self) -> String {
+        let read = if self.file_bytes_read >= self.file_bytes {
+            format!("all {} bytes of the file were read", self.file_bytes)
+        } else {
+            format!(
+                "{} of the file's {} bytes were read ({:.1}%)",
+                self.file_bytes_read,
+                self.file_bytes,
+                100.0 * self.share_read()
+            )
+        };
+        let text = if self.compressed {
+            format!(
+                "{} bytes of decompressed text hold whole events",
+                self.text_bytes_complete
+            )
+        } else {
+            format!(
+                "the last whole event ends at byte {}",
+                self.text_bytes_complete
+            )
+        };
+        format!(
+            "incomplete capture: {}: the file ends before the trace does (cut short: a job killed while writing, or a copy taken too early); {read}, {text}; {} complete events read, and whatever the trace held after them is missing",
+            self.why, self.events_read
+        )
+    }
 }
 
 /// Indexes built once after loading.

@@ -384,6 +384,37 @@ pub fn split_global_tid(g: i64) -> (i64, i64) {
     ((g >> 24) & 0xFF_FFFF, g & 0xFF_FFFF)
 }
 
+/// The size in bytes a SQLite database's header declares (page size times pages), when the
+/// header says it (the page count is valid only where the change counter matches the
+/// version-valid-for number, as SQLite itself checks).
+pub fn declared_size(header: &[u8]) -> Option<u64> {
+    let be32 = |at: usize| -> Option<u32> {
+        Some(u32::from_be_bytes(header.get(at..at + 4)?.try_into().ok()?))
+    };
+    let page = match u16::from_be_bytes(header.get(16..18)?.try_into().ok()?) {
+        1 => 65_536,
+        p => u64::from(p),
+    };
+    let pages = be32(28)?;
+    (pages > 0 && be32(24)? == be32(92)? && page >= 512).then(|| page * u64::from(pages))
+}
+
+/// Why a database file cannot be read in full: it is shorter than its header declares.
+fn cut_short(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut header = [0u8; 100];
+    let mut f = std::fs::File::open(path).ok()?;
+    f.read_exact(&mut header).ok()?;
+    let declared = declared_size(&header)?;
+    let len = f.metadata().ok()?.len();
+    (len < declared).then(|| {
+        format!(
+            "the SQLite database is cut short: the file holds {len} of the {declared} bytes its header declares ({:.1}%), as when an export is copied while nsys still writes it; a database cannot be read in part (its tables' pages point past the cut): export it again (nsys export --type sqlite)",
+            100.0 * len as f64 / declared as f64
+        )
+    })
+}
+
 /// Loads an Nsight Systems SQLite export.
 pub fn parse(path: &Path) -> Result<Trace, LoadError> {
     parse_named(path, path.display().to_string())
@@ -392,6 +423,9 @@ pub fn parse(path: &Path) -> Result<Trace, LoadError> {
 /// [`parse`] of a database at `path` that the user knows as `source` (a `.sqlite.gz` they
 /// gave, decompressed to a temporary file): messages and the trace name `source`.
 pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
+    if let Some(why) = cut_short(path) {
+        return Err(LoadError::Cut { path: source, why });
+    }
     let uri = uri_path(path);
     let conn =
         Connection::open_with_flags(&uri, open_flags()).map_err(|e| LoadError::NotATrace {

@@ -217,10 +217,14 @@ pub fn parse(data: &[u8], source: &str) -> Result<Trace, LoadError> {
     // written); what it has is read, and it says so.
     if !stack.is_empty() {
         trace.stats.truncated = true;
-        trace.warnings.push(format!(
-            "the XML ends inside <{}>: the file is cut short; the values after that point are missing",
-            stack.join("><")
-        ));
+        trace.stats.incomplete = Some(crate::Incomplete {
+            why: format!("the XML ends inside <{}>", stack.join("><")),
+            compressed: false,
+            file_bytes: data.len() as u64,
+            file_bytes_read: data.len() as u64,
+            text_bytes_complete: data.len() as u64,
+            events_read: trace.stats.events_total,
+        });
     }
     trace.inventory = gpus;
     trace.finish();

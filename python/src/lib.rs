@@ -54,19 +54,24 @@ fn options(
 /// Analysed traces, and the warnings of loading them.
 type Loaded = (Vec<(Trace, Analysis)>, Vec<String>);
 
-/// Loads the files as the CLI does (a trace with the nvidia-smi logs beside it), then
-/// analyses each session. Returns the analysed traces and the warnings, each naming its file.
+/// Opens the files as every command of the CLI does ([`pipeline::open`]: a trace with the
+/// nvidia-smi logs beside it, each session analysed). Returns the analysed traces and the
+/// warnings, each naming its file.
 fn load_analyzed(paths: &[PathBuf], opts: &Options) -> PyResult<Loaded> {
-    opts.check().map_err(err)?;
-    let loaded = pipeline::session(
-        paths,
-        &opts.load_options().map_err(err)?,
-        &pipeline::no_progress,
-    );
-    let warnings = loaded.warnings.clone();
-    let traces = loaded.traces().map_err(err)?;
-    let analyses = pipeline::analyze(&traces, opts).map_err(err)?;
-    Ok((traces.into_iter().zip(analyses).collect(), warnings))
+    let how = pipeline::How {
+        sessions: true,
+        analyse: true,
+    };
+    let opening = pipeline::open(paths, opts, how, &pipeline::no_progress).map_err(err)?;
+    let warnings = opening.warnings.clone();
+    let opened = opening.into_result().map_err(err)?;
+    Ok((
+        opened
+            .into_iter()
+            .filter_map(|o| Some((o.trace, o.analysis?)))
+            .collect(),
+        warnings,
+    ))
 }
 
 /// One analysed trace, kept in memory for its findings, summary, reports and tables.
@@ -252,8 +257,9 @@ fn analyze_json(
     py.detach(|| {
         if let Some(dir) = opts.job_dir(&paths).map_err(err)? {
             let config = opts.config(None).map_err(err)?;
-            let (job, msgs) = pipeline::read_job(dir, &config, &opts.load_options().map_err(err)?)
-                .map_err(err)?;
+            let (job, msgs) =
+                pipeline::read_job(dir, &config, &opts.load_options().map_err(err)?, false)
+                    .map_err(err)?;
             let Some((ranks, findings)) = job else {
                 return Err(err(msgs.errors.join("\n")));
             };

@@ -23,6 +23,9 @@ struct TraceDoc<'a> {
     format_version: &'a str,
     events: u64,
     truncated: bool,
+    /// How much of a file cut short was read; absent for a whole file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    incomplete: Option<&'a tracehound_parsers::Incomplete>,
     warnings: &'a [String],
     notes: &'a [String],
     summary: &'a TraceSummary,
@@ -45,6 +48,7 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
                     format_version: &r.trace.meta.format_version,
                     events: r.trace.stats.events_total,
                     truncated: r.trace.stats.truncated,
+                    incomplete: r.trace.stats.incomplete.as_ref(),
                     warnings: &r.trace.warnings,
                     notes: &r.trace.stats.notes,
                     summary: &r.analysis.summary,

@@ -1,6 +1,8 @@
 //! JUnit XML, for CI test reporters (GitLab, Jenkins, GitHub): one test suite per trace, one
 //! test case per rule, and a failure per finding at or above `--fail-on` (all findings with
-//! severity low or higher when it is not given), so findings show up as failed checks.
+//! severity low or higher when it is not given), so findings show up as failed checks. Each
+//! suite opens with the test case `capture_complete`, which fails for a file cut short: its
+//! findings cover only what the file kept, so a CI gate must not pass on it.
 
 use super::TraceReport;
 use quick_xml::Writer;
@@ -19,25 +21,47 @@ pub fn render(reports: &[TraceReport], fail_at: Severity) -> String {
             .filter(|f| f.rule == rule && f.severity >= fail_at)
             .count()
     };
+    let cut = |r: &TraceReport| usize::from(r.trace.stats.truncated);
     let total_failures: usize = reports
         .iter()
-        .map(|r| all_rules.iter().map(|rule| failing(r, rule)).sum::<usize>())
+        .map(|r| cut(r) + all_rules.iter().map(|rule| failing(r, rule)).sum::<usize>())
         .sum();
     let mut suites = BytesStart::new("testsuites");
     suites.push_attribute(("name", "tracehound"));
     suites.push_attribute((
         "tests",
-        (reports.len() * all_rules.len()).to_string().as_str(),
+        (reports.len() * (1 + all_rules.len())).to_string().as_str(),
     ));
     suites.push_attribute(("failures", total_failures.to_string().as_str()));
     let _ = w.write_event(Event::Start(suites));
     for r in reports {
         let mut suite = BytesStart::new("testsuite");
         suite.push_attribute(("name", r.trace.source.as_str()));
-        suite.push_attribute(("tests", all_rules.len().to_string().as_str()));
-        let failures: usize = all_rules.iter().map(|rule| failing(r, rule)).sum();
+        suite.push_attribute(("tests", (1 + all_rules.len()).to_string().as_str()));
+        let failures: usize = cut(r) + all_rules.iter().map(|rule| failing(r, rule)).sum::<usize>();
         suite.push_attribute(("failures", failures.to_string().as_str()));
         let _ = w.write_event(Event::Start(suite));
+        let mut case = BytesStart::new("testcase");
+        case.push_attribute(("classname", "tracehound"));
+        case.push_attribute(("name", "capture_complete"));
+        if r.trace.stats.truncated {
+            let _ = w.write_event(Event::Start(case));
+            let mut fail = BytesStart::new("failure");
+            fail.push_attribute(("type", "incomplete capture"));
+            fail.push_attribute(("message", r.analysis.summary.verdict.as_str()));
+            let _ = w.write_event(Event::Start(fail));
+            let why = r
+                .trace
+                .stats
+                .incomplete
+                .as_ref()
+                .map_or_else(|| "the file is cut short".to_string(), |i| i.describe());
+            let _ = w.write_event(Event::Text(BytesText::new(&why)));
+            let _ = w.write_event(Event::End(BytesEnd::new("failure")));
+            let _ = w.write_event(Event::End(BytesEnd::new("testcase")));
+        } else {
+            let _ = w.write_event(Event::Empty(case));
+        }
         for rule in &all_rules {
             let mut case = BytesStart::new("testcase");
             case.push_attribute(("classname", "tracehound"));

@@ -168,25 +168,42 @@ impl Drop for TerminalGuard {
     }
 }
 
-/// Loads a rank trace of the job and makes it the one on screen.
+/// Opens a rank trace of the job the way every command opens a trace
+/// ([`crate::pipeline::open`]) and makes it the one on screen; the status bar says its first
+/// warning (an incomplete capture's, when its file is cut short).
 fn open_rank(app: &mut App, path: &str, opts: &crate::pipeline::Options) {
-    let loaded = opts.load_options().and_then(|load| {
-        let t = tracehound_parsers::load_with(std::path::Path::new(path), load)
-            .map_err(|e| crate::pipeline::Error::Input(vec![e.to_string()]))?;
-        let config = opts.config(Some(&t))?;
-        Ok((t, config))
+    let how = crate::pipeline::How {
+        sessions: false,
+        analyse: true,
+    };
+    let opened = crate::pipeline::open(
+        &[std::path::PathBuf::from(path)],
+        opts,
+        how,
+        &crate::pipeline::no_progress,
+    )
+    .and_then(|o| {
+        let warning = o.warnings.first().cloned();
+        let mut opened = o.into_result()?;
+        Ok((opened.pop(), warning))
     });
-    match loaded {
-        Ok((t, config)) => {
-            let gap_threshold_ns = config.gap_threshold_ns;
-            let a = tracehound_heuristics::analyze(&t, &config);
+    match opened {
+        Ok((Some(o), warning)) => {
+            let Some(a) = o.analysis else {
+                app.message = format!("cannot open {path}: nothing to show");
+                return;
+            };
             let job = app.job.take();
             let no_color = app.no_color;
-            *app = App::new(Some(Loaded::new(t, a, gap_threshold_ns)));
+            *app = App::new(Some(Loaded::new(o.trace, a, o.config.gap_threshold_ns)));
             app.job = job;
             app.no_color = no_color;
-            app.message = format!("opened {path}");
+            app.message = match warning {
+                Some(w) => format!("opened {path}; warning: {w}"),
+                None => format!("opened {path}"),
+            };
         }
+        Ok((None, _)) => app.message = format!("cannot open {path}: nothing to show"),
         Err(e) => app.message = format!("cannot open {path}: {e}"),
     }
 }

@@ -19,6 +19,10 @@ pub struct ExposedCommunication;
 const MIN_SHARE: f64 = 0.01;
 
 impl Rule for ExposedCommunication {
+    fn needs_whole_timeline(&self) -> bool {
+        true
+    }
+
     fn id(&self) -> &'static str {
         ID
     }

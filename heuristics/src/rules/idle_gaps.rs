@@ -75,6 +75,10 @@ fn regions(idle: &DeviceIdle) -> String {
 }
 
 impl Rule for IdleGaps {
+    fn needs_whole_timeline(&self) -> bool {
+        true
+    }
+
     fn id(&self) -> &'static str {
         ID
     }

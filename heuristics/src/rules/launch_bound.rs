@@ -33,6 +33,10 @@ const MIN_SHARE: f64 = 0.03;
 const STRETCH_KERNELS: usize = 3;
 
 impl Rule for LaunchBound {
+    fn needs_whole_timeline(&self) -> bool {
+        true
+    }
+
     fn id(&self) -> &'static str {
         ID
     }

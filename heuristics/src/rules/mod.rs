@@ -19,6 +19,13 @@ pub trait Rule: Sync + Send {
     fn uses_idle(&self) -> bool {
         false
     }
+    /// Whether the rule's findings rest on the GPU recording nothing at some time (idle
+    /// gaps, slow steps, launch waits, communication with nothing beside it). A file cut
+    /// short lacks records from all through its timeline (Kineto does not write them in time
+    /// order), so there such a rule is not run: a gap could be records the cut took.
+    fn needs_whole_timeline(&self) -> bool {
+        false
+    }
 }
 
 /// Declares each rule's module and lists the rules, in the order given (the order findings

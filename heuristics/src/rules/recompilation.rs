@@ -22,6 +22,10 @@ pub const ID: &str = "recompilation";
 pub struct Recompilation;
 
 impl Rule for Recompilation {
+    fn needs_whole_timeline(&self) -> bool {
+        true
+    }
+
     fn id(&self) -> &'static str {
         ID
     }

@@ -41,6 +41,10 @@ const RARE_SHARE_DEN: usize = 4;
 const MIN_STEPS: usize = 5;
 
 impl Rule for StepOutliers {
+    fn needs_whole_timeline(&self) -> bool {
+        true
+    }
+
     fn id(&self) -> &'static str {
         ID
     }
