@@ -201,17 +201,6 @@ pub struct Loaded {
     pub errors: Vec<String>,
 }
 
-impl Loaded {
-    /// The traces, or an error listing the files that could not be read.
-    pub fn traces(self) -> Result<Vec<Trace>> {
-        if self.errors.is_empty() {
-            Ok(self.traces)
-        } else {
-            Err(Error::Input(self.errors))
-        }
-    }
-}
-
 /// Loads every file (all of them, so that each bad one is named).
 pub fn load(files: &[PathBuf], options: &LoadOptions, progress: Progress) -> Loaded {
     let mut out = Loaded::default();
