@@ -29,9 +29,14 @@ pub fn epoch_ns(
     {
         return None;
     }
+    // A damaged file can hold any year: one off the ns timeline (it ends in 2262) is no time.
+    if !(0..=9999).contains(&y) {
+        return None;
+    }
     let days = days_from_civil(y, mo, d);
-    let secs = days * 86_400 + h * 3_600 + mi * 60 - utc_offset_s;
-    Some(secs * 1_000_000_000 + (s * 1e9).round() as i64)
+    let secs = days * 86_400 + h * 3_600 + mi * 60 - utc_offset_s.clamp(-86_400, 86_400);
+    secs.checked_mul(1_000_000_000)?
+        .checked_add((s * 1e9).round() as i64)
 }
 
 /// Parses `HH:MM:SS[.fff]` into (h, m, s).
@@ -49,6 +54,16 @@ pub fn parse_hms(t: &str) -> Option<(i64, i64, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_year_off_the_timeline_is_no_time() {
+        // Nanoseconds since 1970 in an i64 end in April 2262: a later year (a flipped digit
+        // in a damaged log) is no time, not an overflow.
+        assert!(epoch_ns(2262, 1, 1, 0, 0, 0.0, 0).is_some());
+        assert!(epoch_ns(9999, 12, 31, 23, 59, 59.0, 0).is_none());
+        assert_eq!(epoch_ns(99_999, 1, 1, 0, 0, 0.0, 0), None);
+        assert_eq!(epoch_ns(-5, 1, 1, 0, 0, 0.0, 0), None);
+    }
 
     #[test]
     fn epoch() {
