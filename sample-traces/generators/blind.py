@@ -1,0 +1,486 @@
+"""Blind set for issue 39: PyTorch mistakes that no tracehound rule was written for, each with a twin.
+
+Each scenario has a step with the mistake and a twin step that does the same work without it. Both are
+timed in this process with CUDA events around whole steps (each step synchronised, 2 warm-up + 8 timed,
+mistake, twin, mistake again), outside the profiler, so the planted cost per step is measured:
+median(mistake) - median(twin). Then both are profiled (Kineto, shapes and Python stacks).
+
+  <OUT>/h200_blind_<name>.pt.trace.json.gz        the mistake
+  <OUT>/h200_blind_<name>.kineto.truth.json       what was planted, where (lines of this file marked
+                                                  "# PLANTED <name>"), the operators that hold it, its cost
+  <OUT>/h200_blind_<name>_twin.pt.trace.json.gz   the twin (a negative: nothing planted)
+
+Uses diag.py's harness. usage: python3 blind.py OUTDIR scenario[,scenario] [--gpu N]
+"""
+import copy, json, os, statistics, sys, time
+
+import diag
+from diag import run, dev
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+ONLY = diag.ONLY
+diag.ONLY = None  # the twins run under their own names
+BF16 = torch.bfloat16
+SRC = open(__file__).read().splitlines()
+
+
+def planted_lines(tag):
+    return [i + 1 for i, line in enumerate(SRC) if line.rstrip().endswith(f"# PLANTED {tag}")]
+
+
+def step_times(fn, n=8, warm=2):
+    """CUDA-event time of each of n whole steps (each synchronised), in ms, after warm steps."""
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    out = []
+    for _ in range(n):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        out.append(round(a.elapsed_time(b), 4))
+    return out
+
+
+def add_truth(name, extra):
+    p = os.path.join(diag.OUT, f"h200_{name}.kineto.truth.json")
+    if os.path.exists(p):
+        t = json.load(open(p))
+        t.update(extra)
+        json.dump(t, open(p, "w"), indent=1)
+
+
+def blind(name, meta, mistake, twin, steps=4):
+    if ONLY and name not in ONLY:
+        return
+    t0 = time.time()
+    m1 = step_times(mistake)
+    tw = step_times(twin)
+    m2 = step_times(mistake, warm=1)
+    m = m1 + m2
+    cost = {
+        "mistake_step_ms": m, "twin_step_ms": tw,
+        "mistake_median_ms": round(statistics.median(m), 4), "twin_median_ms": round(statistics.median(tw), 4),
+    }
+    cost["planted_ms_per_step"] = round(cost["mistake_median_ms"] - cost["twin_median_ms"], 4)
+    cost["planted_share_of_mistake_step"] = round(cost["planted_ms_per_step"] / cost["mistake_median_ms"], 4)
+    lines = planted_lines(name)
+    truth = {"issue": 39, "blind_set": True, "planted": [name], **meta,
+             "planted_source": {"file": "blind.py", "lines": lines, "text": [SRC[i - 1].strip() for i in lines]},
+             "cost": cost,
+             "cost_how": "CUDA events around whole synchronised steps outside the profiler: 8 mistake, 8 twin, "
+                         "8 mistake; planted = median(mistake) - median(twin)"}
+    print(f"{name}: mistake {cost['mistake_median_ms']} ms, twin {cost['twin_median_ms']} ms, "
+          f"planted {cost['planted_ms_per_step']} ms/step ({time.time() - t0:.1f}s)", flush=True)
+    run(f"blind_{name}", truth, mistake, steps=steps, warmup=1, stack=True)
+    twin_truth = {"issue": 39, "blind_set": True, "planted": [], "twin_of": f"blind_{name}",
+                  "expected_top_cause": None, "notes": meta.get("twin", ""), "cost": cost}
+    run(f"blind_{name}_twin", twin_truth, twin, steps=steps, warmup=1, stack=True)
+
+
+# ---------------------------------------------------------------- scenarios
+
+def cat_kv_cache():
+    """Hand-written decode loop that grows its KV cache with torch.cat every token."""
+    B, H, D, P, N = 16, 32, 128, 512, 256
+    d = H * D
+    w_qkv = torch.randn(d, 3 * d, device=dev, dtype=BF16) * 0.02
+    w_o = torch.randn(d, d, device=dev, dtype=BF16) * 0.02
+    x0 = torch.randn(B, 1, d, device=dev, dtype=BF16)
+    pk = torch.randn(B, H, P, D, device=dev, dtype=BF16)
+    pv = torch.randn(B, H, P, D, device=dev, dtype=BF16)
+    kc = torch.empty(B, H, P + N, D, device=dev, dtype=BF16)
+    vc = torch.empty(B, H, P + N, D, device=dev, dtype=BF16)
+
+    def qkv(x):
+        return (x @ w_qkv).view(B, 1, 3, H, D).permute(2, 0, 3, 1, 4)
+
+    def mistake():
+        K, V, x = pk, pv, x0
+        for _ in range(N):
+            q, k, v = qkv(x)
+            K = torch.cat([K, k], dim=2)  # PLANTED cat_kv_cache
+            V = torch.cat([V, v], dim=2)  # PLANTED cat_kv_cache
+            x = F.scaled_dot_product_attention(q, K, V).transpose(1, 2).reshape(B, 1, d) @ w_o
+        return x
+
+    def twin():
+        kc[:, :, :P] = pk
+        vc[:, :, :P] = pv
+        x = x0
+        for t in range(P, P + N):
+            q, k, v = qkv(x)
+            kc[:, :, t:t + 1] = k
+            vc[:, :, t:t + 1] = v
+            x = F.scaled_dot_product_attention(q, kc[:, :, :t + 1], vc[:, :, :t + 1]).transpose(1, 2).reshape(B, 1, d) @ w_o
+        return x
+
+    with torch.no_grad():
+        blind("cat_kv_cache", {
+            "expected": {"family": "cat", "ops_any": ["aten::cat"], "grows_call_over_call": True},
+            "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "small shapes"],
+            "notes": f"bf16 decode of {N} tokens after a {P}-token prompt, batch {B}, {H} heads of {D}: QKV GEMM, "
+                     "K and V grown with torch.cat (a full copy of the cache per token: quadratic in length), SDPA, "
+                     "output GEMM",
+            "twin": "the same decode writing K and V into preallocated caches (slice assignment) and attending over a view",
+        }, mistake, twin, steps=3)
+
+
+def naive_attention():
+    """Attention written as matmul, masked_fill, softmax, matmul instead of scaled_dot_product_attention."""
+    B, H, T, D, L = 4, 16, 4096, 64, 4
+    d = H * D
+    w_qkv = torch.randn(L, d, 3 * d, device=dev, dtype=BF16) * 0.02
+    w_o = torch.randn(L, d, d, device=dev, dtype=BF16) * 0.02
+    x0 = torch.randn(B, T, d, device=dev, dtype=BF16)
+    causal = torch.ones(T, T, dtype=torch.bool, device=dev).tril()
+
+    def attend_naive(q, k, v):
+        s = (q @ k.transpose(-2, -1)) * D ** -0.5  # PLANTED naive_attention
+        s = s.masked_fill(~causal, float("-inf"))  # PLANTED naive_attention
+        return s.softmax(-1) @ v  # PLANTED naive_attention
+
+    def attend_sdpa(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    def forward(attend):
+        x = x0
+        for li in range(L):
+            q, k, v = (x @ w_qkv[li]).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4)
+            x = x + attend(q, k, v).transpose(1, 2).reshape(B, T, d) @ w_o[li]
+        return x
+
+    with torch.no_grad():
+        blind("naive_attention", {
+            "expected": {"family": "attention (unfused: bmm, masked_fill, softmax, bmm)",
+                         "ops_any": ["aten::softmax", "aten::_softmax", "aten::masked_fill", "aten::bmm", "aten::matmul"]},
+            "wrong_causes": ["compute-bound", "launch-bound / CUDA graphs", "fuse elementwise passes (a generic fusion "
+                             "advice without naming attention)"],
+            "notes": f"bf16 causal self-attention forward, {L} layers, batch {B}, {T} tokens, {H} heads of {D}: the "
+                     f"[{B},{H},{T},{T}] score matrix is written, scaled, masked, softmaxed and read back in HBM",
+            "twin": "F.scaled_dot_product_attention(is_causal=True) (flash attention)",
+        }, lambda: forward(attend_naive), lambda: forward(attend_sdpa))
+
+
+def moe_mask_sync():
+    """Mixture-of-experts dispatch with boolean masks: every x[mask] and out[mask] = y waits for the GPU."""
+    E, N, d, h, L = 8, 32768, 2048, 4096, 4
+    wr = torch.randn(L, d, E, device=dev, dtype=BF16) * 0.02
+    w1 = torch.randn(L, E, d, h, device=dev, dtype=BF16) * 0.02
+    w2 = torch.randn(L, E, h, d, device=dev, dtype=BF16) * 0.02
+    x0 = torch.randn(N, d, device=dev, dtype=BF16)
+
+    def layer_masked(x, li):
+        top = (x @ wr[li]).argmax(-1)
+        out = torch.zeros_like(x)
+        for e in range(E):
+            sel = top == e
+            out[sel] = F.gelu(x[sel] @ w1[li, e]) @ w2[li, e]  # PLANTED moe_mask_sync
+        return x + out
+
+    def layer_sorted(x, li):
+        top = (x @ wr[li]).argmax(-1)
+        order = top.argsort()
+        counts = torch.bincount(top, minlength=E).tolist()  # one wait per layer
+        parts = x[order].split(counts)
+        y = torch.cat([F.gelu(p @ w1[li, e]) @ w2[li, e] for e, p in enumerate(parts)])
+        out = torch.empty_like(x)
+        out[order] = y
+        return x + out
+
+    def forward(layer):
+        x = x0
+        for li in range(L):
+            x = layer(x, li)
+        return x
+
+    with torch.no_grad():
+        blind("moe_mask_sync", {
+            "expected": {"family": "synchronising boolean-mask indexing", "sync": True,
+                         "ops_any": ["aten::nonzero", "aten::index", "aten::index_put_", "aten::_index_put_impl_"]},
+            "wrong_causes": ["launch-bound / CUDA graphs (graphs cannot capture a host synchronisation)",
+                             "small shapes", "compute-bound"],
+            "notes": f"bf16 MoE forward, {L} layers, {E} experts, {N} tokens, d={d}, hidden {h}: per expert "
+                     "x[top == e] and out[top == e] = y, each a nonzero() whose size the host must read "
+                     f"({2 * E} waits per layer)",
+            "twin": "tokens sorted by expert once per layer (argsort, one bincount().tolist()), split, concatenated, "
+                    "scattered back with an integer index: one wait per layer",
+        }, lambda: forward(layer_masked), lambda: forward(layer_sorted))
+
+
+def conv_nchw():
+    """bf16 convolution training in the default NCHW layout instead of channels_last."""
+    torch.backends.cudnn.benchmark = True
+
+    def net():
+        layers, c = [], 64
+        for cout, s in [(128, 1), (128, 1), (256, 2), (256, 1), (512, 2), (512, 1)]:
+            layers += [nn.Conv2d(c, cout, 3, s, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True)]
+            c = cout
+        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, 1000)]
+        return nn.Sequential(*layers).to(dev)
+
+    nchw = net()
+    nhwc = copy.deepcopy(nchw).to(memory_format=torch.channels_last)
+    opt_a = torch.optim.SGD(nchw.parameters(), lr=1e-3, momentum=0.9)
+    opt_b = torch.optim.SGD(nhwc.parameters(), lr=1e-3, momentum=0.9)
+    x = torch.randn(128, 64, 56, 56, device=dev)
+    x_cl = x.contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 1000, (128,), device=dev)
+
+    def step(model, opt, xx):
+        with torch.autocast("cuda", BF16):
+            loss = F.cross_entropy(model(xx), y)  # PLANTED conv_nchw
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    blind("conv_nchw", {
+        "expected": {"family": "convolution (NCHW layout transforms)",
+                     "ops_any": ["aten::cudnn_convolution", "aten::convolution", "aten::convolution_backward"],
+                     "kernels_any": ["nchwToNhwc", "nhwcToNchw"]},
+        "planted_source_note": "the mistake is a missing .to(memory_format=torch.channels_last) on the model and "
+                               "input; the time is held by the convolutions of step()'s forward and backward",
+        "wrong_causes": ["launch-bound", "small shapes", "compute-bound without naming the layout"],
+        "notes": "6 conv3x3+BN+ReLU layers (64..512 channels, 56x56 input, batch 128), autocast bf16, SGD, "
+                 "cudnn.benchmark on, NCHW model and input",
+        "twin": "the same model and input in torch.channels_last",
+    }, lambda: step(nchw, opt_a, x), lambda: step(nhwc, opt_b, x_cl))
+
+
+def index_backward_dupes():
+    """Embedding lookup written as weight[ids] (index backward: index_put_ with accumulate) instead of F.embedding."""
+    torch.set_float32_matmul_precision("high")
+    V, d, N = 1000, 1024, 262144
+    w = torch.randn(V, d, device=dev, requires_grad=True)
+    ids = torch.randint(0, V, (N,), device=dev)
+    head = torch.randn(d, 256, device=dev) * 0.02
+
+    def mistake():
+        w.grad = None
+        h = w[ids]  # PLANTED index_backward_dupes
+        (h @ head).square().mean().backward()
+
+    def twin():
+        w.grad = None
+        h = F.embedding(ids, w)
+        (h @ head).square().mean().backward()
+
+    blind("index_backward_dupes", {
+        "expected": {"family": "index / index_put_ (accumulate)",
+                     "ops_any": ["aten::index", "aten::index_put_", "aten::_index_put_impl_", "IndexBackward0"]},
+        "wrong_causes": ["launch-bound", "compute-bound"],
+        "notes": f"{N} lookups into {V} rows of {d} fp32 (about {N // V} duplicates per row), TF32 head, backward: "
+                 "weight[ids]'s gradient is index_put_(accumulate=True) (sort, then a serial sum per duplicate run)",
+        "twin": "F.embedding(ids, weight): embedding_dense_backward",
+    }, mistake, twin)
+
+
+def no_kv_cache():
+    """Generation that runs the whole sequence through the model for every new token."""
+    L, d, H, B, P, N = 4, 1024, 16, 8, 256, 96
+    D = d // H
+    w_qkv = torch.randn(L, d, 3 * d, device=dev, dtype=BF16) * 0.02
+    w_o = torch.randn(L, d, d, device=dev, dtype=BF16) * 0.02
+    w_1 = torch.randn(L, d, 4 * d, device=dev, dtype=BF16) * 0.02
+    w_2 = torch.randn(L, 4 * d, d, device=dev, dtype=BF16) * 0.02
+    prompt = torch.randn(B, P, d, device=dev, dtype=BF16)
+    caches = [(torch.empty(B, H, P + N, D, device=dev, dtype=BF16), torch.empty(B, H, P + N, D, device=dev, dtype=BF16))
+              for _ in range(L)]
+
+    def block(x, li, t0=None):
+        b, t, _ = x.shape
+        q, k, v = (x @ w_qkv[li]).view(b, t, 3, H, D).permute(2, 0, 3, 1, 4)
+        if t0 is not None:
+            kc, vc = caches[li]
+            kc[:, :, t0:t0 + t] = k
+            vc[:, :, t0:t0 + t] = v
+            k, v = kc[:, :, :t0 + t], vc[:, :, :t0 + t]
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1)
+        x = x + a.transpose(1, 2).reshape(b, t, d) @ w_o[li]
+        return x + F.gelu(x @ w_1[li]) @ w_2[li]
+
+    def mistake():
+        seq = prompt
+        for _ in range(N):
+            h = seq
+            for li in range(L):
+                h = block(h, li)  # PLANTED no_kv_cache
+            seq = torch.cat([seq, h[:, -1:]], dim=1)
+        return seq
+
+    def twin():
+        h = prompt
+        for li in range(L):
+            h = block(h, li, 0)
+        x = h[:, -1:]
+        for t in range(P, P + N - 1):
+            for li in range(L):
+                x = block(x, li, t)
+        return x
+
+    with torch.no_grad():
+        blind("no_kv_cache", {
+            "expected": {"family": "matmul (the whole model, growing)", "grows_call_over_call": True,
+                         "ops_any": ["aten::mm", "aten::matmul", "aten::linear", "aten::scaled_dot_product_attention"]},
+            "wrong_causes": ["compute-bound as the cause (the GEMMs are efficient; there are too many of them)",
+                             "small shapes", "launch-bound"],
+            "notes": f"bf16 4-layer decoder (d={d}), batch {B}, {P}-token prompt, {N} new tokens, each produced by "
+                     "running the whole sequence through all layers again (no KV cache): per-token cost grows with length",
+            "twin": "prefill once into preallocated KV caches, then one token per layer call",
+        }, mistake, twin, steps=3)
+
+
+def sort_for_topk():
+    """Top-k sampling that sorts the whole vocabulary every token instead of torch.topk."""
+    Bs, V, dh, K, N = 64, 128256, 4096, 50, 32
+    head = torch.randn(dh, V, device=dev, dtype=BF16) * 0.02
+    emb = torch.randn(V, dh, device=dev, dtype=BF16)
+    h0 = torch.randn(Bs, dh, device=dev, dtype=BF16)
+    g = torch.Generator(device=dev)
+
+    def sample_sort(logits):
+        vals, idx = torch.sort(logits, dim=-1, descending=True)  # PLANTED sort_for_topk
+        p = vals[:, :K].float().softmax(-1)
+        return idx.gather(-1, torch.multinomial(p, 1, generator=g))
+
+    def sample_topk(logits):
+        vals, idx = torch.topk(logits, K, dim=-1)
+        p = vals.float().softmax(-1)
+        return idx.gather(-1, torch.multinomial(p, 1, generator=g))
+
+    def decode(sample):
+        g.manual_seed(0)
+        h = h0
+        for _ in range(N):
+            tok = sample(h @ head)
+            h = emb[tok.squeeze(1)]
+        return h
+
+    with torch.no_grad():
+        blind("sort_for_topk", {
+            "expected": {"family": "sort", "ops_any": ["aten::sort"], "kernels_any": ["radixSort", "RadixSort", "sort"]},
+            "wrong_causes": ["memory-bound GEMM as the cause", "launch-bound", "small shapes"],
+            "notes": f"decode of {N} tokens, batch {Bs}, bf16 LM head {dh}x{V}; top-{K} sampling by a full descending "
+                     "sort of the vocabulary per token",
+            "twin": f"torch.topk(logits, {K})",
+        }, lambda: decode(sample_sort), lambda: decode(sample_topk))
+
+
+def onehot_ce():
+    """Cross-entropy written with F.one_hot and log_softmax instead of F.cross_entropy."""
+    N, V, d = 8192, 32000, 1024
+    w = (torch.randn(d, V, device=dev, dtype=BF16) * 0.02).requires_grad_()
+    x = torch.randn(N, d, device=dev, dtype=BF16)
+    t = torch.randint(0, V, (N,), device=dev)
+
+    def mistake():
+        w.grad = None
+        logits = (x @ w).float()
+        loss = -(F.one_hot(t, V) * F.log_softmax(logits, -1)).sum(-1).mean()  # PLANTED onehot_ce
+        loss.backward()
+
+    def twin():
+        w.grad = None
+        logits = (x @ w).float()
+        F.cross_entropy(logits, t).backward()
+
+    blind("onehot_ce", {
+        "expected": {"family": "elementwise / one_hot (materialised one-hot targets)",
+                     "ops_any": ["aten::one_hot", "aten::mul", "aten::sum", "MulBackward0"]},
+        "wrong_causes": ["compute-bound", "launch-bound", "small shapes"],
+        "notes": f"{N} tokens, vocabulary {V}, bf16 head GEMM, fp32 logits: loss = -(one_hot(t) * log_softmax).sum(-1)"
+                 ".mean(): an int64 [N, V] one-hot tensor written, multiplied (promoted to fp32) and summed, and the "
+                 "same in backward",
+        "twin": "F.cross_entropy(logits, t)",
+    }, mistake, twin)
+
+
+def sdpa_mask_fallback():
+    """A causal mask passed to scaled_dot_product_attention as attn_mask: no flash kernel, no causal skipping."""
+    B, H, T, D, L = 8, 16, 2048, 128, 4
+    d = H * D
+    w_qkv = torch.randn(L, d, 3 * d, device=dev, dtype=BF16) * 0.02
+    w_o = torch.randn(L, d, d, device=dev, dtype=BF16) * 0.02
+    x0 = torch.randn(B, T, d, device=dev, dtype=BF16)
+    mask = torch.ones(T, T, dtype=torch.bool, device=dev).tril()
+
+    def forward(masked):
+        x = x0
+        for li in range(L):
+            q, k, v = (x @ w_qkv[li]).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4)
+            if masked:
+                a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # PLANTED sdpa_mask_fallback
+            else:
+                a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + a.transpose(1, 2).reshape(B, T, d) @ w_o[li]
+        return x
+
+    with torch.no_grad():
+        blind("sdpa_mask_fallback", {
+            "expected": {"family": "attention (fused, slower backend: memory-efficient with a mask)",
+                         "ops_any": ["aten::scaled_dot_product_attention", "aten::_scaled_dot_product_efficient_attention"],
+                         "kernels_any": ["fmha", "efficient_attention", "cutlass"]},
+            "wrong_causes": ["compute-bound as the cause", "launch-bound", "small shapes"],
+            "notes": f"bf16 causal attention forward, {L} layers, batch {B}, {T} tokens, {H} heads of {D}, the causal "
+                     "mask given as a boolean attn_mask tensor: SDPA cannot use flash attention and computes the "
+                     "masked half too",
+            "twin": "is_causal=True (flash attention)",
+        }, lambda: forward(True), lambda: forward(False))
+
+
+SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
+             sort_for_topk, onehot_ce, sdpa_mask_fallback]
+
+# Public reports of each mistake (found after the capture with the search tool, and added to the
+# truth files then): what users hit, or the framework's own account of the slow path.
+REPORTS = {
+    "cat_kv_cache": [
+        "https://github.com/huggingface/transformers/pull/24115",
+        "https://github.com/foundation-model-stack/foundation-model-stack/pull/84"
+    ],
+    "naive_attention": [
+        "https://github.com/pytorch/pytorch/issues/98505",
+        "https://PyTorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html"
+    ],
+    "moe_mask_sync": [
+        "https://github.com/jingyaogong/minimind/issues/835",
+        "https://github.com/pytorch/pytorch/issues/12461"
+    ],
+    "conv_nchw": [
+        "https://docs.mosaicml.com/projects/composer/en/v0.3.0/method_cards/channels_last.html",
+        "https://docs.pytorch.org/tutorials/intermediate/memory_format_tutorial.html"
+    ],
+    "index_backward_dupes": [
+        "https://github.com/pytorch/pytorch/issues/15245",
+        "https://github.com/pytorch/pytorch/issues/41162"
+    ],
+    "no_kv_cache": [
+        "https://discuss.huggingface.co/t/what-is-the-purpose-of-use-cache-in-decoder/958/2",
+        "https://github.com/huggingface/transformers/issues/1390"
+    ],
+    "sort_for_topk": [
+        "https://github.com/vllm-project/vllm/pull/32234",
+        "https://github.com/vllm-project/vllm/pull/5698"
+    ],
+    "onehot_ce": [
+        "https://github.com/keras-team/keras/pull/22169",
+        "https://discuss.pytorch.org/t/does-nn-crossentropyloss-internally-build-a-one-hot-encoding-of-the-target/159010"
+    ],
+    "sdpa_mask_fallback": [
+        "https://github.com/keras-team/keras/pull/22910",
+        "https://github.com/Dao-AILab/flash-attention/issues/1321"
+    ]
+}
+
+
+if __name__ == "__main__":
+    for s in SCENARIOS:
+        if not ONLY or s.__name__ in ONLY:
+            s()
+            add_truth(f"blind_{s.__name__}", {"reports": REPORTS.get(s.__name__, [])})
