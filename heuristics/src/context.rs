@@ -33,6 +33,12 @@ pub struct Ctx<'a> {
     /// Non-matrix operators against the HBM roof per device, computed on first use: the
     /// fusion rule, the power rule, the summary's table and the verdict read them.
     membound: std::sync::OnceLock<crate::membound::Membound>,
+    /// Kernels that waited on an idle GPU with nothing queued, computed on first use: the
+    /// launch_bound and sync_stalls rules split them by why the queue was empty.
+    starved: std::sync::OnceLock<Vec<crate::starved::DeviceStarved>>,
+    /// Where the GPU time goes by operator, Python frame and kernel, computed on first use:
+    /// the hot_operator rule and the summary read it.
+    accounting: std::sync::OnceLock<Vec<crate::accounting::DeviceAccounting>>,
 }
 
 impl<'a> std::ops::Deref for Ctx<'a> {
@@ -53,6 +59,8 @@ impl<'a> Ctx<'a> {
             stack: std::sync::OnceLock::new(),
             matrix: std::sync::OnceLock::new(),
             membound: std::sync::OnceLock::new(),
+            starved: std::sync::OnceLock::new(),
+            accounting: std::sync::OnceLock::new(),
         }
     }
 
@@ -62,6 +70,19 @@ impl<'a> Ctx<'a> {
     pub fn membound(&self) -> &crate::membound::Membound {
         self.membound
             .get_or_init(|| crate::membound::membound(self))
+    }
+
+    /// Kernels that started on an idle GPU with nothing queued, per device
+    /// ([`crate::starved`]).
+    pub fn starved(&self) -> &[crate::starved::DeviceStarved] {
+        self.starved.get_or_init(|| crate::starved::starved(self))
+    }
+
+    /// Where each device's GPU time goes ([`crate::accounting`]).
+    pub fn accounting(&self) -> &[crate::accounting::DeviceAccounting] {
+        self.accounting.get_or_init(|| {
+            crate::accounting::accounting(self, self.membound(), self.all_matrix_calls())
+        })
     }
 
     /// Matrix operator calls (with recorded shapes) of every device in the window.

@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+pub mod accounting;
 pub mod collectives;
 pub mod config;
 pub mod context;
@@ -23,6 +24,7 @@ pub mod roofline;
 pub mod rules;
 pub mod scope;
 pub mod stack;
+pub mod starved;
 pub mod stats;
 pub mod summary;
 pub mod tables;
@@ -99,6 +101,7 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
         f.id = f.stable_id();
     }
     rank(&mut findings);
+    drop_explained(&mut findings);
     let mut summary = summary;
     // The verdict names what bounds the run; when a costlier problem of another kind ranks
     // first, say so, or "GPU-bound" would read as "nothing to fix".
@@ -161,6 +164,53 @@ fn longest_first(
     found
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Drops hot_operator findings about an operator whose time a finding of a specific rule
+/// already explains (that rule names the operator and costs at least half as much): the
+/// accounting names what holds the time when no rule knows why, and a second finding about
+/// the same time with a generic explanation would count it twice.
+fn drop_explained(findings: &mut Vec<Finding>) {
+    const NOT_EXPLAINING: &[&str] = &[
+        rules::hot_operator::ID,
+        rules::idle_gaps::ID,
+        rules::launch_bound::ID,
+        rules::sync_stalls::ID,
+        rules::step_outliers::ID,
+        rules::software_stack::ID,
+    ];
+    let explained = |f: &Finding| {
+        if f.rule != rules::hot_operator::ID {
+            return false;
+        }
+        let Some(op) = f
+            .subject
+            .as_deref()
+            .and_then(|s| s.split(" at ").next())
+            .and_then(|o| o.strip_prefix("aten::"))
+        else {
+            return false;
+        };
+        let base = op.trim_start_matches('_').trim_start_matches("native_");
+        let names = [
+            format!("aten::{base}"),
+            format!("aten::_{base}"),
+            format!("aten::native_{base}"),
+        ];
+        findings.iter().any(|o| {
+            !NOT_EXPLAINING.contains(&o.rule)
+                && 2 * o.impact_ns >= f.impact_ns
+                && std::iter::once(&o.title)
+                    .chain(o.breakdown.iter().map(|r| &r.label))
+                    .any(|text| names.iter().any(|n| text.contains(n.as_str())))
+        })
+    };
+    let drop: Vec<bool> = findings.iter().map(explained).collect();
+    let mut k = 0;
+    findings.retain(|_| {
+        k += 1;
+        !drop[k - 1]
+    });
 }
 
 /// Orders findings by impact (largest first), then severity, rule id and title, so the

@@ -83,6 +83,16 @@ pub struct RoofRow {
     pub misaligned: bool,
 }
 
+impl RoofRow {
+    /// Small or skinny: its calls need under [`crate::membound::LATENCY_ROOF_NS`] each at the
+    /// roof (too little work to fill the GPU past a kernel's fixed costs), or its shape gives
+    /// too few FLOPs per byte to reach the compute roof.
+    pub fn is_small(&self) -> bool {
+        let per_call_ns = self.flops / self.count.max(1) as f64 / (self.roof_tflops * 1e3);
+        self.bound == RoofBound::Memory || per_call_ns < crate::membound::LATENCY_ROOF_NS
+    }
+}
+
 /// The roofline of one device.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeviceRoofline {

@@ -147,7 +147,15 @@ pub struct TraceSummary {
     /// each device against its HBM roof, and how its kernel time splits between matrix,
     /// memory-bound, latency-bound and other kernels.
     pub membound: Vec<crate::membound::DeviceMembound>,
+    /// Where each device's GPU time goes, whatever the cause: the largest operators under
+    /// their Python frames, frames and kernels ([`crate::accounting`]), at most
+    /// [`ACCOUNTING_ROWS`] of each.
+    pub accounting: Vec<crate::accounting::DeviceAccounting>,
 }
+
+/// Rows of each list the summary keeps of the accounting (the JSON report's; the table prints
+/// fewer).
+pub const ACCOUNTING_ROWS: usize = 20;
 
 /// Summarises a trace over the window of `cx`.
 pub fn summarize(cx: &Ctx) -> TraceSummary {
@@ -230,6 +238,17 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
         roofline: cx.roofline().to_vec(),
         stack: cx.stack().to_vec(),
         membound: cx.membound().summary.clone(),
+        accounting: cx
+            .accounting()
+            .iter()
+            .map(|a| {
+                let mut a = a.clone();
+                a.holders.truncate(ACCOUNTING_ROWS);
+                a.frames.truncate(ACCOUNTING_ROWS);
+                a.kernels.truncate(ACCOUNTING_ROWS);
+                a
+            })
+            .collect(),
     }
 }
 
@@ -586,11 +605,39 @@ fn gpu_bound(cx: &Ctx, main: &DeviceSummary) -> String {
                 rest(KernelBound::Memory)
             )
         }
-        Some(KernelBound::Compute) => format!(
-            "{head}, compute-bound: {:.0}% of kernel time is matrix kernels (GEMM, convolution, attention){}, so their efficiency decides the step time.",
-            pct(m.matrix_ns),
-            rest(KernelBound::Compute)
-        ),
+        Some(KernelBound::Compute) => {
+            // Matrix kernels are compute-bound only when their shapes give enough FLOPs per
+            // byte: a decode step's GEMMs (a few rows per weight read) sit under the HBM roof.
+            let (under_hbm, over) = cx
+                .roofline()
+                .iter()
+                .filter(|r| r.device == main.device)
+                .flat_map(|r| r.rows.iter())
+                .fold((0i64, 0i64), |(a, b), r| match r.bound {
+                    crate::roofline::RoofBound::Memory => (a + r.time_ns, b),
+                    crate::roofline::RoofBound::Compute => (a, b + r.time_ns),
+                });
+            if under_hbm > over {
+                format!(
+                    "{head}, memory-bound matrix work: {:.0}% of kernel time is matrix kernels (GEMM, convolution, attention){}, and {:.0}% of those with recorded shapes run shapes with too few FLOPs per byte to reach the compute roof (few rows per weight read, as in decoding): the bytes they read decide the step time, so more rows per call (batching requests or tokens) or narrower weights help, and faster math does not.",
+                    pct(m.matrix_ns),
+                    rest(KernelBound::Compute),
+                    100.0 * under_hbm as f64 / (under_hbm + over).max(1) as f64
+                )
+            } else if over == 0 {
+                format!(
+                    "{head}, matrix kernels hold the time: {:.0}% of kernel time is matrix kernels (GEMM, convolution, attention){}; their shapes were not recorded, so whether compute or memory bounds them is not known.",
+                    pct(m.matrix_ns),
+                    rest(KernelBound::Compute)
+                )
+            } else {
+                format!(
+                    "{head}, compute-bound: {:.0}% of kernel time is matrix kernels (GEMM, convolution, attention){}, so their efficiency decides the step time.",
+                    pct(m.matrix_ns),
+                    rest(KernelBound::Compute)
+                )
+            }
+        }
         Some(KernelBound::Latency) => format!(
             "{head}, latency-bound kernels: {:.0}% of kernel time is kernels too small to reach the memory or compute roof (under {} of traffic at the HBM roof, or shorter than {}){}: fewer, larger kernels (batching work, fusing with torch.compile) decide the step time.",
             pct(m.latency_ns),

@@ -54,6 +54,15 @@ impl Window {
         self.end <= self.start
     }
 
+    /// Profiler steps that start in the window.
+    pub fn steps_in(&self, trace: &Trace) -> usize {
+        trace
+            .steps
+            .iter()
+            .filter(|s| s.start >= self.start && s.start < self.end)
+            .count()
+    }
+
     /// `ns` as a share of the window.
     pub fn share(&self, ns: i64) -> f64 {
         ns as f64 / self.len() as f64

@@ -414,20 +414,11 @@ fn trace_section(s: &mut String, r: &TraceReport) {
         }
         s.push_str("</table>\n");
     }
+    for (caption, rows) in super::accounting_tables(&a.summary) {
+        table(s, &caption, &super::ACCOUNTING_HEADER, &rows);
+    }
     for (caption, rows) in super::roofline_tables(&a.summary) {
-        let _ = write!(s, "<table><caption>{}</caption><tr>", esc(&caption));
-        for h in super::ROOFLINE_HEADER {
-            let _ = write!(s, "<th>{}</th>", esc(h));
-        }
-        s.push_str("</tr>\n");
-        for r in rows {
-            s.push_str("<tr>");
-            for c in &r {
-                let _ = write!(s, "<td>{}</td>", esc(c));
-            }
-            s.push_str("</tr>\n");
-        }
-        s.push_str("</table>\n");
+        table(s, &caption, &super::ROOFLINE_HEADER, &rows);
     }
     for (caption, rows) in super::membound_tables(&a.summary) {
         if rows.is_empty() {
@@ -514,4 +505,21 @@ fn findings_section(s: &mut String, shown: &[&Finding]) {
             s.push_str("</ul>\n");
         }
     }
+}
+
+/// A table with a caption, a header row and rows of cells, escaped.
+fn table<const N: usize>(s: &mut String, caption: &str, header: &[&str], rows: &[[String; N]]) {
+    let _ = write!(s, "<table><caption>{}</caption><tr>", esc(caption));
+    for h in header {
+        let _ = write!(s, "<th>{}</th>", esc(h));
+    }
+    s.push_str("</tr>\n");
+    for r in rows {
+        s.push_str("<tr>");
+        for c in r {
+            let _ = write!(s, "<td>{}</td>", esc(c));
+        }
+        s.push_str("</tr>\n");
+    }
+    s.push_str("</table>\n");
 }

@@ -113,6 +113,14 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
                 );
             }
         }
+        for (caption, rows) in super::accounting_tables(&a.summary) {
+            let _ = writeln!(s, "\n{caption}:\n");
+            let _ = writeln!(s, "| {} |", super::ACCOUNTING_HEADER.join(" | "));
+            let _ = writeln!(s, "|{}", "---|".repeat(super::ACCOUNTING_HEADER.len()));
+            for r in rows {
+                let _ = writeln!(s, "| `{}` | {} |", r[0], r[1..].join(" | "));
+            }
+        }
         for (caption, rows) in super::roofline_tables(&a.summary) {
             let _ = writeln!(s, "\n{caption}:\n");
             let _ = writeln!(s, "| {} |", super::ROOFLINE_HEADER.join(" | "));

@@ -121,6 +121,67 @@ fn roofline_tables(sm: &tracehound_heuristics::TraceSummary) -> Vec<(String, Vec
         .collect()
 }
 
+/// Columns of the table of where the GPU time goes.
+pub(crate) const ACCOUNTING_HEADER: [&str; 7] = [
+    "operator @ Python frame",
+    "family",
+    "share",
+    "GPU time",
+    "calls/step",
+    "roof",
+    "per call",
+];
+
+/// Rows of that table printed per device.
+const ACCOUNTING_PRINTED: usize = 6;
+
+/// Where each device's GPU time goes: a caption and rows of cells (operator and frame, family,
+/// share of GPU time, GPU time, calls per step, share of the roof reached, how the cost per
+/// call changes over a step), largest first, for every output format.
+pub(crate) fn accounting_tables(
+    sm: &tracehound_heuristics::TraceSummary,
+) -> Vec<(String, Vec<[String; 7]>)> {
+    sm.accounting
+        .iter()
+        .filter(|a| !a.holders.is_empty())
+        .map(|a| {
+            let caption = format!(
+                "GPU {} where the GPU time goes ({} of GPU work, {:.0}% of it charged to an operator)",
+                a.device,
+                fmt_ns(a.gpu_ns),
+                100.0 * a.attributed_ns as f64 / a.gpu_ns.max(1) as f64
+            );
+            let rows = a
+                .holders
+                .iter()
+                .take(ACCOUNTING_PRINTED)
+                .map(|h| {
+                    [
+                        format!(
+                            "{}{}",
+                            h.op,
+                            h.frame
+                                .as_deref()
+                                .map(|f| format!(" @ {f}"))
+                                .unwrap_or_default()
+                        ),
+                        h.family.label().to_string(),
+                        format!("{:.0}%", 100.0 * h.share),
+                        fmt_ns(h.gpu_ns),
+                        h.calls_per_step
+                            .map_or_else(|| h.calls.to_string(), |c| format!("{c:.0}")),
+                        h.roof_share
+                            .map_or_else(|| "-".into(), |r| format!("{:.0}%", 100.0 * r)),
+                        h.growth
+                            .map_or_else(|| "steady".into(), |g| format!("grows {g:.2}×")),
+                    ]
+                })
+                .collect();
+            (caption, rows)
+        })
+        .collect()
+}
+
 /// The memory-bound operator table of each device: a caption and rows of cells (operator
 /// and shape, element type, calls, GPU time, TB/s, share of the HBM roof, memory- or
 /// latency-bound), for every output format. Without shapes the caption alone says how much

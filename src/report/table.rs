@@ -101,6 +101,22 @@ fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
             100.0 * k.share_of_kernel_time
         );
     }
+    for (caption, rows) in super::accounting_tables(sm) {
+        let _ = writeln!(s, "    {caption}");
+        for r in rows {
+            let _ = writeln!(
+                s,
+                "      {:<70} {:<12} {:>4} {:>9} {:>5}/step  roof {:>4}  {}",
+                tracehound_heuristics::names::short_name(&r[0], 70),
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                r[6]
+            );
+        }
+    }
     for (caption, rows) in super::roofline_tables(sm) {
         let _ = writeln!(s, "    {caption}");
         for r in rows {

@@ -305,14 +305,7 @@ fn launched_marks(trace: &Trace) -> Vec<u64> {
 
 impl<'t> Attributor<'t> {
     pub(super) fn new(trace: &'t Trace) -> Self {
-        // Copies to or from pageable memory block the host like a synchronize.
-        let sync_corr = trace
-            .gpu_ops
-            .iter()
-            .filter(|o| o.is_pageable_copy())
-            .map(|o| o.correlation)
-            .filter(|&c| c != 0)
-            .collect();
+        let sync_corr = crate::starved::pageable_copy_launches(trace);
         let launched = launched_marks(trace);
         // OS runtime calls alone say where the host waited, not what it computed.
         let cpu_data = trace

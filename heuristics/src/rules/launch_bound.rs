@@ -17,7 +17,6 @@ use crate::finding::{Confidence, Finding, Instance, fmt_ns, metrics};
 use crate::names::{name_or, span_name_id};
 use crate::stats::percentile;
 use std::collections::BTreeMap;
-use tracehound_parsers::NONE;
 
 /// The rule's id: in its findings, their stable ids and `--rules`.
 pub const ID: &str = "launch_bound";
@@ -50,90 +49,50 @@ impl Rule for LaunchBound {
         let w = &cx.window;
         let threshold = cx.config.gap_threshold_ns;
         let mut out = Vec::new();
-        // Whether a launch call's name is a graph launch, per name id: tested once per name.
-        let is_graph = t.strings.matching(|n| n.contains("GraphLaunch"));
-        for d in t.devices() {
-            // Kernels in the window with their launch call's start, graph replays left out.
-            // The launch call is read here only: it lies anywhere in the span list, and each
-            // read of it was a cache miss per kernel.
-            let mut ks: Vec<(u32, i64)> = Vec::new();
-            let mut graph = 0u64;
-            for (i, _) in w.kernels(t, d) {
-                let l = t.index.op_launch[i];
-                if l == NONE {
-                    continue;
-                }
-                let launch = &t.host_spans[l as usize];
-                if is_graph.get(launch.name as usize).copied().unwrap_or(false) {
-                    graph += 1;
-                    continue;
-                }
-                ks.push((i as u32, launch.start));
-            }
-            if ks.len() < 2 {
-                continue;
-            }
-            let mut launches: Vec<i64> = ks.iter().map(|&(_, at)| at).collect();
-            launches.sort_unstable();
-            // Launch latency of the kernels that waited for their launch: with the GPU idle and
-            // nothing queued, runtime call to kernel start is the launch path alone.
-            let mut latency: Vec<i64> = Vec::new();
-            // Busy end across all GPU work of the device (any stream) before each kernel: the
-            // device's ops are sorted by start, so one pointer walks them alongside.
-            let dev_ops = t.device_ops(d);
+        for dev in cx.starved() {
+            let d = dev.device;
+            let graph = dev.graph_kernels;
+            // Kernels that waited after a sync drained the queue are the sync's cost (the
+            // sync_stalls rule's): faster launches would not have filled that queue.
+            let drained_ns: i64 = dev.drained().map(|s| s.gap_ns).sum();
             let (mut starved_ns, mut starved_n) = (0i64, 0u64);
+            let mut latency: Vec<i64> = Vec::new();
+            let mut durs: Vec<i64> = Vec::new();
             // By the operator's name id: no string built per starved kernel.
             let mut by_name: rustc_hash::FxHashMap<u32, (u64, i64)> = Default::default();
-            let (mut run, mut run_ns, mut run_start) = (0usize, 0i64, 0i64);
+            let (mut run, mut run_ns, mut run_start, mut last_end) = (0usize, 0i64, 0i64, i64::MIN);
             let mut stretches: Vec<(i64, usize, i64, i64)> = Vec::new();
-            let mut busy_end = i64::MIN;
-            let mut oi = 0;
-            let mut launched = 0usize;
-            let mut durs: Vec<i64> = Vec::new();
-            for (started, &(i, launched_at)) in ks.iter().enumerate() {
-                let op = &t.gpu_ops[i as usize];
-                while oi < dev_ops.len() && t.gpu_ops[dev_ops[oi] as usize].start < op.start {
-                    let o = &t.gpu_ops[dev_ops[oi] as usize];
-                    if o.is_work() {
-                        busy_end = busy_end.max(o.end);
-                    }
-                    oi += 1;
-                }
-                // Launch calls begun by the kernel's start, less kernels started before it.
-                // Kernels come in start order, so the count of launch calls begun by the
-                // kernel's start only grows.
-                while launched < launches.len() && launches[launched] <= op.start {
-                    launched += 1;
-                }
-                let depth = launched.saturating_sub(started + 1);
-                let gap = op.start.saturating_sub(busy_end);
-                let starved = busy_end != i64::MIN && gap > 0 && gap < threshold && depth == 0;
-                if starved {
-                    latency.push(op.start - launched_at);
-                    starved_ns += gap;
-                    starved_n += 1;
-                    durs.push(op.dur());
-                    // Found by the nesting pass: walking up from each launch read the
-                    // spans all over the list.
-                    let outer = t.index.op_outer_cpu_op[i as usize];
-                    let g = by_name.entry(span_name_id(t, outer)).or_default();
-                    g.0 += 1;
-                    g.1 += gap;
-                    if run == 0 {
-                        run_start = busy_end;
-                    }
-                    run += 1;
-                    run_ns += gap;
-                } else if gap > 0 || depth > 0 {
+            let mut prev: Option<u32> = None;
+            for s in dev.launch_bound() {
+                let op = &t.gpu_ops[s.op as usize];
+                latency.push(s.latency_ns);
+                starved_ns += s.gap_ns;
+                starved_n += 1;
+                durs.push(op.dur());
+                // Found by the nesting pass: walking up from each launch read the spans all
+                // over the list.
+                let outer = t.index.op_outer_cpu_op[s.op as usize];
+                let g = by_name.entry(span_name_id(t, outer)).or_default();
+                g.0 += 1;
+                g.1 += s.gap_ns;
+                // A stretch: starved kernels back to back (each starting right after the
+                // previous starved kernel's work ended).
+                let joined = prev.is_some() && s.idle_from <= last_end;
+                if !joined {
                     if run >= STRETCH_KERNELS {
-                        stretches.push((run_ns, run, run_start, busy_end));
+                        stretches.push((run_ns, run, run_start, last_end));
                     }
                     run = 0;
                     run_ns = 0;
+                    run_start = s.idle_from;
                 }
+                run += 1;
+                run_ns += s.gap_ns;
+                last_end = op.end;
+                prev = Some(s.op);
             }
             if run >= STRETCH_KERNELS {
-                stretches.push((run_ns, run, run_start, busy_end));
+                stretches.push((run_ns, run, run_start, last_end));
             }
             if w.share(starved_ns) < MIN_SHARE {
                 continue;
@@ -158,8 +117,8 @@ impl Rule for LaunchBound {
                 starved_ns,
                 Confidence::High,
                 format!(
-                    "{starved_n} of {} kernels started after a gap < {} with an empty queue; {} stretches of {STRETCH_KERNELS}+ such kernels; their launch latency (runtime call to kernel start) median {}, p99 {}, {} above max(10× median, {}){}",
-                    ks.len(),
+                    "{starved_n} of {} kernels started after a gap < {} with an empty queue and no sync before it; {} stretches of {STRETCH_KERNELS}+ such kernels; their launch latency (runtime call to kernel start) median {}, p99 {}, {} above max(10× median, {}){}{}",
+                    dev.kernels,
                     fmt_ns(threshold),
                     stretches.len(),
                     fmt_ns(p50),
@@ -168,6 +127,14 @@ impl Rule for LaunchBound {
                     fmt_ns(threshold),
                     if graph > 0 {
                         format!("; {graph} CUDA-graph kernels not counted")
+                    } else {
+                        String::new()
+                    },
+                    if drained_ns > 0 {
+                        format!(
+                            "; {} more after syncs that drained the queue (see sync_stalls)",
+                            fmt_ns(drained_ns)
+                        )
                     } else {
                         String::new()
                     }
@@ -197,14 +164,37 @@ impl Rule for LaunchBound {
                     python_frame: None,
                 })
                 .collect();
-            f.advice = vec![
+            // CUDA graphs replay fixed shapes: work whose cost grows call over call changes
+            // shape every call.
+            let growing = cx
+                .accounting()
+                .iter()
+                .filter(|a| a.device == d)
+                .flat_map(|a| a.holders.iter())
+                .find(|h| {
+                    h.share >= crate::accounting::HOT_SHARE
+                        && h.growth
+                            .is_some_and(|g| g >= crate::accounting::GROWTH)
+                        && h.family != crate::accounting::OpFamily::Attention
+                });
+            f.advice = Vec::new();
+            if let Some(h) = growing {
+                f.advice.push(format!(
+                    "Shapes change call over call here ({}{} grows {:.2}× over a step): a CUDA graph replays fixed shapes, so fix the growth first (see hot_operator), or pad to a few fixed sizes.",
+                    h.op,
+                    h.frame.as_deref().map(|x| format!(" at {x}")).unwrap_or_default(),
+                    h.growth.unwrap_or(1.0)
+                ));
+            }
+            f.advice.extend([
                 "Replay the step as a CUDA graph: torch.compile(mode=\"reduce-overhead\"), or torch.cuda.CUDAGraph around a static-shape step; one launch then queues every kernel.".into(),
                 "Or give each kernel more work: a larger batch, or torch.compile to fuse the elementwise chains into fewer kernels.".into(),
-            ];
+            ]);
             f.metrics = metrics([
                 ("starved_ns", starved_ns as f64),
                 ("starved_kernels", starved_n as f64),
-                ("kernels", ks.len() as f64),
+                ("kernels", dev.kernels as f64),
+                ("drained_ns", drained_ns as f64),
                 ("stretches", stretches.len() as f64),
                 ("launch_latency_p50_ns", p50 as f64),
                 ("launch_latency_p99_ns", p99 as f64),

@@ -51,6 +51,8 @@ rules! {
     roofline => Roofline,
     fusion => Fusion,
     launch_bound => LaunchBound,
+    sync_stalls => SyncStalls,
+    hot_operator => HotOperator,
     underfilled_kernels => UnderfilledKernels,
     optimizer_overhead => OptimizerOverhead,
     memory_pressure => MemoryPressure,

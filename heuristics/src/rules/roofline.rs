@@ -99,10 +99,15 @@ impl Rule for Roofline {
                 time,
             );
             let convs = low.iter().any(|r| r.kind == "conv");
-            f.advice = vec![
-                "Small or skinny shapes cannot fill the GPU: batch more rows per call (larger batch, fused QKV or expert GEMMs via torch.bmm/grouped GEMM).".into(),
-                "Try torch.compile(mode=\"max-autotune\") on the module: it benchmarks Triton and cuBLAS kernels for these exact shapes.".into(),
-            ];
+            // "Small shapes" only when they hold most of the time below the roof
+            // ([`crate::roofline::RoofRow::is_small`]): batch-128 convolutions are not small.
+            let small_ns: i64 = low.iter().filter(|r| r.is_small()).map(|r| r.time_ns).sum();
+            let small = 2 * small_ns >= time;
+            f.advice = Vec::new();
+            if small {
+                f.advice.push("Small or skinny shapes cannot fill the GPU: batch more rows per call (larger batch, fused QKV or expert GEMMs via torch.bmm/grouped GEMM).".into());
+            }
+            f.advice.push("Try torch.compile(mode=\"max-autotune\") on the module: it benchmarks Triton and cuBLAS kernels for these exact shapes.".into());
             if low.iter().any(|r| r.kind == "attention") {
                 f.advice.push("Attention: pick the fastest SDPA backend for the shapes (torch.nn.attention.sdpa_kernel with FLASH_ATTENTION or CUDNN_ATTENTION; FlashAttention-3 on Hopper), and prefer head dim 128 over 64 where the model allows.".into());
             }

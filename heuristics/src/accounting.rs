@@ -1,0 +1,654 @@
+//! Where the GPU time goes, whatever the cause: every kernel, copy and memset in the analysed
+//! window is charged to the outermost framework operator that launched it (an autograd node
+//! for backward work) and the user's Python frame around that operator, and summed per
+//! operator and frame (a *holder*), per frame, and per kernel name.
+//!
+//! For each holder the accounting gives its share of the device's GPU time, calls per step,
+//! and how efficiently it runs: the time its modelled work needs at 100% of the roof (FLOPs
+//! against the compute roof for matrix work, [`crate::roofline`]; bytes against HBM for the
+//! rest, [`crate::membound`], plus a sort model here) over the GPU time of the modelled part.
+//! It also gives how the cost of one call changes across the calls of one step: a cost that
+//! grows call over call (a cache grown by `torch.cat`, a sequence re-run whole every token)
+//! is an algorithmic problem, not an efficiency one, and no kernel tuning removes it.
+//!
+//! No cause is assumed: the hot_operator rule turns a large holder far from its roof, or a
+//! growing one, into a finding; the summary prints the largest holders. Computed once per
+//! analysis ([`crate::context::Ctx::accounting`]); O(GPU ops) with one walk up the span tree
+//! per distinct outer operator run.
+
+use crate::hardware::Peaks;
+use crate::membound::Membound;
+use crate::membound::peaks_of;
+use crate::roofline::DeviceCalls;
+use crate::scope::Scope;
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use tracehound_parsers::{HostKind, NONE, Trace};
+
+/// What kind of work a holder does, from its operator's name (and its kernels'). Serialized
+/// in snake case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpFamily {
+    /// GEMMs: `mm`, `matmul`, `linear`, `addmm`, `bmm`, `einsum`.
+    Matmul,
+    /// Fused attention: `scaled_dot_product_attention` and its backends.
+    Attention,
+    /// Attention written out: matmuls and a softmax over square `[.., T, T]` scores in one frame.
+    UnfusedAttention,
+    /// Convolutions, forward and backward, with cuDNN's layout transforms.
+    Convolution,
+    /// `cat`, `stack`.
+    Cat,
+    /// Copies and casts: `copy_`, `to`, `contiguous`, `clone`.
+    Copy,
+    /// Indexing, gathers, scatters, embeddings, `nonzero`, masked ops, `one_hot`.
+    Index,
+    /// `sort`, `argsort`, `topk`, `unique`.
+    Sort,
+    /// LayerNorm, RMSNorm, BatchNorm, GroupNorm.
+    Norm,
+    /// Softmax and log-softmax.
+    Softmax,
+    /// Sums, means and other reductions.
+    Reduction,
+    /// Optimizer steps.
+    Optimizer,
+    /// Collectives.
+    Communication,
+    /// Host<->device and device copies by the runtime, memsets.
+    Memcpy,
+    /// Elementwise and everything else.
+    Elementwise,
+}
+
+impl OpFamily {
+    /// The snake-case name (`unfused_attention`).
+    pub fn label(self) -> &'static str {
+        match self {
+            OpFamily::Matmul => "matmul",
+            OpFamily::Attention => "attention",
+            OpFamily::UnfusedAttention => "unfused_attention",
+            OpFamily::Convolution => "convolution",
+            OpFamily::Cat => "cat",
+            OpFamily::Copy => "copy",
+            OpFamily::Index => "index",
+            OpFamily::Sort => "sort",
+            OpFamily::Norm => "norm",
+            OpFamily::Softmax => "softmax",
+            OpFamily::Reduction => "reduction",
+            OpFamily::Optimizer => "optimizer",
+            OpFamily::Communication => "communication",
+            OpFamily::Memcpy => "memcpy",
+            OpFamily::Elementwise => "elementwise",
+        }
+    }
+
+    /// The family of an operator (or autograd node) name.
+    pub fn of(name: &str) -> OpFamily {
+        let n = name
+            .trim_start_matches("autograd::engine::evaluate_function: ")
+            .to_ascii_lowercase();
+        let has = |s: &str| n.contains(s);
+        if has("nccl") || has("c10d::") || has("all_reduce") || has("allreduce") {
+            OpFamily::Communication
+        } else if has("attention") || has("flash") || has("sdpa") {
+            OpFamily::Attention
+        } else if has("conv") && !has("convert") {
+            OpFamily::Convolution
+        } else if has("::mm")
+            || has("matmul")
+            || has("linear")
+            || has("addmm")
+            || has("bmm")
+            || has("einsum")
+            || n.starts_with("mmbackward")
+            || n.starts_with("addmmbackward")
+            || n.starts_with("bmmbackward")
+        {
+            OpFamily::Matmul
+        } else if has("::cat")
+            || has("::stack")
+            || has("_cat")
+            || n.starts_with("catbackward")
+            || n.starts_with("stackbackward")
+        {
+            OpFamily::Cat
+        } else if has("sort") || has("topk") || has("unique") {
+            OpFamily::Sort
+        } else if has("norm") {
+            OpFamily::Norm
+        } else if has("softmax") {
+            OpFamily::Softmax
+        } else if has("index")
+            || has("gather")
+            || has("scatter")
+            || has("embedding")
+            || has("nonzero")
+            || has("masked")
+            || has("one_hot")
+            || has("take")
+        {
+            OpFamily::Index
+        } else if has("copy")
+            || has("::to")
+            || has("contiguous")
+            || has("clone")
+            || has("tobackward")
+        {
+            OpFamily::Copy
+        } else if has("optimizer") || has("_foreach") || has("adam") || has("sgd") {
+            OpFamily::Optimizer
+        } else if has("::sum")
+            || has("::mean")
+            || has("::max")
+            || has("::min")
+            || has("::var")
+            || has("::std")
+            || has("::amax")
+            || has("::prod")
+            || has("::argmax")
+        {
+            OpFamily::Reduction
+        } else if name.starts_with("Memcpy") || name.starts_with("Memset") {
+            OpFamily::Memcpy
+        } else {
+            OpFamily::Elementwise
+        }
+    }
+
+    /// Work whose roof is compute (matrix units), not HBM.
+    pub fn is_matrix(self) -> bool {
+        matches!(
+            self,
+            OpFamily::Matmul
+                | OpFamily::Attention
+                | OpFamily::UnfusedAttention
+                | OpFamily::Convolution
+        )
+    }
+}
+
+/// One holder: an outermost operator under one user Python frame.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Holder {
+    /// The outermost operator (`aten::cat`), or the autograd node for backward work.
+    pub op: String,
+    /// The user's Python frame around it (`train.py(88): decode`), when the trace has stacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub frame: Option<String>,
+    /// Its family.
+    pub family: OpFamily,
+    /// GPU time of its kernels, copies and memsets, ns.
+    pub gpu_ns: i64,
+    /// Its share of the device's GPU time (0..1).
+    pub share: f64,
+    /// Calls (outer operator spans).
+    pub calls: u64,
+    /// Calls per profiler step in the window, when the window has steps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calls_per_step: Option<f64>,
+    /// GPU operations.
+    pub kernels: u64,
+    /// The kernel holding most of its time.
+    pub top_kernel: String,
+    /// Share of the roof its modelled work reached (time at 100% of the roof over GPU time),
+    /// when any of its work has a model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub roof_share: Option<f64>,
+    /// Share of its GPU time that has a model (0..1).
+    pub modelled: f64,
+    /// Time its modelled work needs at 100% of the roof, ns (scaled to all its time by
+    /// `modelled`), when any has a model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ideal_ns: Option<f64>,
+    /// How the cost of one call grows over the calls of a step: mean of the last quarter over
+    /// the first, when it rises quarter over quarter in every step with at least
+    /// [`GROWTH_CALLS`] calls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub growth: Option<f64>,
+    /// A softmax over square `[.., T, T]` inputs with T ≥ [`SCORES_MIN`]: attention scores.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub square_scores: bool,
+}
+
+/// One user Python frame and the GPU time of everything launched under it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FrameTime {
+    /// The frame (`train.py(88): decode`); `(no Python frame)` for work outside any.
+    pub frame: String,
+    /// GPU time, ns.
+    pub gpu_ns: i64,
+    /// Share of the device's GPU time.
+    pub share: f64,
+    /// The family: unfused attention when the frame computes one, else its largest holder's.
+    pub family: OpFamily,
+}
+
+/// One kernel name.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KernelTime {
+    /// Kernel name.
+    pub name: String,
+    /// GPU time, ns.
+    pub gpu_ns: i64,
+    /// Calls.
+    pub calls: u64,
+    /// Share of the device's GPU time.
+    pub share: f64,
+}
+
+/// Where one device's GPU time goes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceAccounting {
+    /// Device index.
+    pub device: i32,
+    /// GPU time of all its kernels, copies and memsets in the window, ns.
+    pub gpu_ns: i64,
+    /// Of it, charged to an operator.
+    pub attributed_ns: i64,
+    /// Profiler steps in the window.
+    pub steps: usize,
+    /// Holders, most GPU time first (all of them: the report prints the top).
+    pub holders: Vec<Holder>,
+    /// Frames, most GPU time first.
+    pub frames: Vec<FrameTime>,
+    /// Kernel names, most GPU time first.
+    pub kernels: Vec<KernelTime>,
+}
+
+/// A softmax over a square `[.., T, T]` input from this T up works on attention scores
+/// (smaller square inputs are too cheap to matter).
+pub const SCORES_MIN: u64 = 128;
+
+/// Share of a device's GPU time from which one operator under one frame is worth naming on
+/// its own: below it, no single change moves the step by much.
+pub const HOT_SHARE: f64 = 0.15;
+
+/// A cost per call that ends a step at this multiple of where it began grows with something
+/// the loop extends (a cache, a sequence): not noise, which moves both ways.
+pub const GROWTH: f64 = 1.2;
+
+/// Calls of one holder in a step from which its growth is judged: fewer say nothing about a
+/// trend.
+pub const GROWTH_CALLS: usize = 16;
+
+#[derive(Default)]
+struct Acc {
+    gpu_ns: i64,
+    kernels: u64,
+    calls: Vec<(i64, i64)>,
+    by_kernel: FxHashMap<u32, i64>,
+    ideal_ns: f64,
+    modelled_ns: i64,
+    square_scores: bool,
+}
+
+/// The accounting of every device that ran GPU work in the window, ascending by device.
+pub(crate) fn accounting(
+    cx: &Scope,
+    membound: &Membound,
+    matrix: &[(i32, DeviceCalls)],
+) -> Vec<DeviceAccounting> {
+    let t = cx.trace;
+    let w = &cx.window;
+    // Calls are put in the step that launched them, by their operator's host start: a trace
+    // can hold each step twice (the host's range and its copy on the GPU timeline, later),
+    // and the earlier of the two is the host's.
+    let mut by_number: std::collections::BTreeMap<i64, (i64, i64)> = Default::default();
+    for s in &t.steps {
+        let e = by_number.entry(s.number).or_insert((s.start, s.end));
+        if s.start < e.0 {
+            *e = (s.start, s.end);
+        }
+    }
+    let steps: Vec<(i64, i64)> = by_number
+        .into_values()
+        .filter(|&(a, b)| b > w.start && a < w.end)
+        .collect();
+    let mut out = Vec::new();
+    // Per outer operator span: the name of its user frame (found once per span).
+    let mut frame_of: FxHashMap<u32, u32> = FxHashMap::default();
+    let softmax_names = t.strings.matching(|n| n.contains("softmax"));
+    for d in t.devices() {
+        let mut holders: FxHashMap<(u32, u32), Acc> = FxHashMap::default();
+        let mut kernels: FxHashMap<u32, (i64, u64)> = FxHashMap::default();
+        let (mut total, mut attributed) = (0i64, 0i64);
+        // The run of GPU ops of one outer span being summed: (span, key, its host start, ns).
+        let mut run: Option<(u32, (u32, u32), i64, i64)> = None;
+        // The last outer span and its key: a span's ops come one after another.
+        let mut last: (u32, (u32, u32)) = (NONE, (NONE, NONE));
+        for &i in t.device_ops(d) {
+            let op = &t.gpu_ops[i as usize];
+            if op.start < w.start || op.start >= w.end || !op.is_work() {
+                continue;
+            }
+            let dur = op.dur();
+            total += dur;
+            let k = kernels.entry(op.name).or_default();
+            k.0 += dur;
+            k.1 += 1;
+            let outer = t
+                .index
+                .op_outer_cpu_op
+                .get(i as usize)
+                .copied()
+                .unwrap_or(NONE);
+            if outer == NONE {
+                continue;
+            }
+            attributed += dur;
+            let key = if last.0 == outer {
+                last.1
+            } else {
+                let frame = *frame_of
+                    .entry(outer)
+                    .or_insert_with(|| user_frame_name(t, outer));
+                last = (outer, (t.host_spans[outer as usize].name, frame));
+                last.1
+            };
+            let h = holders.entry(key).or_default();
+            h.gpu_ns += dur;
+            h.kernels += 1;
+            *h.by_kernel.entry(op.name).or_default() += dur;
+            match &mut run {
+                Some(r) if r.0 == outer => r.3 += dur,
+                _ => {
+                    if let Some((_, key, start, ns)) = run.take()
+                        && let Some(h) = holders.get_mut(&key)
+                    {
+                        h.calls.push((start, ns));
+                    }
+                    run = Some((outer, key, t.host_spans[outer as usize].start, dur));
+                    if softmax_names.get(key.0 as usize).copied().unwrap_or(false)
+                        && let Some(h) = holders.get_mut(&key)
+                        && !h.square_scores
+                    {
+                        h.square_scores = t.input_dims(outer).first().is_some_and(|x| {
+                            x.len() >= 3
+                                && x[x.len() - 1] == x[x.len() - 2]
+                                && x[x.len() - 1] >= SCORES_MIN
+                        });
+                    }
+                }
+            }
+        }
+        if let Some((_, key, start, ns)) = run.take()
+            && let Some(h) = holders.get_mut(&key)
+        {
+            h.calls.push((start, ns));
+        }
+        if total == 0 {
+            continue;
+        }
+        // The modelled work of each holder: memory-bound calls' bytes and matrix calls' FLOPs.
+        let peaks = peaks_of(t, d);
+        if let Some(p) = &peaks {
+            model_holders(cx, membound, matrix, d, p, &mut frame_of, &mut holders);
+        }
+        let n_steps = steps.len();
+        let mut list: Vec<Holder> = holders
+            .into_iter()
+            .map(|((name, frame), acc)| {
+                let op = t.str(name).to_string();
+                let top = acc
+                    .by_kernel
+                    .iter()
+                    .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+                    .map(|(&k, _)| t.str(k).to_string())
+                    .unwrap_or_default();
+                let family = family_of(&op, &top);
+                let modelled = acc.modelled_ns as f64 / acc.gpu_ns.max(1) as f64;
+                let (roof_share, ideal_ns) = if acc.modelled_ns > 0 {
+                    (
+                        Some(acc.ideal_ns / acc.modelled_ns as f64),
+                        Some(acc.ideal_ns / modelled.max(1e-9)),
+                    )
+                } else {
+                    (None, None)
+                };
+                let calls = acc.calls.len() as u64;
+                Holder {
+                    frame: (frame != NONE).then(|| t.str(frame).to_string()),
+                    family,
+                    gpu_ns: acc.gpu_ns,
+                    share: acc.gpu_ns as f64 / total as f64,
+                    calls,
+                    calls_per_step: (n_steps > 0).then(|| calls as f64 / n_steps as f64),
+                    kernels: acc.kernels,
+                    top_kernel: top,
+                    roof_share,
+                    modelled,
+                    ideal_ns,
+                    // Backward work runs layer by layer in reverse: its cost per call follows
+                    // the network's layer sizes, not a loop that extends something.
+                    growth: if op.starts_with("autograd::engine") {
+                        None
+                    } else {
+                        growth(&acc.calls, &steps)
+                    },
+                    square_scores: acc.square_scores,
+                    op,
+                }
+            })
+            .collect();
+        list.sort_by(|a, b| {
+            b.gpu_ns
+                .cmp(&a.gpu_ns)
+                .then(a.op.cmp(&b.op))
+                .then(a.frame.cmp(&b.frame))
+        });
+        let frames = frames_of(&list, total);
+        let mut ks: Vec<KernelTime> = kernels
+            .into_iter()
+            .map(|(name, (ns, calls))| KernelTime {
+                name: t.str(name).to_string(),
+                gpu_ns: ns,
+                calls,
+                share: ns as f64 / total as f64,
+            })
+            .collect();
+        ks.sort_by(|a, b| b.gpu_ns.cmp(&a.gpu_ns).then(a.name.cmp(&b.name)));
+        out.push(DeviceAccounting {
+            device: d,
+            gpu_ns: total,
+            attributed_ns: attributed,
+            steps: n_steps,
+            holders: list,
+            frames,
+            kernels: ks,
+        });
+    }
+    out
+}
+
+/// The name of the innermost user Python frame around span `i`, or [`NONE`].
+fn user_frame_name(t: &Trace, i: u32) -> u32 {
+    t.ancestors(i)
+        .map(|a| &t.host_spans[a as usize])
+        .find(|s| s.kind == HostKind::Python && t.is_user_frame_name(s.name))
+        .map_or(NONE, |s| s.name)
+}
+
+/// A holder's family: from its operator, or its top kernel when the operator says nothing.
+fn family_of(op: &str, top_kernel: &str) -> OpFamily {
+    let f = OpFamily::of(op);
+    if f != OpFamily::Elementwise {
+        return f;
+    }
+    let k = top_kernel.to_ascii_lowercase();
+    if k.contains("sort") {
+        OpFamily::Sort
+    } else if k.starts_with("memcpy") || k.starts_with("memset") {
+        OpFamily::Memcpy
+    } else {
+        f
+    }
+}
+
+/// Adds each holder's modelled work: the time it needs at 100% of the roof, and the GPU time
+/// of the calls modelled.
+fn model_holders(
+    cx: &Scope,
+    membound: &Membound,
+    matrix: &[(i32, DeviceCalls)],
+    d: i32,
+    peaks: &Peaks,
+    frame_of: &mut FxHashMap<u32, u32>,
+    holders: &mut FxHashMap<(u32, u32), Acc>,
+) {
+    let t = cx.trace;
+    let mut add = |span: u32, ns: i64, ideal: f64| {
+        let outer = t.outermost_cpu_op(span);
+        if outer == NONE || ns <= 0 {
+            return;
+        }
+        let frame = *frame_of
+            .entry(outer)
+            .or_insert_with(|| user_frame_name(t, outer));
+        if let Some(h) = holders.get_mut(&(t.host_spans[outer as usize].name, frame)) {
+            h.ideal_ns += ideal;
+            h.modelled_ns += ns;
+        }
+    };
+    if let Some(m) = membound.device(d) {
+        for c in &m.calls {
+            let bytes = m.models[c.model as usize].bytes();
+            add(c.span, c.ns, bytes / (peaks.mem_tbps * 1e3));
+        }
+    }
+    for c in &crate::roofline::calls_of(matrix, d).calls {
+        let bytes = c.work.elems * c.math.elem_bytes();
+        let compute = peaks.tflops(c.math);
+        let roof = compute.min(c.work.flops / bytes.max(1.0) * peaks.mem_tbps);
+        add(c.op, c.ns, c.work.flops / (roof * 1e3));
+    }
+    // Sorts: read the keys, write the sorted keys and int64 indices, once each (a radix sort
+    // makes several passes; this is the least any sort must move).
+    for h in sort_calls(cx, d) {
+        add(h.0, h.1, h.2 / (peaks.mem_tbps * 1e3));
+    }
+}
+
+/// Sort calls with recorded shapes on device `d`: (span, GPU ns, minimum bytes).
+fn sort_calls(cx: &Scope, d: i32) -> Vec<(u32, i64, f64)> {
+    let t = cx.trace;
+    let w = &cx.window;
+    let names = t.strings.matching(|n| {
+        matches!(
+            n,
+            "aten::sort" | "aten::argsort" | "aten::topk" | "aten::msort"
+        )
+    });
+    if !names.contains(&true) {
+        return Vec::new();
+    }
+    let mut per: FxHashMap<u32, i64> = FxHashMap::default();
+    for (i, op) in w.kernels(t, d) {
+        let mut s = t.index.op_cpu_op.get(i).copied().unwrap_or(NONE);
+        for _ in 0..4 {
+            if s == NONE {
+                break;
+            }
+            if names
+                .get(t.host_spans[s as usize].name as usize)
+                .copied()
+                .unwrap_or(false)
+            {
+                *per.entry(s).or_default() += op.dur();
+                break;
+            }
+            s = t.enclosing(s, HostKind::CpuOp);
+        }
+    }
+    let mut out: Vec<(u32, i64, f64)> = per
+        .into_iter()
+        .filter_map(|(s, ns)| {
+            let dims = t.input_dims(s);
+            let types = t.input_types(s);
+            let first = dims.first()?;
+            let elem = match types.first().map(String::as_str) {
+                Some("c10::BFloat16" | "c10::Half") => 2.0,
+                Some("float" | "int") => 4.0,
+                Some("double" | "long int") => 8.0,
+                Some("bool" | "unsigned char" | "signed char") => 1.0,
+                _ => return None,
+            };
+            let n: f64 = first.iter().map(|&x| x as f64).product();
+            Some((s, ns, n * (2.0 * elem + 8.0)))
+        })
+        .collect();
+    out.sort_unstable_by_key(|e| e.0);
+    out
+}
+
+/// How the cost of one call grows over a step's calls: the last quarter's mean over the
+/// first's, when it rises quarter over quarter in every step with enough calls (`None` when
+/// no step has enough, or one does not rise).
+fn growth(calls: &[(i64, i64)], steps: &[(i64, i64)]) -> Option<f64> {
+    let groups: Vec<Vec<i64>> = if steps.is_empty() {
+        vec![calls.iter().map(|c| c.1).collect()]
+    } else {
+        steps
+            .iter()
+            .map(|&(a, b)| {
+                calls
+                    .iter()
+                    .filter(|c| c.0 >= a && c.0 < b)
+                    .map(|c| c.1)
+                    .collect()
+            })
+            .collect()
+    };
+    let mut ratios = Vec::new();
+    for g in groups.iter().filter(|g| g.len() >= GROWTH_CALLS) {
+        let q = g.len() / 4;
+        let mean = |s: &[i64]| s.iter().sum::<i64>() as f64 / s.len().max(1) as f64;
+        let quarters = [
+            mean(&g[..q]),
+            mean(&g[q..2 * q]),
+            mean(&g[2 * q..3 * q]),
+            mean(&g[3 * q..]),
+        ];
+        if !quarters.windows(2).all(|p| p[1] > p[0]) || quarters[0] <= 0.0 {
+            return None;
+        }
+        ratios.push(quarters[3] / quarters[0]);
+    }
+    ratios.into_iter().reduce(f64::min)
+}
+
+/// Frames by GPU time, each with its family: a frame where matmuls and a softmax over square
+/// score matrices each hold over 1% of the GPU time is attention written out.
+fn frames_of(holders: &[Holder], total: i64) -> Vec<FrameTime> {
+    let mut by: std::collections::BTreeMap<String, (i64, Vec<&Holder>)> = Default::default();
+    for h in holders {
+        let k = h
+            .frame
+            .clone()
+            .unwrap_or_else(|| "(no Python frame)".into());
+        let e = by.entry(k).or_default();
+        e.0 += h.gpu_ns;
+        e.1.push(h);
+    }
+    let mut out: Vec<FrameTime> = by
+        .into_iter()
+        .map(|(frame, (ns, hs))| {
+            let has = |f: OpFamily| hs.iter().any(|h| h.family == f && h.share > 0.01);
+            let scores = hs.iter().any(|h| h.square_scores && h.share > 0.01);
+            let family = if scores && has(OpFamily::Matmul) {
+                OpFamily::UnfusedAttention
+            } else {
+                hs.first().map_or(OpFamily::Elementwise, |h| h.family)
+            };
+            FrameTime {
+                frame,
+                gpu_ns: ns,
+                share: ns as f64 / total.max(1) as f64,
+                family,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| b.gpu_ns.cmp(&a.gpu_ns).then(a.frame.cmp(&b.frame)));
+    out
+}

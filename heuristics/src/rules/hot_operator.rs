@@ -1,0 +1,368 @@
+//! The operator and line that hold the GPU's time, when they hold a large share of it badly:
+//! far from their roof, growing call over call, or doing attention the slow way. No cause is
+//! assumed; the finding names the operator, the user's Python frame, the share, how
+//! efficiently it runs and what is usually behind that kind of operator being slow.
+//!
+//! Read from the cause-agnostic accounting ([`crate::accounting`]). A holder (outermost
+//! operator under one Python frame) is reported when it holds at least [`HOT_SHARE`] of the
+//! device's GPU time and
+//! - its modelled work reaches under [`FAR_FROM_ROOF`] of the roof (memory-bound families:
+//!   half the achievable 70%; matrix families are the roofline rule's), impact = its time
+//!   beyond what 70% of the roof needs; or
+//! - its cost per call grows over a step's calls by at least [`GROWTH`]: impact = the time
+//!   beyond what every call would cost at the first quarter's rate, or the roof-based impact
+//!   when that is larger.
+//!
+//! A frame that holds [`HOT_SHARE`] in attention written out (matmuls and a softmax) is
+//! reported with the time beyond the same FLOPs in a fused kernel at the attention roof. A
+//! fused attention given an explicit square mask tensor (`attn_mask`) is reported when it
+//! holds [`HOT_SHARE`]: the kernels compute the masked half too, and a mask rules out the
+//! flash kernels; impact = its time beyond half its FLOPs at the attention roof, what a causal
+//! kernel would take (stated as such: the trace does not record the mask's values).
+
+use super::Rule;
+use crate::accounting::{DeviceAccounting, GROWTH, HOT_SHARE, Holder, OpFamily};
+use crate::context::{Ctx, new_finding};
+use crate::finding::{Confidence, Finding, Row, fmt_ns, metrics};
+use crate::roofline::{ACHIEVABLE, ACHIEVABLE_ATTENTION};
+use tracehound_parsers::HostKind;
+
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "hot_operator";
+
+/// The rule.
+pub struct HotOperator;
+
+
+/// Memory-bound work below this share of the HBM roof is far from it: half of the 70% the
+/// best kernels reach ([`ACHIEVABLE`]).
+pub const FAR_FROM_ROOF: f64 = ACHIEVABLE / 2.0;
+
+
+/// At most this many findings per device, largest first.
+const MAX_PER_DEVICE: usize = 3;
+
+impl Rule for HotOperator {
+    fn id(&self) -> &'static str {
+        ID
+    }
+
+    fn description(&self) -> &'static str {
+        "the operator and Python line holding a large share of GPU time far from its roof, growing call over call, or computing attention the slow way"
+    }
+
+    fn check(&self, cx: &Ctx) -> Vec<Finding> {
+        let mut out = Vec::new();
+        for acct in cx.accounting() {
+            let mut found: Vec<Finding> = Vec::new();
+            let attention = unfused_attention(cx, acct);
+            for h in acct.holders.iter().take(20) {
+                if h.share < HOT_SHARE {
+                    break;
+                }
+                // The operators of attention written out are that finding's rows.
+                if attention.as_ref().is_some_and(|(frame, _)| *frame == h.frame) {
+                    continue;
+                }
+                if let Some(f) = holder_finding(cx, acct, h) {
+                    found.push(f);
+                }
+            }
+            found.extend(attention.map(|(_, f)| f));
+            found.extend(masked_attention(cx, acct));
+            found.sort_by(|a, b| b.impact_ns.cmp(&a.impact_ns).then(a.title.cmp(&b.title)));
+            found.truncate(MAX_PER_DEVICE);
+            out.extend(found);
+        }
+        out
+    }
+}
+
+/// An operator's name for a title: an autograd node without the engine's prefix.
+fn shown(op: &str) -> String {
+    match op.strip_prefix("autograd::engine::evaluate_function: ") {
+        Some(node) => format!("{node} (backward)"),
+        None => op.to_string(),
+    }
+}
+
+fn at(frame: &Option<String>) -> String {
+    frame.as_deref().map(|f| format!(" at {f}")).unwrap_or_default()
+}
+
+fn holder_finding(cx: &Ctx, acct: &DeviceAccounting, h: &Holder) -> Option<Finding> {
+    // Copies and casts are copy_hotspots', optimizers optimizer_overhead's, collectives
+    // exposed_communication's, runtime copies pageable_memcpy's.
+    if matches!(
+        h.family,
+        OpFamily::Copy | OpFamily::Optimizer | OpFamily::Communication | OpFamily::Memcpy
+    ) {
+        return None;
+    }
+    // A top-k is already the cheap replacement for a sort; its select passes are not a fault.
+    // A compiled region is many fused operators under one name: nothing to advise on as one.
+    if h.op == "aten::topk" || h.op.contains("Compiled Region") || h.op.contains("CompiledFunction")
+    {
+        return None;
+    }
+    let far = !h.family.is_matrix()
+        && h.modelled >= 0.5
+        && h.roof_share.is_some_and(|r| r < FAR_FROM_ROOF);
+    // Attention over a growing KV cache costs more per token by design; the projections
+    // around it must not.
+    let grows = h
+        .growth
+        .filter(|&g| g >= GROWTH && !matches!(h.family, OpFamily::Attention));
+    if !far && grows.is_none() {
+        return None;
+    }
+    let roof_impact = match (far, h.ideal_ns) {
+        (true, Some(ideal)) => (h.gpu_ns as f64 - ideal / ACHIEVABLE).max(0.0),
+        _ => 0.0,
+    };
+    // Growing linearly from q1 to q4 over a step, calls cost on average (1 + g) / 2 times the
+    // first quarter's: the time beyond the first quarter's rate.
+    let growth_impact = grows.map_or(0.0, |g| h.gpu_ns as f64 * (1.0 - 2.0 / (1.0 + g)));
+    let impact = roof_impact.max(growth_impact) as i64;
+    let d = acct.device;
+    let roof = h.roof_share.map(|r| {
+        format!(
+            " at {:.0}% of its {} roof",
+            100.0 * r,
+            if h.family.is_matrix() { "compute" } else { "HBM" }
+        )
+    });
+    let grow_text = grows
+        .map(|g| format!(", each call costlier than the last ({g:.2}× from the first to the last quarter of a step)"))
+        .unwrap_or_default();
+    let mut f = new_finding(
+        cx,
+        ID,
+        Some(d),
+        format!(
+            "{}{} holds {:.0}% of GPU {d}'s time{}{grow_text}",
+            shown(&h.op),
+            at(&h.frame),
+            100.0 * h.share,
+            roof.clone().unwrap_or_default()
+        ),
+        impact,
+        Confidence::Medium,
+        format!(
+            "{} in {} calls{} ({} kernels, most in {}); {}; impact: {}",
+            fmt_ns(h.gpu_ns),
+            h.calls,
+            h.calls_per_step
+                .map(|c| format!(", {c:.0} per step"))
+                .unwrap_or_default(),
+            h.kernels,
+            crate::names::short_name(&h.top_kernel, 80),
+            match (h.roof_share, h.ideal_ns) {
+                (Some(r), Some(ideal)) => format!(
+                    "its modelled work ({:.0}% of its time) needs {} at the roof, {:.0}% of what it took",
+                    100.0 * h.modelled,
+                    fmt_ns(ideal as i64),
+                    100.0 * r
+                ),
+                _ => "no bytes or FLOPs model covers it".to_string(),
+            },
+            if roof_impact >= growth_impact {
+                format!("time beyond what {:.0}% of the roof needs", 100.0 * ACHIEVABLE)
+            } else {
+                "time beyond what every call would cost at the first quarter's rate".to_string()
+            }
+        ),
+    );
+    f.subject = Some(format!("{}{}", shown(&h.op), at(&h.frame)));
+    f.breakdown = same_frame_rows(cx, acct, h.frame.as_deref());
+    f.advice = advice(h.family, grows.is_some(), &h.top_kernel, &h.op);
+    f.metrics = metrics([
+        ("gpu_ns", h.gpu_ns as f64),
+        ("share", h.share),
+        ("roof_share", h.roof_share.unwrap_or(f64::NAN)),
+        ("growth", h.growth.unwrap_or(f64::NAN)),
+        ("calls", h.calls as f64),
+    ]);
+    f.metrics.retain(|_, v| v.is_finite());
+    Some(f)
+}
+
+/// The holders under one frame, as breakdown rows.
+fn same_frame_rows(cx: &Ctx, acct: &DeviceAccounting, frame: Option<&str>) -> Vec<Row> {
+    acct.holders
+        .iter()
+        .filter(|o| o.frame.as_deref() == frame)
+        .take(cx.config.max_rows)
+        .map(|o| Row {
+            label: format!(
+                "{}{}",
+                o.op,
+                o.roof_share
+                    .map(|r| format!(" ({:.0}% of roof)", 100.0 * r))
+                    .unwrap_or_default()
+            ),
+            count: o.calls,
+            time_ns: o.gpu_ns,
+            bytes: None,
+            python_frame: o.frame.clone(),
+            cause: None,
+            share: Some(o.share),
+        })
+        .collect()
+}
+
+/// The finding for attention written out under one frame, with that frame.
+fn unfused_attention(cx: &Ctx, acct: &DeviceAccounting) -> Option<(Option<String>, Finding)> {
+    let fr = acct
+        .frames
+        .iter()
+        .find(|f| f.family == OpFamily::UnfusedAttention && f.share >= HOT_SHARE)?;
+    let frame = (fr.frame != "(no Python frame)").then(|| fr.frame.clone());
+    let hs: Vec<&Holder> = acct.holders.iter().filter(|h| h.frame == frame).collect();
+    // The attention FLOPs are the matmuls'; a fused kernel runs them at the attention roof.
+    let fused: f64 = hs
+        .iter()
+        .filter(|h| h.family == OpFamily::Matmul)
+        .filter_map(|h| h.ideal_ns)
+        .sum::<f64>()
+        / ACHIEVABLE_ATTENTION;
+    let attention_ns: i64 = hs
+        .iter()
+        .filter(|h| {
+            matches!(
+                h.family,
+                OpFamily::Matmul | OpFamily::Softmax | OpFamily::Elementwise | OpFamily::Index
+            )
+        })
+        .map(|h| h.gpu_ns)
+        .sum();
+    let impact = (attention_ns as f64 - fused).max(0.0) as i64;
+    let d = acct.device;
+    let mut f = new_finding(
+        cx,
+        ID,
+        Some(d),
+        format!(
+            "attention written out{} holds {:.0}% of GPU {d}'s time: matmuls, softmax and elementwise passes over the score matrix in HBM",
+            at(&frame),
+            100.0 * fr.share
+        ),
+        impact,
+        Confidence::Medium,
+        format!(
+            "{} under this frame in matmul, softmax and elementwise operators; the matmuls' FLOPs need {} in a fused attention kernel at {:.0}% of the roof; impact: the difference",
+            fmt_ns(attention_ns),
+            fmt_ns(fused as i64),
+            100.0 * ACHIEVABLE_ATTENTION
+        ),
+    );
+    f.subject = Some(format!("unfused attention{}", at(&frame)));
+    f.breakdown = same_frame_rows(cx, acct, frame.as_deref());
+    f.advice = advice(OpFamily::UnfusedAttention, false, "", "");
+    f.metrics = metrics([
+        ("gpu_ns", attention_ns as f64),
+        ("share", fr.share),
+        ("fused_estimate_ns", fused),
+    ]);
+    Some((frame, f))
+}
+
+fn masked_attention(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
+    let t = cx.trace;
+    let w = &cx.window;
+    let sdpa = t.strings.lookup("aten::scaled_dot_product_attention")?;
+    let h = acct
+        .holders
+        .iter()
+        .find(|h| h.op == "aten::scaled_dot_product_attention" && h.share >= HOT_SHARE)?;
+    // Calls in the window with a square mask tensor as their fourth input.
+    let (mut masked, mut all) = (0u64, 0u64);
+    let mut shape = String::new();
+    for (i, s) in t.host_spans.iter().enumerate() {
+        if s.kind != HostKind::CpuOp || s.name != sdpa || s.start < w.start || s.start >= w.end {
+            continue;
+        }
+        all += 1;
+        let dims = t.input_dims(i as u32);
+        let (Some(q), Some(m)) = (dims.first(), dims.get(3)) else {
+            continue;
+        };
+        let square = m.len() >= 2 && m[m.len() - 1] == m[m.len() - 2];
+        let seq = q.len() >= 2 && m.last() == q.get(q.len() - 2);
+        if square && seq {
+            masked += 1;
+            if shape.is_empty() {
+                shape = format!("{m:?}");
+            }
+        }
+    }
+    if masked == 0 || masked * 2 < all {
+        return None;
+    }
+    let d = acct.device;
+    // A causal kernel computes half the scores, at the attention roof; without FLOPs, half
+    // the time.
+    let causal_ns = h
+        .ideal_ns
+        .map_or(h.gpu_ns as f64 / 2.0, |ideal| ideal / 2.0 / ACHIEVABLE_ATTENTION);
+    let impact = (h.gpu_ns as f64 - causal_ns).max(0.0) as i64;
+    let mut f = new_finding(
+        cx,
+        ID,
+        Some(d),
+        format!(
+            "scaled_dot_product_attention{} holds {:.0}% of GPU {d}'s time with an explicit {shape} mask tensor: the kernels compute the masked scores too, and a mask rules out flash attention",
+            at(&h.frame),
+            100.0 * h.share
+        ),
+        impact,
+        Confidence::Medium,
+        format!(
+            "{masked} of {all} calls pass a square attn_mask as long as the sequence; {} in {} calls; a causal kernel computes half the scores, {} at {:.0}% of the roof; impact: the difference, if the mask is the causal one (the trace does not record the mask's values)",
+            fmt_ns(h.gpu_ns),
+            h.calls,
+            fmt_ns(causal_ns as i64),
+            100.0 * ACHIEVABLE_ATTENTION
+        ),
+    );
+    f.subject = Some(format!("masked sdpa{}", at(&h.frame)));
+    f.breakdown = same_frame_rows(cx, acct, h.frame.as_deref());
+    f.advice = vec![
+        "If the mask is causal, pass is_causal=True and no attn_mask: the flash and cuDNN kernels then skip the masked half and run their fastest path.".into(),
+        "For padding masks, pack the sequences (nested/jagged tensors, or varlen flash attention with cumulative lengths) instead of a dense [T, T] mask.".into(),
+    ];
+    f.metrics = metrics([
+        ("gpu_ns", h.gpu_ns as f64),
+        ("share", h.share),
+        ("masked_calls", masked as f64),
+    ]);
+    Some(f)
+}
+
+/// What usually makes this family slow in PyTorch, and what replaces it.
+fn advice(family: OpFamily, grows: bool, top_kernel: &str, op: &str) -> Vec<String> {
+    let mut a: Vec<String> = Vec::new();
+    if grows {
+        a.push(match family {
+            OpFamily::Cat => "A tensor grown with torch.cat in a loop is copied whole at every call, so the cost grows with its length (quadratic over the loop): allocate it once at full size and write each new piece into a slice (buf[:, :, t] = x, index_copy_), or collect the pieces in a list and cat once. For a KV cache, use a static cache (transformers' StaticCache).".into(),
+            _ => "Its cost grows call over call within a step, so its inputs grow with the loop: recomputing what earlier calls already computed (a whole sequence re-run for every new token without a KV cache) or extending a buffer every iteration. Keep the earlier results (past_key_values / use_cache=True) and run only the new part.".into(),
+        });
+    }
+    let k = top_kernel.to_ascii_lowercase();
+    a.push(match family {
+        OpFamily::Cat => "torch.cat and torch.stack copy every input into a new tensor: have the producers write into slices of one preallocated output, or let the consumer take the pieces separately.".into(),
+        OpFamily::Sort => "A full sort to keep only the first entries: torch.topk(x, k) selects without sorting the rest (top-k sampling: topk, then softmax over the k values); argsort + slice is topk(...).indices.".into(),
+        OpFamily::Index => "Gathers, scatters and boolean-mask indexing run far from HBM speed on random or repeated indices: use F.embedding instead of weight[ids] (its backward sums repeated rows in one pass), integer indices or torch.where instead of boolean masks, sort indices before index_select/index_add_, and compute losses with F.cross_entropy instead of F.one_hot products.".into(),
+        OpFamily::Norm
+            if (op.to_ascii_lowercase().contains("batchnorm") || op.contains("batch_norm"))
+                && !k.contains("channels_last") => "BatchNorm on NCHW tensors runs its slow strided kernels (and cuDNN transposes around the convolutions next to it): put the model and inputs in channels_last (model.to(memory_format=torch.channels_last)), where BatchNorm and the convolutions use their NHWC kernels.".into(),
+        OpFamily::Norm => "Use the fused norm kernels (F.layer_norm, F.rms_norm, F.group_norm) rather than norms written from mean/var/rsqrt, and channels_last for BatchNorm after convolutions; torch.compile fuses the rest.".into(),
+        OpFamily::Softmax => "A softmax over a large last dimension written to HBM and read back: fuse it with its consumer (F.cross_entropy fuses log_softmax and the loss; F.scaled_dot_product_attention fuses attention's).".into(),
+        OpFamily::UnfusedAttention => "Use F.scaled_dot_product_attention (is_causal=True for a causal mask, not a mask tensor): the flash/cuDNN kernels never write the [B, H, T, T] scores to HBM. Attention written as q @ k.transpose, masked_fill, softmax, @ v moves the score matrix through HBM several times.".into(),
+        OpFamily::Convolution if k.contains("nchwtonhwc") || k.contains("nhwctonchw") => "cuDNN transposes NCHW tensors to NHWC and back around its tensor-core kernels: put the model and its inputs in channels_last (model.to(memory_format=torch.channels_last), x.to(memory_format=torch.channels_last)).".into(),
+        OpFamily::Convolution => "Convolutions in half precision run fastest in channels_last with cudnn.benchmark=True; depthwise and grouped convolutions rarely reach the roof.".into(),
+        OpFamily::Matmul | OpFamily::Attention => "Matrix work: see the roofline rule's figures for these shapes.".into(),
+        _ => "Memory-bound work far from HBM speed usually reads strided (transposed, broadcast, sliced) inputs or runs on small tensors: make the input contiguous once where it is made, batch small calls, or fuse the chain with torch.compile.".into(),
+    });
+    a
+}

@@ -1,0 +1,232 @@
+//! Kernels that started on an idle GPU with nothing queued behind them, split by why the queue
+//! was empty.
+//!
+//! For each kernel, the queue depth at its start is the number of kernels of the device whose
+//! launch call had begun by then and that had not started yet (launch calls against kernel
+//! starts). A kernel that starts after a gap shorter than the idle-gap threshold with nothing
+//! queued was waiting for its own launch. Why the queue was empty decides what to change:
+//!
+//! - the host was blocked in a synchronising call (`cudaStreamSynchronize` under
+//!   `aten::nonzero`, `.item()`, a boolean-mask index, a pageable copy) that returned as the
+//!   GPU went idle: the sync drained the queue, and the gap is the sync's cost, as are the
+//!   gaps of the next [`CHAIN_KERNELS`] kernels while the host has not got ahead again (no
+//!   kernel started with work queued). Faster launches (CUDA graphs) cannot remove them: a
+//!   graph cannot even capture a synchronisation. Such gaps are **drained**, kept with the
+//!   operator and Python frame that synchronised;
+//! - otherwise the host was simply slower than the GPU at issuing work: **launch-bound**.
+//!
+//! The launch_bound rule reports the second set, the sync_stalls rule the first. Gaps from the
+//! threshold up are the idle_gaps rule's, which names drains of its own. Kernels replayed from
+//! a CUDA graph (`cudaGraphLaunch`) are left out: a replay queues all of them at once.
+//! Computed once per analysis ([`crate::context::Ctx::starved`]); O(kernels), with one
+//! binary search per starved kernel.
+
+use crate::names::is_sync_call;
+use crate::scope::Scope;
+use rustc_hash::{FxHashMap, FxHashSet};
+use tracehound_parsers::{HostKind, NONE, Trace};
+
+/// A sync that returned at most this long before the gap began drained the queue: the host
+/// wakes a few µs after the GPU finishes; 20 µs covers the wake-up and the return path (the
+/// idle engine's `DRAIN_SLACK_NS`, for the same reason).
+pub const DRAIN_SLACK_NS: i64 = 20_000;
+
+/// After a sync drained the queue, this many more kernels that start on an idle GPU before
+/// the host gets ahead again (a kernel starting with work queued behind it) are the sync's
+/// cost too: the host relaunches the code after the sync onto an empty queue, and a boolean
+/// index or `.item()` is followed by a few kernels before the next one. A bound, so that one
+/// `.item()` in a launch-bound step is not charged with the whole step.
+pub const CHAIN_KERNELS: usize = 16;
+
+/// One kernel that started after a short gap with nothing queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Starved {
+    /// GPU op index of the kernel.
+    pub op: u32,
+    /// The idle time before it, ns (`start - busy end`).
+    pub gap_ns: i64,
+    /// When the GPU went idle (the end of its last work before the kernel).
+    pub idle_from: i64,
+    /// Runtime call start to kernel start, ns (the launch path alone, since nothing was queued).
+    pub latency_ns: i64,
+    /// The synchronising runtime call (host span) that drained the queue, or [`NONE`].
+    pub drained_by: u32,
+}
+
+/// The starved kernels of one device.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeviceStarved {
+    /// Device index.
+    pub device: i32,
+    /// Kernels in the window whose launch call is known (graph replays left out).
+    pub kernels: usize,
+    /// Kernels replayed from CUDA graphs, not counted.
+    pub graph_kernels: u64,
+    /// Starved kernels in start order, drained or not.
+    pub starved: Vec<Starved>,
+}
+
+impl DeviceStarved {
+    /// The kernels that waited for a launch the host was slow to issue (no sync before).
+    pub fn launch_bound(&self) -> impl Iterator<Item = &Starved> {
+        self.starved.iter().filter(|s| s.drained_by == NONE)
+    }
+
+    /// The kernels that waited because a synchronising call had drained the queue.
+    pub fn drained(&self) -> impl Iterator<Item = &Starved> {
+        self.starved.iter().filter(|s| s.drained_by != NONE)
+    }
+}
+
+/// The correlation ids of copies to or from pageable memory: their launch calls block the host
+/// like a synchronize.
+pub(crate) fn pageable_copy_launches(t: &Trace) -> FxHashSet<u64> {
+    t.gpu_ops
+        .iter()
+        .filter(|o| o.is_pageable_copy())
+        .map(|o| o.correlation)
+        .filter(|&c| c != 0)
+        .collect()
+}
+
+/// Blocking runtime calls per host thread `(pid, tid)`, sorted by start: `(start, end, span)`.
+type Blocking = FxHashMap<(i64, i64), Vec<(i64, i64, u32)>>;
+
+/// The blocking runtime calls of every host thread.
+fn blocking_calls(t: &Trace) -> Blocking {
+    let pageable = pageable_copy_launches(t);
+    // Per string id, whether it names a synchronising call: tested once per name.
+    let sync_names: Vec<bool> = (0..t.strings.len())
+        .map(|id| is_sync_call(t.api_name(id as tracehound_parsers::StrId)))
+        .collect();
+    let mut out = Blocking::default();
+    for (i, s) in t.host_spans.iter().enumerate() {
+        if !matches!(s.kind, HostKind::Runtime | HostKind::Driver) {
+            continue;
+        }
+        let named = sync_names.get(s.name as usize).copied().unwrap_or(false);
+        if named || (s.correlation != 0 && pageable.contains(&s.correlation)) {
+            out.entry((s.pid, s.tid))
+                .or_default()
+                .push((s.start, s.end, i as u32));
+        }
+    }
+    for v in out.values_mut() {
+        v.sort_unstable();
+    }
+    out
+}
+
+/// The starved kernels of every device that ran kernels in the window, ascending by device.
+pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
+    let t = cx.trace;
+    let w = &cx.window;
+    let threshold = cx.config.gap_threshold_ns;
+    let is_graph = t.strings.matching(|n| n.contains("GraphLaunch"));
+    let blocking = blocking_calls(t);
+    let mut out = Vec::new();
+    for d in t.devices() {
+        let mut ks: Vec<(u32, u32)> = Vec::new();
+        let mut graph = 0u64;
+        for (i, _) in w.kernels(t, d) {
+            let l = t.index.op_launch[i];
+            if l == NONE {
+                continue;
+            }
+            let launch = &t.host_spans[l as usize];
+            if is_graph.get(launch.name as usize).copied().unwrap_or(false) {
+                graph += 1;
+                continue;
+            }
+            ks.push((i as u32, l));
+        }
+        let mut dev = DeviceStarved {
+            device: d,
+            kernels: ks.len(),
+            graph_kernels: graph,
+            starved: Vec::new(),
+        };
+        if ks.len() < 2 {
+            out.push(dev);
+            continue;
+        }
+        let mut launches: Vec<i64> = ks
+            .iter()
+            .map(|&(_, l)| t.host_spans[l as usize].start)
+            .collect();
+        launches.sort_unstable();
+        // Busy end across all GPU work of the device (any stream) before each kernel: the
+        // device's ops are sorted by start, so one pointer walks them alongside.
+        let dev_ops = t.device_ops(d);
+        let mut busy_end = i64::MIN;
+        let (mut oi, mut launched) = (0usize, 0usize);
+        // The sync that last drained the queue, its thread, and how many more kernels it
+        // may explain while the host has not got ahead again.
+        let mut chain: Option<(u32, (i64, i64), usize)> = None;
+        for (started, &(i, l)) in ks.iter().enumerate() {
+            let op = &t.gpu_ops[i as usize];
+            while oi < dev_ops.len() && t.gpu_ops[dev_ops[oi] as usize].start < op.start {
+                let o = &t.gpu_ops[dev_ops[oi] as usize];
+                if o.is_work() {
+                    busy_end = busy_end.max(o.end);
+                }
+                oi += 1;
+            }
+            // Launch calls begun by the kernel's start, less kernels started before it.
+            while launched < launches.len() && launches[launched] <= op.start {
+                launched += 1;
+            }
+            let depth = launched.saturating_sub(started + 1);
+            if depth != 0 {
+                // The host got ahead of the GPU again: a sync before no longer explains gaps.
+                chain = None;
+                continue;
+            }
+            let gap = op.start.saturating_sub(busy_end);
+            if busy_end == i64::MIN || gap <= 0 {
+                continue;
+            }
+            let launch = &t.host_spans[l as usize];
+            // The last blocking call the launching thread began by the time the GPU went
+            // idle: it drained the queue when it was still blocked then (or returned just
+            // before) and returned before this launch.
+            let direct = blocking
+                .get(&(launch.pid, launch.tid))
+                .and_then(|calls| {
+                    let k = calls.partition_point(|c| c.0 <= busy_end);
+                    let c = calls.get(k.checked_sub(1)?)?;
+                    (c.1 >= busy_end - DRAIN_SLACK_NS && c.1 <= launch.start).then_some(c.2)
+                })
+                .unwrap_or(NONE);
+            let thread = (launch.pid, launch.tid);
+            let drained_by = if direct != NONE {
+                chain = Some((direct, thread, CHAIN_KERNELS));
+                direct
+            } else {
+                match &mut chain {
+                    Some((sync, th, left)) if *th == thread && *left > 0 => {
+                        *left -= 1;
+                        *sync
+                    }
+                    _ => {
+                        chain = None;
+                        NONE
+                    }
+                }
+            };
+            if gap >= threshold {
+                // The idle-gap rule's: it names drains of its own.
+                continue;
+            }
+            dev.starved.push(Starved {
+                op: i,
+                gap_ns: gap,
+                idle_from: busy_end,
+                latency_ns: op.start - launch.start,
+                drained_by,
+            });
+        }
+        out.push(dev);
+    }
+    out
+}
