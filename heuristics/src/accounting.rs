@@ -462,6 +462,15 @@ pub(crate) fn accounting(
     out
 }
 
+/// An operator's name for people: an autograd node without the engine's prefix, marked as
+/// backward (`CudnnBatchNormBackward0 (backward)`).
+pub fn shown_op(op: &str) -> String {
+    match op.strip_prefix("autograd::engine::evaluate_function: ") {
+        Some(node) => format!("{node} (backward)"),
+        None => op.to_string(),
+    }
+}
+
 /// The name of the innermost user Python frame around span `i`, or [`NONE`].
 fn user_frame_name(t: &Trace, i: u32) -> u32 {
     t.ancestors(i)

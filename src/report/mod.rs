@@ -159,7 +159,7 @@ pub(crate) fn accounting_tables(
                     [
                         format!(
                             "{}{}",
-                            h.op,
+                            tracehound_heuristics::accounting::shown_op(&h.op),
                             h.frame
                                 .as_deref()
                                 .map(|f| format!(" @ {f}"))

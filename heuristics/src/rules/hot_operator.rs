@@ -21,7 +21,7 @@
 //! kernel would take (stated as such: the trace does not record the mask's values).
 
 use super::Rule;
-use crate::accounting::{DeviceAccounting, GROWTH, HOT_SHARE, Holder, OpFamily};
+use crate::accounting::{DeviceAccounting, GROWTH, HOT_SHARE, Holder, OpFamily, shown_op as shown};
 use crate::context::{Ctx, new_finding};
 use crate::finding::{Confidence, Finding, Row, fmt_ns, metrics};
 use crate::roofline::{ACHIEVABLE, ACHIEVABLE_ATTENTION};
@@ -75,14 +75,6 @@ impl Rule for HotOperator {
             out.extend(found);
         }
         out
-    }
-}
-
-/// An operator's name for a title: an autograd node without the engine's prefix.
-fn shown(op: &str) -> String {
-    match op.strip_prefix("autograd::engine::evaluate_function: ") {
-        Some(node) => format!("{node} (backward)"),
-        None => op.to_string(),
     }
 }
 
@@ -196,7 +188,7 @@ fn same_frame_rows(cx: &Ctx, acct: &DeviceAccounting, frame: Option<&str>) -> Ve
         .map(|o| Row {
             label: format!(
                 "{}{}",
-                o.op,
+                shown(&o.op),
                 o.roof_share
                     .map(|r| format!(" ({:.0}% of roof)", 100.0 * r))
                     .unwrap_or_default()
