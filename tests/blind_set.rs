@@ -233,23 +233,22 @@ fn a_full_sort_for_top_k_is_named_and_topk_is_not_blamed() {
 }
 
 #[test]
-fn boolean_mask_syncs_are_named_not_called_launch_bound() {
+fn boolean_mask_syncs_are_named_and_graphs_are_not_advised() {
     let (t, a, steps, file) = mistake("moe_mask_sync");
-    let fs = findings(&a);
-    let first = &fs[0];
-    assert_eq!(first["rule"], "sync_stalls", "{first}");
-    let s = text(first);
+    let first = &findings(&a)[0];
+    // The host is slower than the GPU in the masked dispatch: launch-bound, in operators that
+    // synchronise every call, which the title, the evidence and the advice name with their line.
+    assert_eq!(first["rule"], "launch_bound", "{first}");
+    let title = first["title"].as_str().expect("title");
     assert!(
-        s.contains("aten::nonzero") && s.contains(&planted_frame(&t)),
-        "{s}"
+        title.contains("synchronise") && title.contains("aten::nonzero"),
+        "{title}"
     );
-    assert!(s.contains("CUDA graphs will not help"), "{s}");
-    let sync = first["impact_ns"].as_i64().expect("impact");
+    let advice = first["advice"].to_string();
+    assert!(advice.contains(&planted_frame(&t)), "{advice}");
     assert!(
-        fs.iter()
-            .filter(|f| f["rule"] == "launch_bound")
-            .all(|f| f["impact_ns"].as_i64().expect("impact") < sync / 4),
-        "launch_bound must not claim the syncs' gaps"
+        advice.contains("cannot capture") && !advice.contains("Replay the step as a CUDA graph"),
+        "{advice}"
     );
     // A host-side cost: the profiler slows the host, so the capture's own twin is the measure.
     let (_, mistake_ms) = profiled_steps(&file);
@@ -282,8 +281,29 @@ fn one_hot_cross_entropy_is_named_at_its_line() {
 
 #[test]
 fn nchw_batchnorm_is_named_and_batch_128_is_not_called_small() {
-    let (_, a, _, _) = mistake("conv_nchw");
+    let (t, a, steps, file) = mistake("conv_nchw");
     let fs = findings(&a);
+    // cuDNN's transposes around the NCHW convolutions, at the planted frame, costing what the
+    // profiled twin gains (the unprofiled twin also gains the NHWC BatchNorm: blind-set.md).
+    let layout = fs
+        .iter()
+        .find(|f| {
+            f["rule"] == "hot_operator"
+                && f["title"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("run on NCHW tensors"))
+        })
+        .expect("the layout transforms named");
+    assert!(text(layout).contains(&planted_frame(&t)), "{layout}");
+    assert!(text(layout).contains("channels_last"), "{layout}");
+    let (_, mistake_ms) = profiled_steps(&file);
+    let (_, twin_ms) = profiled_steps("h200_blind_conv_nchw_twin.pt.trace.json.gz");
+    within(
+        per_step_ms(layout, steps),
+        mistake_ms - twin_ms,
+        0.25,
+        "layout transforms",
+    );
     assert!(
         fs.iter().any(|f| f["rule"] == "hot_operator"
             && text(f).contains("BatchNorm")
@@ -322,6 +342,10 @@ fn a_prefix_rerun_every_token_shows_as_growth_and_graphs_are_not_advised_blindly
     assert!(
         text(lb).contains("a CUDA graph replays fixed shapes"),
         "{lb}"
+    );
+    assert!(
+        !text(lb).contains("Replay the step as a CUDA graph"),
+        "no graph advice for shapes that change every call: {lb}"
     );
 }
 

@@ -4,7 +4,7 @@
 //! (verdict, first_finding_should, must_not_say, facts) into machine checks on
 //! `tracehound analyze --format json FILE` and on the table (`tracehound analyze FILE`).
 //!
-//! Check vocabulary (text matches are case-insensitive and start a word unless noted):
+//! Check vocabulary (text matches are case-insensitive unless noted):
 //! - `loads`: true — analyze exits 0 or 1 (not 2) and prints a JSON document.
 //! - `bound_in` / `bound_not_in`: `summary.bound` is one of / none of the values.
 //! - `verdict_any` / `verdict_none`: `summary.verdict` contains at least one / none of the texts.
@@ -81,20 +81,8 @@ fn severity_rank(s: &str) -> Option<u8> {
     }
 }
 
-/// Whether `hay` holds `needle`, case-insensitively, starting a word (after anything but a
-/// letter or digit; needles are often word stems, `captur`, and identifiers split at `_`, so
-/// `matmul_ogs` is found in `_matmul_ogs_NNT`): an expectation about DeepSpeed's "ZeRO" is
-/// not met by `is_nonzero`.
 fn contains_ci(hay: &str, needle: &str) -> bool {
-    let (hay, needle) = (hay.to_lowercase(), needle.to_lowercase());
-    let starts_word = needle.chars().next().is_some_and(char::is_alphanumeric);
-    hay.match_indices(&needle).any(|(i, _)| {
-        !starts_word
-            || !hay[..i]
-                .chars()
-                .next_back()
-                .is_some_and(char::is_alphanumeric)
-    })
+    hay.to_lowercase().contains(&needle.to_lowercase())
 }
 
 fn strings(v: &Value, what: &str) -> Result<Vec<String>, String> {

@@ -57,6 +57,7 @@ fn every_format_from_the_extension_with_stable_ids() {
             "roofline/gpu0",
             "launch_bound/gpu0",
             "hot_operator/gpu0/CudnnBatchNormBackward0 (backward)",
+            "hot_operator/gpu0/nchw convolutions at gen.py(157): step",
             "pageable_memcpy/gpu0/htod",
             "underfilled_kernels/gpu0"
         ]

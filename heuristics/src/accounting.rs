@@ -210,6 +210,19 @@ pub struct Holder {
     /// A softmax over square `[.., T, T]` inputs with T ≥ [`SCORES_MIN`]: attention scores.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub square_scores: bool,
+    /// GPU time of its layout-transform kernels (cuDNN's `nchwToNhwc`/`nhwcToNchw` around
+    /// tensor-core convolutions on NCHW tensors), ns.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub layout_ns: i64,
+}
+
+fn is_zero(x: &i64) -> bool {
+    *x == 0
+}
+
+/// Whether a kernel name is a layout transform between NCHW and NHWC.
+pub fn is_layout_transform(kernel: &str) -> bool {
+    kernel.contains("nchwToNhwc") || kernel.contains("nhwcToNchw")
 }
 
 /// One user Python frame and the GPU time of everything launched under it.
@@ -302,32 +315,49 @@ pub(crate) fn accounting(
             *e = (s.start, s.end);
         }
     }
-    let steps: Vec<(i64, i64)> = by_number
+    let mut steps: Vec<(i64, i64)> = by_number
         .into_values()
         .filter(|&(a, b)| b > w.start && a < w.end)
         .collect();
+    steps.sort_unstable();
     let mut out = Vec::new();
-    // Per outer operator span: the name of its user frame (found once per span).
-    let mut frame_of: FxHashMap<u32, u32> = FxHashMap::default();
     let softmax_names = t.strings.matching(|n| n.contains("softmax"));
     for d in t.devices() {
-        let mut holders: FxHashMap<(u32, u32), Acc> = FxHashMap::default();
-        let mut kernels: FxHashMap<u32, (i64, u64)> = FxHashMap::default();
+        // Holders in first-seen order, found by key through `index`; kernel time per name id,
+        // dense (a trace has millions of GPU ops but few names, and this loop reads one per op).
+        let mut index: FxHashMap<(u32, u32), u32> = FxHashMap::default();
+        let mut accs: Vec<Acc> = Vec::new();
+        let mut keys: Vec<(u32, u32)> = Vec::new();
+        let mut kernels: Vec<(i64, u64)> = vec![(0, 0); t.strings.len()];
         let (mut total, mut attributed) = (0i64, 0i64);
-        // The run of GPU ops of one outer span being summed: (span, key, its host start, ns).
-        let mut run: Option<(u32, (u32, u32), i64, i64)> = None;
-        // The last outer span and its key: a span's ops come one after another.
-        let mut last: (u32, (u32, u32)) = (NONE, (NONE, NONE));
+        // The outer span being summed: (span, holder, its host start, ns), and its current
+        // kernel name's run (name, ns), flushed into the holder when either changes.
+        let mut run: Option<(u32, u32, i64, i64)> = None;
+        let mut krun: (u32, i64) = (NONE, 0);
+        let mut frames = FrameCache::default();
+        // The memory-bound model lists every GPU operation of the window in this order, with
+        // its call: walked alongside, each call's bytes go to the holder of its first operation.
+        let peaks = peaks_of(t, d);
+        let model = membound.device(d).filter(|_| peaks.is_some());
+        let mut item = 0usize;
+        let mut counted = vec![false; model.map_or(0, |m| m.calls.len())];
         for &i in t.device_ops(d) {
             let op = &t.gpu_ops[i as usize];
             if op.start < w.start || op.start >= w.end || !op.is_work() {
                 continue;
             }
+            let call = model.map_or(NONE, |m| {
+                while item < m.items.len() && m.items[item].op != i {
+                    item += 1;
+                }
+                m.items.get(item).map_or(NONE, |x| x.call)
+            });
             let dur = op.dur();
             total += dur;
-            let k = kernels.entry(op.name).or_default();
-            k.0 += dur;
-            k.1 += 1;
+            if let Some(k) = kernels.get_mut(op.name as usize) {
+                k.0 += dur;
+                k.1 += 1;
+            }
             let outer = t
                 .index
                 .op_outer_cpu_op
@@ -338,53 +368,81 @@ pub(crate) fn accounting(
                 continue;
             }
             attributed += dur;
-            let key = if last.0 == outer {
-                last.1
-            } else {
-                let frame = *frame_of
-                    .entry(outer)
-                    .or_insert_with(|| user_frame_name(t, outer));
-                last = (outer, (t.host_spans[outer as usize].name, frame));
-                last.1
-            };
-            let h = holders.entry(key).or_default();
-            h.gpu_ns += dur;
-            h.kernels += 1;
-            *h.by_kernel.entry(op.name).or_default() += dur;
-            match &mut run {
-                Some(r) if r.0 == outer => r.3 += dur,
+            let h = match run {
+                Some(r) if r.0 == outer => r.1,
                 _ => {
-                    if let Some((_, key, start, ns)) = run.take()
-                        && let Some(h) = holders.get_mut(&key)
-                    {
-                        h.calls.push((start, ns));
+                    let frame = frames.frame(t, outer);
+                    let key = (t.host_spans[outer as usize].name, frame);
+                    let h = *index.entry(key).or_insert_with(|| {
+                        accs.push(Acc::default());
+                        keys.push(key);
+                        (accs.len() - 1) as u32
+                    });
+                    if let Some((_, prev, start, ns)) = run.take() {
+                        let a = &mut accs[prev as usize];
+                        a.calls.push((start, ns));
+                        if krun.0 != NONE {
+                            *a.by_kernel.entry(krun.0).or_default() += krun.1;
+                        }
+                        krun = (NONE, 0);
                     }
-                    run = Some((outer, key, t.host_spans[outer as usize].start, dur));
-                    if softmax_names.get(key.0 as usize).copied().unwrap_or(false)
-                        && let Some(h) = holders.get_mut(&key)
-                        && !h.square_scores
+                    run = Some((outer, h, t.host_spans[outer as usize].start, 0));
+                    let a = &mut accs[h as usize];
+                    if !a.square_scores
+                        && softmax_names.get(key.0 as usize).copied().unwrap_or(false)
                     {
-                        h.square_scores = t.input_dims(outer).first().is_some_and(|x| {
+                        a.square_scores = t.input_dims(outer).first().is_some_and(|x| {
                             x.len() >= 3
                                 && x[x.len() - 1] == x[x.len() - 2]
                                 && x[x.len() - 1] >= SCORES_MIN
                         });
                     }
+                    h
                 }
+            };
+            if let Some(r) = &mut run {
+                r.3 += dur;
+            }
+            let a = &mut accs[h as usize];
+            a.gpu_ns += dur;
+            a.kernels += 1;
+            if let (Some(m), Some(p)) = (model, &peaks)
+                && call != NONE
+                && !std::mem::replace(&mut counted[call as usize], true)
+            {
+                let c = &m.calls[call as usize];
+                a.ideal_ns += m.models[c.model as usize].bytes() / (p.mem_tbps * 1e3);
+                a.modelled_ns += c.ns;
+            }
+            if krun.0 == op.name {
+                krun.1 += dur;
+            } else {
+                if krun.0 != NONE {
+                    *a.by_kernel.entry(krun.0).or_default() += krun.1;
+                }
+                krun = (op.name, dur);
             }
         }
-        if let Some((_, key, start, ns)) = run.take()
-            && let Some(h) = holders.get_mut(&key)
-        {
-            h.calls.push((start, ns));
+        if let Some((_, h, start, ns)) = run.take() {
+            let a = &mut accs[h as usize];
+            a.calls.push((start, ns));
+            if krun.0 != NONE {
+                *a.by_kernel.entry(krun.0).or_default() += krun.1;
+            }
         }
+        let mut holders: FxHashMap<(u32, u32), Acc> = keys.into_iter().zip(accs).collect();
+        let kernels: FxHashMap<u32, (i64, u64)> = kernels
+            .into_iter()
+            .enumerate()
+            .filter(|(_, k)| k.1 > 0)
+            .map(|(n, k)| (n as u32, k))
+            .collect();
         if total == 0 {
             continue;
         }
-        // The modelled work of each holder: memory-bound calls' bytes and matrix calls' FLOPs.
-        let peaks = peaks_of(t, d);
+        // The matrix calls' FLOPs and the sorts' bytes (the memory-bound calls' were added above).
         if let Some(p) = &peaks {
-            model_holders(cx, membound, matrix, d, p, &mut frame_of, &mut holders);
+            model_holders(cx, matrix, d, p, &mut holders);
         }
         let n_steps = steps.len();
         let mut list: Vec<Holder> = holders
@@ -428,6 +486,12 @@ pub(crate) fn accounting(
                         growth(&acc.calls, &steps)
                     },
                     square_scores: acc.square_scores,
+                    layout_ns: acc
+                        .by_kernel
+                        .iter()
+                        .filter(|(k, _)| is_layout_transform(t.str(**k)))
+                        .map(|(_, ns)| ns)
+                        .sum(),
                     op,
                 }
             })
@@ -462,6 +526,35 @@ pub(crate) fn accounting(
     out
 }
 
+/// The name of the innermost user Python frame around span `i` ([`NONE`]: none). A short
+/// walk: an operator's frame is a level or three above it (a memo of every span seen cost
+/// more, on a 1 GB trace, than the walks it saved).
+fn frame_name(t: &Trace, i: u32) -> u32 {
+    t.ancestors(i)
+        .map(|a| &t.host_spans[a as usize])
+        .find(|s| s.kind == HostKind::Python && t.is_user_frame_name(s.name))
+        .map_or(NONE, |s| s.name)
+}
+
+/// [`frame_name`] remembered for the last parent asked about: operators one after another
+/// mostly share their parent (a Python frame, a step range), so most asks cost one compare.
+#[derive(Default)]
+struct FrameCache {
+    parent: Option<u32>,
+    frame: u32,
+}
+
+impl FrameCache {
+    fn frame(&mut self, t: &Trace, i: u32) -> u32 {
+        let parent = t.host_spans.get(i as usize).map_or(NONE, |s| s.parent);
+        if self.parent != Some(parent) {
+            self.parent = Some(parent);
+            self.frame = frame_name(t, i);
+        }
+        self.frame
+    }
+}
+
 /// An operator's name for people: an autograd node without the engine's prefix, marked as
 /// backward (`CudnnBatchNormBackward0 (backward)`).
 pub fn shown_op(op: &str) -> String {
@@ -469,14 +562,6 @@ pub fn shown_op(op: &str) -> String {
         Some(node) => format!("{node} (backward)"),
         None => op.to_string(),
     }
-}
-
-/// The name of the innermost user Python frame around span `i`, or [`NONE`].
-fn user_frame_name(t: &Trace, i: u32) -> u32 {
-    t.ancestors(i)
-        .map(|a| &t.host_spans[a as usize])
-        .find(|s| s.kind == HostKind::Python && t.is_user_frame_name(s.name))
-        .map_or(NONE, |s| s.name)
 }
 
 /// A holder's family: from its operator, or its top kernel when the operator says nothing.
@@ -495,47 +580,37 @@ fn family_of(op: &str, top_kernel: &str) -> OpFamily {
     }
 }
 
-/// Adds each holder's modelled work: the time it needs at 100% of the roof, and the GPU time
-/// of the calls modelled.
+/// Adds each holder's matrix and sort work: the time it needs at 100% of the roof, and the
+/// GPU time of the calls modelled.
 fn model_holders(
     cx: &Scope,
-    membound: &Membound,
     matrix: &[(i32, DeviceCalls)],
     d: i32,
     peaks: &Peaks,
-    frame_of: &mut FxHashMap<u32, u32>,
     holders: &mut FxHashMap<(u32, u32), Acc>,
 ) {
     let t = cx.trace;
-    let mut add = |span: u32, ns: i64, ideal: f64| {
-        let outer = t.outermost_cpu_op(span);
+    let mut frames = FrameCache::default();
+    let mut add = |outer: u32, ns: i64, ideal: f64| {
         if outer == NONE || ns <= 0 {
             return;
         }
-        let frame = *frame_of
-            .entry(outer)
-            .or_insert_with(|| user_frame_name(t, outer));
-        if let Some(h) = holders.get_mut(&(t.host_spans[outer as usize].name, frame)) {
+        let key = (t.host_spans[outer as usize].name, frames.frame(t, outer));
+        if let Some(h) = holders.get_mut(&key) {
             h.ideal_ns += ideal;
             h.modelled_ns += ns;
         }
     };
-    if let Some(m) = membound.device(d) {
-        for c in &m.calls {
-            let bytes = m.models[c.model as usize].bytes();
-            add(c.span, c.ns, bytes / (peaks.mem_tbps * 1e3));
-        }
-    }
     for c in &crate::roofline::calls_of(matrix, d).calls {
         let bytes = c.work.elems * c.math.elem_bytes();
         let compute = peaks.tflops(c.math);
         let roof = compute.min(c.work.flops / bytes.max(1.0) * peaks.mem_tbps);
-        add(c.op, c.ns, c.work.flops / (roof * 1e3));
+        add(t.outermost_cpu_op(c.op), c.ns, c.work.flops / (roof * 1e3));
     }
     // Sorts: read the keys, write the sorted keys and int64 indices, once each (a radix sort
     // makes several passes; this is the least any sort must move).
     for h in sort_calls(cx, d) {
-        add(h.0, h.1, h.2 / (peaks.mem_tbps * 1e3));
+        add(t.outermost_cpu_op(h.0), h.1, h.2 / (peaks.mem_tbps * 1e3));
     }
 }
 
@@ -595,20 +670,22 @@ fn sort_calls(cx: &Scope, d: i32) -> Vec<(u32, i64, f64)> {
 /// first's, when it rises quarter over quarter in every step with enough calls (`None` when
 /// no step has enough, or one does not rise).
 fn growth(calls: &[(i64, i64)], steps: &[(i64, i64)]) -> Option<f64> {
-    let groups: Vec<Vec<i64>> = if steps.is_empty() {
-        vec![calls.iter().map(|c| c.1).collect()]
-    } else {
-        steps
-            .iter()
-            .map(|&(a, b)| {
-                calls
-                    .iter()
-                    .filter(|c| c.0 >= a && c.0 < b)
-                    .map(|c| c.1)
-                    .collect()
-            })
-            .collect()
-    };
+    // Each call in the last step begun by its start (steps are sorted and do not overlap):
+    // one binary search per call, where filtering every step's calls cost calls × steps.
+    let mut groups: Vec<Vec<i64>> = vec![Vec::new(); steps.len().max(1)];
+    for &(start, ns) in calls {
+        if steps.is_empty() {
+            groups[0].push(ns);
+            continue;
+        }
+        let k = steps.partition_point(|s| s.0 <= start);
+        if let Some(&(a, b)) = k.checked_sub(1).and_then(|k| steps.get(k))
+            && start >= a
+            && start < b
+        {
+            groups[k - 1].push(ns);
+        }
+    }
     let mut ratios = Vec::new();
     for g in groups.iter().filter(|g| g.len() >= GROWTH_CALLS) {
         let q = g.len() / 4;

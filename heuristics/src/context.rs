@@ -75,13 +75,18 @@ impl<'a> Ctx<'a> {
     /// Kernels that started on an idle GPU with nothing queued, per device
     /// ([`crate::starved`]).
     pub fn starved(&self) -> &[crate::starved::DeviceStarved] {
-        self.starved.get_or_init(|| crate::starved::starved(self))
+        self.starved.get_or_init(|| {
+            tracehound_parsers::timing::timed("starved kernels", || crate::starved::starved(self))
+        })
     }
 
     /// Where each device's GPU time goes ([`crate::accounting`]).
     pub fn accounting(&self) -> &[crate::accounting::DeviceAccounting] {
         self.accounting.get_or_init(|| {
-            crate::accounting::accounting(self, self.membound(), self.all_matrix_calls())
+            let (membound, matrix) = (self.membound(), self.all_matrix_calls());
+            tracehound_parsers::timing::timed("accounting", || {
+                crate::accounting::accounting(self, membound, matrix)
+            })
         })
     }
 

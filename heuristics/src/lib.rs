@@ -102,6 +102,7 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
     }
     rank(&mut findings);
     drop_explained(&mut findings);
+    graphs_need_fixed_shapes(&mut findings);
     let mut summary = summary;
     // The verdict names what bounds the run; when a costlier problem of another kind ranks
     // first, say so, or "GPU-bound" would read as "nothing to fix".
@@ -164,6 +165,31 @@ fn longest_first(
     found
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// CUDA graphs replay fixed shapes: on a device where an operator's cost grows call over call
+/// (a hot_operator finding says so), the launch_bound finding's advice says that first, in
+/// place of replaying the step as a graph.
+fn graphs_need_fixed_shapes(findings: &mut [Finding]) {
+    let growing: Vec<(Option<i32>, String)> = findings
+        .iter()
+        .filter(|f| {
+            f.rule == rules::hot_operator::ID && f.metrics.get("growth").is_some_and(|&g| g > 0.0)
+        })
+        .map(|f| (f.device, f.subject.clone().unwrap_or_default()))
+        .collect();
+    for f in findings
+        .iter_mut()
+        .filter(|f| f.rule == rules::launch_bound::ID)
+    {
+        if let Some((_, what)) = growing.iter().find(|(d, _)| *d == f.device) {
+            f.advice
+                .retain(|a| !a.starts_with("Replay the step as a CUDA graph"));
+            f.advice.insert(0, format!(
+                "Shapes change call over call here ({what} costs more every call, see hot_operator): a CUDA graph replays fixed shapes, so fix the growth first, or pad to a few fixed sizes."
+            ));
+        }
+    }
 }
 
 /// Drops hot_operator findings about an operator whose time a finding of a specific rule

@@ -10,9 +10,11 @@
 //!   `aten::nonzero`, `.item()`, a boolean-mask index, a pageable copy) that returned as the
 //!   GPU went idle: the sync drained the queue, and the gap is the sync's cost, as are the
 //!   gaps of the next [`CHAIN_KERNELS`] kernels while the host has not got ahead again (no
-//!   kernel started with work queued). Faster launches (CUDA graphs) cannot remove them: a
-//!   graph cannot even capture a synchronisation. Such gaps are **drained**, kept with the
-//!   operator and Python frame that synchronised;
+//!   kernel started with work queued), up to as much idle time as the host waited in the sync
+//!   (the lead it lost: without the sync, that much queued work would have covered the host's
+//!   relaunch). Faster launches (CUDA graphs) cannot remove them: a graph cannot even capture
+//!   a synchronisation. Such gaps are **drained**, kept with the operator and Python frame
+//!   that synchronised;
 //! - otherwise the host was simply slower than the GPU at issuing work: **launch-bound**.
 //!
 //! The launch_bound rule reports the second set, the sync_stalls rule the first. Gaps from the
@@ -89,32 +91,118 @@ pub(crate) fn pageable_copy_launches(t: &Trace) -> FxHashSet<u64> {
         .collect()
 }
 
-/// Blocking runtime calls per host thread `(pid, tid)`, sorted by start: `(start, end, span)`.
-type Blocking = FxHashMap<(i64, i64), Vec<(i64, i64, u32)>>;
+/// How many spans before the GPU went idle are searched for the blocking call on the launching
+/// thread: a thread blocked in a sync starts nothing until it returns, so the sync is the last
+/// span begun by then, or one of the last few when it returned within the slack.
+const SYNC_LOOKBACK: usize = 4;
 
-/// The blocking runtime calls of every host thread.
-fn blocking_calls(t: &Trace) -> Blocking {
-    let pageable = pageable_copy_launches(t);
-    // Per string id, whether it names a synchronising call: tested once per name.
-    let sync_names: Vec<bool> = (0..t.strings.len())
-        .map(|id| is_sync_call(t.api_name(id as tracehound_parsers::StrId)))
-        .collect();
-    let mut out = Blocking::default();
-    for (i, s) in t.host_spans.iter().enumerate() {
-        if !matches!(s.kind, HostKind::Runtime | HostKind::Driver) {
-            continue;
-        }
-        let named = sync_names.get(s.name as usize).copied().unwrap_or(false);
-        if named || (s.correlation != 0 && pageable.contains(&s.correlation)) {
-            out.entry((s.pid, s.tid))
-                .or_default()
-                .push((s.start, s.end, i as u32));
+/// Finds the synchronising call that drained the queue: the blocking runtime call the
+/// launching thread began by `idle_from` and was still in then (or left at most
+/// [`DRAIN_SLACK_NS`] before), returned before the launch at `launch_start`.
+pub(crate) struct Syncs<'t> {
+    t: &'t Trace,
+    threads: FxHashMap<(i64, i64), &'t [u32]>,
+    /// Per name id of a runtime call, whether it synchronises (0 not tested yet, 1 no, 2 yes):
+    /// tested once per name, on demand (a trace holds millions of strings, a few hundred call
+    /// names).
+    sync_names: Vec<std::cell::Cell<u8>>,
+    pageable: FxHashSet<u64>,
+    /// Per thread, how many of its spans begin at or before the last `idle_from` asked about:
+    /// the starved pass asks in time order, so each thread's spans are walked once.
+    cursor: std::cell::RefCell<FxHashMap<(i64, i64), usize>>,
+}
+
+impl<'t> Syncs<'t> {
+    pub(crate) fn new(t: &'t Trace) -> Self {
+        Syncs {
+            t,
+            threads: t
+                .index
+                .spans_by_thread
+                .iter()
+                .map(|(k, v)| (*k, v.as_slice()))
+                .collect(),
+            sync_names: (0..t.strings.len())
+                .map(|_| std::cell::Cell::new(0))
+                .collect(),
+            pageable: pageable_copy_launches(t),
+            cursor: std::cell::RefCell::new(FxHashMap::default()),
         }
     }
-    for v in out.values_mut() {
-        v.sort_unstable();
+
+    /// Starts over for a pass whose times begin again (the next device).
+    fn rewind(&self) {
+        self.cursor.borrow_mut().clear();
     }
-    out
+
+    fn sync_name(&self, name: u32) -> bool {
+        let Some(c) = self.sync_names.get(name as usize) else {
+            return false;
+        };
+        if c.get() == 0 {
+            c.set(if is_sync_call(self.t.api_name(name)) {
+                2
+            } else {
+                1
+            });
+        }
+        c.get() == 2
+    }
+
+    /// Whether span `i` is a blocking runtime call.
+    fn is_blocking(&self, i: u32) -> bool {
+        let s = &self.t.host_spans[i as usize];
+        matches!(s.kind, HostKind::Runtime | HostKind::Driver)
+            && (self.sync_name(s.name)
+                || (s.correlation != 0 && self.pageable.contains(&s.correlation)))
+    }
+
+    /// The first blocking runtime call inside operator span `op` (on its thread), or
+    /// [`NONE`].
+    pub(crate) fn inside(&self, op: u32) -> u32 {
+        let hs = &self.t.host_spans;
+        let Some(o) = hs.get(op as usize) else {
+            return NONE;
+        };
+        let Some(spans) = self.threads.get(&(o.pid, o.tid)) else {
+            return NONE;
+        };
+        let k = spans.partition_point(|&i| hs[i as usize].start < o.start);
+        spans[k..]
+            .iter()
+            .copied()
+            .take_while(|&i| hs[i as usize].start < o.end)
+            .find(|&i| self.is_blocking(i))
+            .unwrap_or(NONE)
+    }
+
+    fn drained_by(&self, thread: (i64, i64), idle_from: i64, launch_start: i64) -> u32 {
+        let Some(spans) = self.threads.get(&thread) else {
+            return NONE;
+        };
+        let hs = &self.t.host_spans;
+        let mut cursors = self.cursor.borrow_mut();
+        let k = cursors.entry(thread).or_insert(0);
+        // Asked in time order: move forward only (a time before the last one starts over).
+        if *k > 0 && hs[spans[*k - 1] as usize].start > idle_from {
+            *k = spans.partition_point(|&i| hs[i as usize].start <= idle_from);
+        }
+        while *k < spans.len() && hs[spans[*k] as usize].start <= idle_from {
+            *k += 1;
+        }
+        let k = *k;
+        drop(cursors);
+        spans[k.saturating_sub(SYNC_LOOKBACK)..k]
+            .iter()
+            .rev()
+            .copied()
+            .find(|&i| self.is_blocking(i))
+            .filter(|&i| {
+                let s = &hs[i as usize];
+                s.end >= idle_from - DRAIN_SLACK_NS && s.end <= launch_start
+            })
+            .unwrap_or(NONE)
+    }
 }
 
 /// The starved kernels of every device that ran kernels in the window, ascending by device.
@@ -123,7 +211,7 @@ pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
     let w = &cx.window;
     let threshold = cx.config.gap_threshold_ns;
     let is_graph = t.strings.matching(|n| n.contains("GraphLaunch"));
-    let blocking = blocking_calls(t);
+    let syncs = Syncs::new(t);
     let mut out = Vec::new();
     for d in t.devices() {
         let mut ks: Vec<(u32, u32)> = Vec::new();
@@ -140,6 +228,7 @@ pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
             }
             ks.push((i as u32, l));
         }
+        syncs.rewind();
         let mut dev = DeviceStarved {
             device: d,
             kernels: ks.len(),
@@ -160,9 +249,9 @@ pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
         let dev_ops = t.device_ops(d);
         let mut busy_end = i64::MIN;
         let (mut oi, mut launched) = (0usize, 0usize);
-        // The sync that last drained the queue, its thread, and how many more kernels it
-        // may explain while the host has not got ahead again.
-        let mut chain: Option<(u32, (i64, i64), usize)> = None;
+        // The sync that last drained the queue, its thread, how many more kernels it may
+        // explain while the host has not got ahead again, and the idle time it may explain.
+        let mut chain: Option<(u32, (i64, i64), usize, i64)> = None;
         for (started, &(i, l)) in ks.iter().enumerate() {
             let op = &t.gpu_ops[i as usize];
             while oi < dev_ops.len() && t.gpu_ops[dev_ops[oi] as usize].start < op.start {
@@ -190,28 +279,25 @@ pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
             // The last blocking call the launching thread began by the time the GPU went
             // idle: it drained the queue when it was still blocked then (or returned just
             // before) and returned before this launch.
-            let direct = blocking
-                .get(&(launch.pid, launch.tid))
-                .and_then(|calls| {
-                    let k = calls.partition_point(|c| c.0 <= busy_end);
-                    let c = calls.get(k.checked_sub(1)?)?;
-                    (c.1 >= busy_end - DRAIN_SLACK_NS && c.1 <= launch.start).then_some(c.2)
-                })
-                .unwrap_or(NONE);
             let thread = (launch.pid, launch.tid);
-            let drained_by = if direct != NONE {
-                chain = Some((direct, thread, CHAIN_KERNELS));
-                direct
-            } else {
-                match &mut chain {
-                    Some((sync, th, left)) if *th == thread && *left > 0 => {
-                        *left -= 1;
-                        *sync
-                    }
-                    _ => {
-                        chain = None;
-                        NONE
-                    }
+            let direct = syncs.drained_by(thread, busy_end, launch.start);
+            // A sync can cost at most the lead it destroyed: the GPU work that was queued when
+            // the host began waiting, which is how long it waited. Gaps after it are the
+            // sync's while they fit in that budget; a host that never had a lead (a
+            // launch-bound loop with an occasional copy to the host) keeps its gaps.
+            if direct != NONE {
+                let s = &t.host_spans[direct as usize];
+                chain = Some((direct, thread, CHAIN_KERNELS, s.end - s.start));
+            }
+            let drained_by = match &mut chain {
+                Some((sync, th, left, budget)) if *th == thread && *left > 0 && gap <= *budget => {
+                    *left -= 1;
+                    *budget -= gap;
+                    *sync
+                }
+                _ => {
+                    chain = None;
+                    NONE
                 }
             };
             if gap >= threshold {

@@ -69,6 +69,7 @@ impl Rule for HotOperator {
                 }
             }
             found.extend(attention.map(|(_, f)| f));
+            found.extend(nchw_layout(cx, acct));
             found.extend(masked_attention(cx, acct));
             found.sort_by(|a, b| b.impact_ns.cmp(&a.impact_ns).then(a.title.cmp(&b.title)));
             found.truncate(MAX_PER_DEVICE);
@@ -331,6 +332,71 @@ fn masked_attention(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
     Some(f)
 }
 
+/// Layout transforms from this share of the GPU time up are worth a finding: they are pure
+/// overhead (channels_last removes them), so the bar is lower than for a holder.
+pub const LAYOUT_SHARE: f64 = 0.05;
+
+/// Convolutions run on NCHW tensors: cuDNN's tensor-core kernels work in NHWC, so it
+/// transposes the inputs and outputs around each call. Impact: the transforms' time.
+fn nchw_layout(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
+    let convs: Vec<&Holder> = acct
+        .holders
+        .iter()
+        .filter(|h| h.family == OpFamily::Convolution && h.layout_ns > 0)
+        .collect();
+    let layout: i64 = convs.iter().map(|h| h.layout_ns).sum();
+    let share = layout as f64 / acct.gpu_ns.max(1) as f64;
+    if share < LAYOUT_SHARE {
+        return None;
+    }
+    // Named after the forward convolutions' frame when there is one (backward runs on the
+    // autograd thread, without the user's frames).
+    let top = convs
+        .iter()
+        .filter(|h| h.frame.is_some())
+        .max_by_key(|h| h.layout_ns)
+        .or_else(|| convs.iter().max_by_key(|h| h.layout_ns))?;
+    let d = acct.device;
+    let conv_ns: i64 = convs.iter().map(|h| h.gpu_ns).sum();
+    let mut f = new_finding(
+        cx,
+        ID,
+        Some(d),
+        format!(
+            "convolutions{} run on NCHW tensors: cuDNN transposes to NHWC and back around them, {} in layout kernels ({:.0}% of GPU {d}'s time)",
+            at(&top.frame),
+            fmt_ns(layout),
+            100.0 * share
+        ),
+        layout,
+        Confidence::High,
+        format!(
+            "{} convolution operators ({} of GPU time) launch nchwToNhwc/nhwcToNchw kernels; impact: their time, which channels_last removes (NCHW BatchNorm kernels next to them are slower too)",
+            convs.len(),
+            fmt_ns(conv_ns)
+        ),
+    );
+    f.subject = Some(format!("nchw convolutions{}", at(&top.frame)));
+    f.breakdown = convs
+        .iter()
+        .take(cx.config.max_rows)
+        .map(|h| Row {
+            label: format!("{} (layout transforms {})", shown(&h.op), fmt_ns(h.layout_ns)),
+            count: h.calls,
+            time_ns: h.gpu_ns,
+            bytes: None,
+            python_frame: h.frame.clone(),
+            cause: None,
+            share: Some(h.share),
+        })
+        .collect();
+    f.advice = vec![
+        "Put the model and its inputs in channels_last: model.to(memory_format=torch.channels_last) and x.to(memory_format=torch.channels_last); cuDNN then runs its NHWC kernels directly, and BatchNorm its NHWC kernels.".into(),
+    ];
+    f.metrics = metrics([("layout_ns", layout as f64), ("share", share)]);
+    Some(f)
+}
+
 /// What usually makes this family slow in PyTorch, and what replaces it.
 fn advice(family: OpFamily, grows: bool, top_kernel: &str, op: &str) -> Vec<String> {
     let mut a: Vec<String> = Vec::new();
@@ -348,6 +414,8 @@ fn advice(family: OpFamily, grows: bool, top_kernel: &str, op: &str) -> Vec<Stri
         OpFamily::Norm
             if (op.to_ascii_lowercase().contains("batchnorm") || op.contains("batch_norm"))
                 && !k.contains("channels_last") => "BatchNorm on NCHW tensors runs its slow strided kernels (and cuDNN transposes around the convolutions next to it): put the model and inputs in channels_last (model.to(memory_format=torch.channels_last)), where BatchNorm and the convolutions use their NHWC kernels.".into(),
+        OpFamily::Norm
+            if op.to_ascii_lowercase().contains("batchnorm") || op.contains("batch_norm") => "BatchNorm in training reads its input twice (statistics, then normalisation) and its kernels rarely reach the HBM roof even in channels_last: torch.compile fuses it with the activation after it; for inference, fold it into the convolution's weights.".into(),
         OpFamily::Norm => "Use the fused norm kernels (F.layer_norm, F.rms_norm, F.group_norm) rather than norms written from mean/var/rsqrt, and channels_last for BatchNorm after convolutions; torch.compile fuses the rest.".into(),
         OpFamily::Softmax => "A softmax over a large last dimension written to HBM and read back: fuse it with its consumer (F.cross_entropy fuses log_softmax and the loss; F.scaled_dot_product_attention fuses attention's).".into(),
         OpFamily::UnfusedAttention => "Use F.scaled_dot_product_attention (is_causal=True for a causal mask, not a mask tensor): the flash/cuDNN kernels never write the [B, H, T, T] scores to HBM. Attention written as q @ k.transpose, masked_fill, softmax, @ v moves the score matrix through HBM several times.".into(),

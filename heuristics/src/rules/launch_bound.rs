@@ -28,6 +28,9 @@ pub struct LaunchBound;
 /// gaps of a GPU-bound run (kernels of tens of µs, an occasional empty queue) add up to noise.
 const MIN_SHARE: f64 = 0.03;
 
+/// Calls of an operator whose kernels waited that are checked for a synchronisation inside.
+const SYNC_SAMPLES: usize = 16;
+
 /// A stretch is this many starved kernels in a row, or more.
 const STRETCH_KERNELS: usize = 3;
 
@@ -60,6 +63,8 @@ impl Rule for LaunchBound {
             let mut durs: Vec<i64> = Vec::new();
             // By the operator's name id: no string built per starved kernel.
             let mut by_name: rustc_hash::FxHashMap<u32, (u64, i64)> = Default::default();
+            // A few outer operator spans per name, to see whether those operators synchronise.
+            let mut samples: rustc_hash::FxHashMap<u32, Vec<u32>> = Default::default();
             let (mut run, mut run_ns, mut run_start, mut last_end) = (0usize, 0i64, 0i64, i64::MIN);
             let mut stretches: Vec<(i64, usize, i64, i64)> = Vec::new();
             let mut prev: Option<u32> = None;
@@ -72,9 +77,14 @@ impl Rule for LaunchBound {
                 // Found by the nesting pass: walking up from each launch read the spans all
                 // over the list.
                 let outer = t.index.op_outer_cpu_op[s.op as usize];
-                let g = by_name.entry(span_name_id(t, outer)).or_default();
+                let name = span_name_id(t, outer);
+                let g = by_name.entry(name).or_default();
                 g.0 += 1;
                 g.1 += s.gap_ns;
+                let v = samples.entry(name).or_default();
+                if v.len() < SYNC_SAMPLES && outer != tracehound_parsers::NONE {
+                    v.push(outer);
+                }
                 // A stretch: starved kernels back to back (each starting right after the
                 // previous starved kernel's work ended).
                 let joined = prev.is_some() && s.idle_from <= last_end;
@@ -141,7 +151,7 @@ impl Rule for LaunchBound {
                 ),
             );
             let mut groups: BTreeMap<String, (u64, i64)> = BTreeMap::new();
-            for (name, (n, ns)) in by_name {
+            for (&name, &(n, ns)) in &by_name {
                 let label = name_or(t, name, "(no operator)");
                 let g = groups.entry(label.to_string()).or_default();
                 g.0 += n;
@@ -164,32 +174,65 @@ impl Rule for LaunchBound {
                     python_frame: None,
                 })
                 .collect();
-            // CUDA graphs replay fixed shapes: work whose cost grows call over call changes
-            // shape every call.
-            let growing = cx
-                .accounting()
-                .iter()
-                .filter(|a| a.device == d)
-                .flat_map(|a| a.holders.iter())
-                .find(|h| {
-                    h.share >= crate::accounting::HOT_SHARE
-                        && h.growth
-                            .is_some_and(|g| g >= crate::accounting::GROWTH)
-                        && h.family != crate::accounting::OpFamily::Attention
-                });
             f.advice = Vec::new();
-            if let Some(h) = growing {
+            // The operators whose kernels waited most: when they synchronise on most calls
+            // (a boolean-mask index's nonzero, .item(), a copy to the host), the host loses its
+            // lead there every call, and a CUDA graph cannot capture them.
+            let syncs = crate::starved::Syncs::new(t);
+            let mut top: Vec<(u32, (u64, i64))> = by_name.iter().map(|(&k, &v)| (k, v)).collect();
+            top.sort_by(|a, b| b.1.1.cmp(&a.1.1).then(a.0.cmp(&b.0)));
+            let mut syncing: Vec<String> = Vec::new();
+            let mut syncing_ns = 0i64;
+            for &(name, (_, ns)) in top.iter().take(3) {
+                let calls = samples.get(&name).map(Vec::as_slice).unwrap_or(&[]);
+                let found: Vec<u32> = calls.iter().map(|&o| syncs.inside(o)).filter(|&c| c != tracehound_parsers::NONE).collect();
+                if calls.is_empty() || 2 * found.len() < calls.len() {
+                    continue;
+                }
+                let call = found[0];
+                let inner = t.enclosing(call, tracehound_parsers::HostKind::CpuOp);
+                let outer_name = name_or(t, name, "(no operator)");
+                let inner_name = crate::names::span_name(t, inner, "");
+                let frame = calls
+                    .iter()
+                    .find_map(|&o| t.user_frame(o))
+                    .map(|f| format!(" at {f}"))
+                    .unwrap_or_default();
+                syncing.push(format!(
+                    "{outer_name}{} ({}){frame}",
+                    if inner_name.is_empty() || inner_name == outer_name {
+                        String::new()
+                    } else {
+                        format!(" › {inner_name}")
+                    },
+                    t.api_name(t.host_spans[call as usize].name)
+                ));
+                syncing_ns += ns;
+            }
+            let sync_bound = 2 * syncing_ns >= starved_ns && !syncing.is_empty();
+            if sync_bound {
+                f.title.push_str(&format!(
+                    ", most in operators that synchronise with the host every call ({})",
+                    syncing
+                        .iter()
+                        .map(|x| x.split(" (").next().unwrap_or(x))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+                f.evidence.push_str(&format!(
+                    "; the operators holding most of it synchronise with the host on most calls: {}",
+                    syncing.join(", ")
+                ));
                 f.advice.push(format!(
-                    "Shapes change call over call here ({}{} grows {:.2}× over a step): a CUDA graph replays fixed shapes, so fix the growth first (see hot_operator), or pad to a few fixed sizes.",
-                    h.op,
-                    h.frame.as_deref().map(|x| format!(" at {x}")).unwrap_or_default(),
-                    h.growth.unwrap_or(1.0)
+                    "The operators whose kernels wait most synchronise on most calls ({}): each sync empties the queue and the host relaunches onto an idle GPU, and a CUDA graph cannot capture a synchronisation. Remove the syncs: boolean-mask indexing (x[mask], x[mask] = y) and nonzero learn their size on the host — use torch.where or a multiply by the mask, integer indices computed once, or sort once and split by counts; keep .item() and copies to the host out of the loop.",
+                    syncing.join("; ")
                 ));
             }
-            f.advice.extend([
+            // A graph cannot capture the syncs that hold most of it: no graph advice then.
+            f.advice.extend(if sync_bound { Vec::new() } else { vec![
                 "Replay the step as a CUDA graph: torch.compile(mode=\"reduce-overhead\"), or torch.cuda.CUDAGraph around a static-shape step; one launch then queues every kernel.".into(),
                 "Or give each kernel more work: a larger batch, or torch.compile to fuse the elementwise chains into fewer kernels.".into(),
-            ]);
+            ] });
             f.metrics = metrics([
                 ("starved_ns", starved_ns as f64),
                 ("starved_kernels", starved_n as f64),
