@@ -62,9 +62,8 @@ impl Rule for LaunchBound {
             let mut latency: Vec<i64> = Vec::new();
             let mut durs: Vec<i64> = Vec::new();
             // By the operator's name id: no string built per starved kernel.
-            let mut by_name: rustc_hash::FxHashMap<u32, (u64, i64)> = Default::default();
-            // A few outer operator spans per name, to see whether those operators synchronise.
-            let mut samples: rustc_hash::FxHashMap<u32, Vec<u32>> = Default::default();
+            // With a few of its outer operator spans, to see whether they synchronise.
+            let mut by_name: rustc_hash::FxHashMap<u32, (u64, i64, Vec<u32>)> = Default::default();
             let (mut run, mut run_ns, mut run_start, mut last_end) = (0usize, 0i64, 0i64, i64::MIN);
             let mut stretches: Vec<(i64, usize, i64, i64)> = Vec::new();
             let mut prev: Option<u32> = None;
@@ -81,9 +80,8 @@ impl Rule for LaunchBound {
                 let g = by_name.entry(name).or_default();
                 g.0 += 1;
                 g.1 += s.gap_ns;
-                let v = samples.entry(name).or_default();
-                if v.len() < SYNC_SAMPLES && outer != tracehound_parsers::NONE {
-                    v.push(outer);
+                if g.2.len() < SYNC_SAMPLES && outer != tracehound_parsers::NONE {
+                    g.2.push(outer);
                 }
                 // A stretch: starved kernels back to back (each starting right after the
                 // previous starved kernel's work ended).
@@ -151,7 +149,7 @@ impl Rule for LaunchBound {
                 ),
             );
             let mut groups: BTreeMap<String, (u64, i64)> = BTreeMap::new();
-            for (&name, &(n, ns)) in &by_name {
+            for (&name, &(n, ns, _)) in &by_name {
                 let label = name_or(t, name, "(no operator)");
                 let g = groups.entry(label.to_string()).or_default();
                 g.0 += n;
@@ -179,12 +177,13 @@ impl Rule for LaunchBound {
             // (a boolean-mask index's nonzero, .item(), a copy to the host), the host loses its
             // lead there every call, and a CUDA graph cannot capture them.
             let syncs = crate::starved::Syncs::new(t);
-            let mut top: Vec<(u32, (u64, i64))> = by_name.iter().map(|(&k, &v)| (k, v)).collect();
+            let mut top: Vec<(u32, (u64, i64))> =
+                by_name.iter().map(|(&k, v)| (k, (v.0, v.1))).collect();
             top.sort_by(|a, b| b.1.1.cmp(&a.1.1).then(a.0.cmp(&b.0)));
             let mut syncing: Vec<String> = Vec::new();
             let mut syncing_ns = 0i64;
             for &(name, (_, ns)) in top.iter().take(3) {
-                let calls = samples.get(&name).map(Vec::as_slice).unwrap_or(&[]);
+                let calls = by_name.get(&name).map_or(&[][..], |g| g.2.as_slice());
                 let found: Vec<u32> = calls.iter().map(|&o| syncs.inside(o)).filter(|&c| c != tracehound_parsers::NONE).collect();
                 if calls.is_empty() || 2 * found.len() < calls.len() {
                     continue;
