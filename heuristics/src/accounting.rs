@@ -6,7 +6,8 @@
 //! For each holder the accounting gives its share of the device's GPU time, calls per step,
 //! and how efficiently it runs: the time its modelled work needs at 100% of the roof (FLOPs
 //! against the compute roof for matrix work, [`crate::roofline`]; bytes against HBM for the
-//! rest, [`crate::membound`], plus a sort model here) over the GPU time of the modelled part.
+//! rest, [`crate::membound`], latency-bound calls left out, plus a sort model here) over the
+//! GPU time of the modelled part.
 //! It also gives how the cost of one call changes across the calls of one step: a cost that
 //! grows call over call (a cache grown by `torch.cat`, a sequence re-run whole every token)
 //! is an algorithmic problem, not an efficiency one, and no kernel tuning removes it.
@@ -198,6 +199,10 @@ pub struct Holder {
     pub roof_share: Option<f64>,
     /// Share of its GPU time that has a model (0..1).
     pub modelled: f64,
+    /// Most of its modelled time is matrix work (GEMM, convolution, attention) against the
+    /// compute roof, even when its operator's name says nothing (a fused encoder layer).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub matrix_work: bool,
     /// Time its modelled work needs at 100% of the roof, ns (scaled to all its time by
     /// `modelled`), when any has a model.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -294,6 +299,7 @@ struct Acc {
     by_kernel: FxHashMap<u32, i64>,
     ideal_ns: f64,
     modelled_ns: i64,
+    matrix_ns: i64,
     square_scores: bool,
 }
 
@@ -410,9 +416,13 @@ pub(crate) fn accounting(
                 && call != NONE
                 && !std::mem::replace(&mut counted[call as usize], true)
             {
+                // A call too small to reach the roof (latency-bound) says nothing about how
+                // close to it the operator runs: its fixed costs set its time.
                 let c = &m.calls[call as usize];
-                a.ideal_ns += m.models[c.model as usize].bytes() / (p.mem_tbps * 1e3);
-                a.modelled_ns += c.ns;
+                if c.class == crate::membound::MemClass::Memory {
+                    a.ideal_ns += m.models[c.model as usize].bytes() / (p.mem_tbps * 1e3);
+                    a.modelled_ns += c.ns;
+                }
             }
             if krun.0 == op.name {
                 krun.1 += dur;
@@ -477,6 +487,7 @@ pub(crate) fn accounting(
                     top_kernel: top,
                     roof_share,
                     modelled,
+                    matrix_work: 2 * acc.matrix_ns > acc.modelled_ns,
                     ideal_ns,
                     // Backward work runs layer by layer in reverse: its cost per call follows
                     // the network's layer sizes, not a loop that extends something.
@@ -591,7 +602,7 @@ fn model_holders(
 ) {
     let t = cx.trace;
     let mut frames = FrameCache::default();
-    let mut add = |outer: u32, ns: i64, ideal: f64| {
+    let mut add = |outer: u32, ns: i64, ideal: f64, matrix: bool| {
         if outer == NONE || ns <= 0 {
             return;
         }
@@ -599,18 +610,31 @@ fn model_holders(
         if let Some(h) = holders.get_mut(&key) {
             h.ideal_ns += ideal;
             h.modelled_ns += ns;
+            if matrix {
+                h.matrix_ns += ns;
+            }
         }
     };
     for c in &crate::roofline::calls_of(matrix, d).calls {
         let bytes = c.work.elems * c.math.elem_bytes();
         let compute = peaks.tflops(c.math);
         let roof = compute.min(c.work.flops / bytes.max(1.0) * peaks.mem_tbps);
-        add(t.outermost_cpu_op(c.op), c.ns, c.work.flops / (roof * 1e3));
+        add(
+            t.outermost_cpu_op(c.op),
+            c.ns,
+            c.work.flops / (roof * 1e3),
+            true,
+        );
     }
     // Sorts: read the keys, write the sorted keys and int64 indices, once each (a radix sort
     // makes several passes; this is the least any sort must move).
     for h in sort_calls(cx, d) {
-        add(t.outermost_cpu_op(h.0), h.1, h.2 / (peaks.mem_tbps * 1e3));
+        add(
+            t.outermost_cpu_op(h.0),
+            h.1,
+            h.2 / (peaks.mem_tbps * 1e3),
+            false,
+        );
     }
 }
 

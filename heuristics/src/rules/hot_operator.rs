@@ -19,6 +19,8 @@
 //! holds [`HOT_SHARE`]: the kernels compute the masked half too, and a mask rules out the
 //! flash kernels; impact = its time beyond half its FLOPs at the attention roof, what a causal
 //! kernel would take (stated as such: the trace does not record the mask's values).
+//! Convolutions whose cuDNN layout transforms (`nchwToNhwc`/`nhwcToNchw`) take at least
+//! [`LAYOUT_SHARE`] of the GPU time are reported with those kernels' time as the impact.
 
 use super::Rule;
 use crate::accounting::{DeviceAccounting, GROWTH, HOT_SHARE, Holder, OpFamily, shown_op as shown};
@@ -99,6 +101,7 @@ fn holder_finding(cx: &Ctx, acct: &DeviceAccounting, h: &Holder) -> Option<Findi
         return None;
     }
     let far = !h.family.is_matrix()
+        && !h.matrix_work
         && h.modelled >= 0.5
         && h.roof_share.is_some_and(|r| r < FAR_FROM_ROOF);
     // Attention over a growing KV cache costs more per token by design; the projections
@@ -122,7 +125,11 @@ fn holder_finding(cx: &Ctx, acct: &DeviceAccounting, h: &Holder) -> Option<Findi
         format!(
             " at {:.0}% of its {} roof",
             100.0 * r,
-            if h.family.is_matrix() { "compute" } else { "HBM" }
+            if h.family.is_matrix() || h.matrix_work {
+                "compute"
+            } else {
+                "HBM"
+            }
         )
     });
     let grow_text = grows
