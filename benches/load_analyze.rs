@@ -25,8 +25,11 @@ fn main() {
         .filter(|a| a != "--bench")
         .collect();
     let path = args.first().map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/sample-traces/kineto/h200_gpt_train_big.pt.trace.json.gz")
+        PathBuf::from(
+            std::env::var_os("CARGO_MANIFEST_DIR")
+                .expect("cargo sets CARGO_MANIFEST_DIR at run time"),
+        )
+        .join("../shared/sample-traces/kineto/h200_gpt_train_big.pt.trace.json.gz")
     });
     let runs: usize = args.get(1).and_then(|r| r.parse().ok()).unwrap_or(7);
     if !path.exists() {

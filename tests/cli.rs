@@ -437,7 +437,9 @@ fn absurd_values_are_repaired_with_a_warning_or_refused_never_a_crash_or_an_absu
 
 #[test]
 fn a_gzipped_nsys_export_reads_as_its_database() {
-    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR at run time"),
+    );
     let gz = root.join("sample-traces/kineto-jobs/h200_ddp_straggler_nsys/rank0.sqlite.gz");
     let dir = common::tmpdir("sqlite-gz");
     let plain = dir.path().join("rank0.sqlite");

@@ -10,7 +10,10 @@ use std::path::PathBuf;
 
 /// A path under the repository (`sample-traces/...`, `../shared/...`).
 fn repo(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(rel)
+    PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR at run time"),
+    )
+    .join(rel)
 }
 
 /// Every finding's id in `tracehound analyze --format json PATH` (a trace's findings, or a

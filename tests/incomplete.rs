@@ -175,8 +175,10 @@ fn a_whole_trace_passes_the_gates_it_passed_before() {
 
 #[test]
 fn a_cut_nsys_export_is_refused_with_the_share_it_holds() {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("sample-traces/nsys/h200_lazy_loading_cuda.sqlite");
+    let src = PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR at run time"),
+    )
+    .join("sample-traces/nsys/h200_lazy_loading_cuda.sqlite");
     let db = std::fs::read(&src).expect("the shipped export");
     let tmp = tmpdir("incomplete-nsys");
     let dir = tmp.path();

@@ -7,9 +7,11 @@ mod common;
 use common::*;
 
 fn truth(name: &str) -> serde_json::Value {
-    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("sample-traces/reference")
-        .join(name);
+    let p = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR at run time"),
+    )
+    .join("sample-traces/reference")
+    .join(name);
     serde_json::from_slice(&std::fs::read(&p).expect("truth file")).expect("truth JSON")
 }
 

@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 use tracehound_parsers::{Capture, CounterPeriod, HostThread, load};
 
 fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+    PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR at run time"),
+    )
+    .join("..")
 }
 
 fn shared() -> Option<PathBuf> {

@@ -14,8 +14,10 @@ fn run(args: &[&str]) -> Output {
 
 #[test]
 fn scale_writes_a_job_and_names_its_files() {
-    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../sample-traces/kineto-jobs/h200_ddp_exposed/rank0.pt.trace.json.gz");
+    let src = PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR at run time"),
+    )
+    .join("../sample-traces/kineto-jobs/h200_ddp_exposed/rank0.pt.trace.json.gz");
     let tmp = tempfile::Builder::new()
         .prefix("tracehound-dev-scale-")
         .tempdir()
