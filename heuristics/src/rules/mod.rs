@@ -79,6 +79,7 @@ pub const LONGEST_FIRST: &[&str] = &[
     copy_hotspots::ID,
     launch_bound::ID,
     tensor_cores::ID,
+    hot_operator::ID,
     optimizer_overhead::ID,
     allocator_fragmentation::ID,
     memory_pressure::ID,
