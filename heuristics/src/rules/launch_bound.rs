@@ -7,9 +7,12 @@
 //! are the `idle_gaps` rule's (it names what the host did instead); this rule owns the
 //! shorter ones, which no single gap makes visible but which add up when kernels are a few
 //! microseconds long. Kernels replayed from a CUDA graph (`cudaGraphLaunch`) are not counted:
-//! a replay queues all of them at once. Reported from 3% of the window, with the launch
-//! latency distribution of the kernels that waited (runtime call start to kernel start, the
-//! launch path alone since nothing was queued) and the operators whose kernels waited.
+//! a replay queues all of them at once, and neither are kernels whose queue a synchronising
+//! call had just drained (the sync_stalls rule's; [`crate::starved`] splits the two). Reported
+//! from 3% of the window, with the launch latency distribution of the kernels that waited
+//! (runtime call start to kernel start, the launch path alone since nothing was queued) and
+//! the operators whose kernels waited; when those operators synchronise on most calls, the
+//! finding says so and gives no CUDA-graph advice (a graph cannot capture a sync).
 
 use super::Rule;
 use crate::context::{Ctx, new_finding, rows_by_time};
