@@ -296,7 +296,8 @@ struct Acc {
     gpu_ns: i64,
     kernels: u64,
     calls: Vec<(i64, i64)>,
-    by_kernel: FxHashMap<u32, i64>,
+    /// GPU time and operations per kernel name.
+    by_kernel: FxHashMap<u32, (i64, u64)>,
     ideal_ns: f64,
     modelled_ns: i64,
     matrix_ns: i64,
@@ -334,12 +335,14 @@ pub(crate) fn accounting(
         let mut index: FxHashMap<(u32, u32), u32> = FxHashMap::default();
         let mut accs: Vec<Acc> = Vec::new();
         let mut keys: Vec<(u32, u32)> = Vec::new();
-        let mut kernels: Vec<(i64, u64)> = vec![(0, 0); t.strings.len()];
+        // Kernel time per name of operations charged to no operator (the rest is summed from
+        // the holders' own lists at the end).
+        let mut loose: FxHashMap<u32, (i64, u64)> = FxHashMap::default();
         let (mut total, mut attributed) = (0i64, 0i64);
         // The outer span being summed: (span, holder, its host start, ns), and its current
         // kernel name's run (name, ns), flushed into the holder when either changes.
         let mut run: Option<(u32, u32, i64, i64)> = None;
-        let mut krun: (u32, i64) = (NONE, 0);
+        let mut krun: (u32, i64, u64) = (NONE, 0, 0);
         let mut frames = FrameCache::default();
         // The memory-bound model lists every GPU operation of the window in this order, with
         // its call: walked alongside, each call's bytes go to the holder of its first operation.
@@ -360,10 +363,6 @@ pub(crate) fn accounting(
             });
             let dur = op.dur();
             total += dur;
-            if let Some(k) = kernels.get_mut(op.name as usize) {
-                k.0 += dur;
-                k.1 += 1;
-            }
             let outer = t
                 .index
                 .op_outer_cpu_op
@@ -371,6 +370,9 @@ pub(crate) fn accounting(
                 .copied()
                 .unwrap_or(NONE);
             if outer == NONE {
+                let k = loose.entry(op.name).or_default();
+                k.0 += dur;
+                k.1 += 1;
                 continue;
             }
             attributed += dur;
@@ -388,9 +390,11 @@ pub(crate) fn accounting(
                         let a = &mut accs[prev as usize];
                         a.calls.push((start, ns));
                         if krun.0 != NONE {
-                            *a.by_kernel.entry(krun.0).or_default() += krun.1;
+                            let k = a.by_kernel.entry(krun.0).or_default();
+                            k.0 += krun.1;
+                            k.1 += krun.2;
                         }
-                        krun = (NONE, 0);
+                        krun = (NONE, 0, 0);
                     }
                     run = Some((outer, h, t.host_spans[outer as usize].start, 0));
                     let a = &mut accs[h as usize];
@@ -426,27 +430,34 @@ pub(crate) fn accounting(
             }
             if krun.0 == op.name {
                 krun.1 += dur;
+                krun.2 += 1;
             } else {
                 if krun.0 != NONE {
-                    *a.by_kernel.entry(krun.0).or_default() += krun.1;
+                    let k = a.by_kernel.entry(krun.0).or_default();
+                    k.0 += krun.1;
+                    k.1 += krun.2;
                 }
-                krun = (op.name, dur);
+                krun = (op.name, dur, 1);
             }
         }
         if let Some((_, h, start, ns)) = run.take() {
             let a = &mut accs[h as usize];
             a.calls.push((start, ns));
             if krun.0 != NONE {
-                *a.by_kernel.entry(krun.0).or_default() += krun.1;
+                let k = a.by_kernel.entry(krun.0).or_default();
+                k.0 += krun.1;
+                k.1 += krun.2;
+            }
+        }
+        let mut kernels = loose;
+        for a in &accs {
+            for (&name, &(ns, n)) in &a.by_kernel {
+                let k = kernels.entry(name).or_default();
+                k.0 += ns;
+                k.1 += n;
             }
         }
         let mut holders: FxHashMap<(u32, u32), Acc> = keys.into_iter().zip(accs).collect();
-        let kernels: FxHashMap<u32, (i64, u64)> = kernels
-            .into_iter()
-            .enumerate()
-            .filter(|(_, k)| k.1 > 0)
-            .map(|(n, k)| (n as u32, k))
-            .collect();
         if total == 0 {
             continue;
         }
@@ -462,7 +473,7 @@ pub(crate) fn accounting(
                 let top = acc
                     .by_kernel
                     .iter()
-                    .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
+                    .max_by(|a, b| a.1.0.cmp(&b.1.0).then(b.0.cmp(a.0)))
                     .map(|(&k, _)| t.str(k).to_string())
                     .unwrap_or_default();
                 let family = family_of(&op, &top);
@@ -501,7 +512,7 @@ pub(crate) fn accounting(
                         .by_kernel
                         .iter()
                         .filter(|(k, _)| is_layout_transform(t.str(**k)))
-                        .map(|(_, ns)| ns)
+                        .map(|(_, v)| v.0)
                         .sum(),
                     op,
                 }
