@@ -304,6 +304,17 @@ struct Acc {
     square_scores: bool,
 }
 
+impl Acc {
+    /// Adds a run of operations of one kernel name (name, ns, count; [`NONE`]: none).
+    fn add_kernels(&mut self, run: (u32, i64, u64)) {
+        if run.0 != NONE {
+            let k = self.by_kernel.entry(run.0).or_default();
+            k.0 += run.1;
+            k.1 += run.2;
+        }
+    }
+}
+
 /// The accounting of every device that ran GPU work in the window, ascending by device.
 pub(crate) fn accounting(
     cx: &Scope,
@@ -312,26 +323,18 @@ pub(crate) fn accounting(
 ) -> Vec<DeviceAccounting> {
     let t = cx.trace;
     let w = &cx.window;
-    // Calls are put in the step that launched them, by their operator's host start: a trace
-    // can hold each step twice (the host's range and its copy on the GPU timeline, later),
-    // and the earlier of the two is the host's.
-    let mut by_number: std::collections::BTreeMap<i64, (i64, i64)> = Default::default();
-    for s in &t.steps {
-        let e = by_number.entry(s.number).or_insert((s.start, s.end));
-        if s.start < e.0 {
-            *e = (s.start, s.end);
-        }
-    }
-    let mut steps: Vec<(i64, i64)> = by_number
-        .into_values()
-        .filter(|&(a, b)| b > w.start && a < w.end)
+    // Calls are put in the step that launched them, by their operator's host start: the
+    // steps are the host's ranges (one per step number, sorted by start).
+    let steps: Vec<(i64, i64)> = t
+        .steps
+        .iter()
+        .filter(|s| s.end > w.start && s.start < w.end)
+        .map(|s| (s.start, s.end))
         .collect();
-    steps.sort_unstable();
     let mut out = Vec::new();
     let softmax_names = t.strings.matching(|n| n.contains("softmax"));
     for d in t.devices() {
-        // Holders in first-seen order, found by key through `index`; kernel time per name id,
-        // dense (a trace has millions of GPU ops but few names, and this loop reads one per op).
+        // Holders in first-seen order, found by key through `index`.
         let mut index: FxHashMap<(u32, u32), u32> = FxHashMap::default();
         let mut accs: Vec<Acc> = Vec::new();
         let mut keys: Vec<(u32, u32)> = Vec::new();
@@ -389,12 +392,7 @@ pub(crate) fn accounting(
                     if let Some((_, prev, start, ns)) = run.take() {
                         let a = &mut accs[prev as usize];
                         a.calls.push((start, ns));
-                        if krun.0 != NONE {
-                            let k = a.by_kernel.entry(krun.0).or_default();
-                            k.0 += krun.1;
-                            k.1 += krun.2;
-                        }
-                        krun = (NONE, 0, 0);
+                        a.add_kernels(std::mem::replace(&mut krun, (NONE, 0, 0)));
                     }
                     run = Some((outer, h, t.host_spans[outer as usize].start, 0));
                     let a = &mut accs[h as usize];
@@ -432,22 +430,13 @@ pub(crate) fn accounting(
                 krun.1 += dur;
                 krun.2 += 1;
             } else {
-                if krun.0 != NONE {
-                    let k = a.by_kernel.entry(krun.0).or_default();
-                    k.0 += krun.1;
-                    k.1 += krun.2;
-                }
-                krun = (op.name, dur, 1);
+                a.add_kernels(std::mem::replace(&mut krun, (op.name, dur, 1)));
             }
         }
         if let Some((_, h, start, ns)) = run.take() {
             let a = &mut accs[h as usize];
             a.calls.push((start, ns));
-            if krun.0 != NONE {
-                let k = a.by_kernel.entry(krun.0).or_default();
-                k.0 += krun.1;
-                k.1 += krun.2;
-            }
+            a.add_kernels(krun);
         }
         let mut kernels = loose;
         for a in &accs {

@@ -65,12 +65,16 @@ pub fn short_name(name: &str, max: usize) -> String {
             _ => {}
         }
     }
-    let out = out.trim().trim_start_matches("void ").to_string();
-    if out.chars().count() > max {
-        let cut: String = out.chars().take(max.saturating_sub(1)).collect();
+    clip(out.trim().trim_start_matches("void "), max)
+}
+
+/// `text` cut to `max` characters, the last an ellipsis when it was longer.
+pub fn clip(text: &str, max: usize) -> String {
+    if text.chars().count() > max {
+        let cut: String = text.chars().take(max.saturating_sub(1)).collect();
         format!("{cut}…")
     } else {
-        out
+        text.to_string()
     }
 }
 

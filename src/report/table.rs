@@ -107,7 +107,8 @@ fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
             let _ = writeln!(
                 s,
                 "      {:<70} {:<12} {:>4} {:>9} {:>5}/step  roof {:>4}  {}",
-                clipped(&r[0], 70),
+                // Python frames keep their parentheses, which short_name drops as argument lists.
+                tracehound_heuristics::names::clip(&r[0], 70),
                 r[1],
                 r[2],
                 r[3],
@@ -186,15 +187,4 @@ pub(super) fn finding_headline(s: &mut String, n: usize, f: &Finding) {
         100.0 * f.impact_share,
         f.title
     );
-}
-
-/// `text` cut to `max` characters with an ellipsis (Python frames keep their parentheses,
-/// which a kernel name's shortening would drop as an argument list).
-fn clipped(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
 }

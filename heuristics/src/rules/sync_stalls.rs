@@ -106,7 +106,7 @@ impl Rule for SyncStalls {
                     "GPU {d} idles after host syncs: {} in {n} short gaps after {} syncs that drained the queue, most after {top_label}{at} ({} syncs per step)",
                     fmt_ns(total),
                     syncs.len(),
-                    fmt_ns_count(top.syncs.len() as f64 / steps as f64)
+                    fmt_count(top.syncs.len() as f64 / steps as f64)
                 ),
                 total,
                 Confidence::High,
@@ -157,7 +157,7 @@ impl Rule for SyncStalls {
 }
 
 /// A count per step for a title: whole numbers plain, others with one decimal.
-fn fmt_ns_count(x: f64) -> String {
+fn fmt_count(x: f64) -> String {
     if (x - x.round()).abs() < 0.05 {
         format!("{}", x.round())
     } else {
