@@ -230,6 +230,9 @@ pub fn is_layout_transform(kernel: &str) -> bool {
     kernel.contains("nchwToNhwc") || kernel.contains("nhwcToNchw")
 }
 
+/// The frame name of work launched outside any user Python frame.
+pub const NO_FRAME: &str = "(no Python frame)";
+
 /// One user Python frame and the GPU time of everything launched under it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FrameTime {
@@ -733,10 +736,7 @@ fn growth(calls: &[(i64, i64)], steps: &[(i64, i64)]) -> Option<f64> {
 fn frames_of(holders: &[Holder], total: i64) -> Vec<FrameTime> {
     let mut by: std::collections::BTreeMap<String, (i64, Vec<&Holder>)> = Default::default();
     for h in holders {
-        let k = h
-            .frame
-            .clone()
-            .unwrap_or_else(|| "(no Python frame)".into());
+        let k = h.frame.clone().unwrap_or_else(|| NO_FRAME.into());
         let e = by.entry(k).or_default();
         e.0 += h.gpu_ns;
         e.1.push(h);

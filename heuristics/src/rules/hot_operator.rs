@@ -217,7 +217,7 @@ fn unfused_attention(cx: &Ctx, acct: &DeviceAccounting) -> Option<(Option<String
         .frames
         .iter()
         .find(|f| f.family == OpFamily::UnfusedAttention && f.share >= HOT_SHARE)?;
-    let frame = (fr.frame != "(no Python frame)").then(|| fr.frame.clone());
+    let frame = (fr.frame != crate::accounting::NO_FRAME).then(|| fr.frame.clone());
     let hs: Vec<&Holder> = acct.holders.iter().filter(|h| h.frame == frame).collect();
     // The attention FLOPs are the matmuls'; a fused kernel runs them at the attention roof.
     let fused: f64 = hs

@@ -31,6 +31,10 @@ pub struct LaunchBound;
 /// gaps of a GPU-bound run (kernels of tens of µs, an occasional empty queue) add up to noise.
 const MIN_SHARE: f64 = 0.03;
 
+/// The advice to replay the step as a CUDA graph (taken back by the analysis where shapes
+/// change call over call).
+pub const GRAPH_ADVICE: &str = "Replay the step as a CUDA graph: torch.compile(mode=\"reduce-overhead\"), or torch.cuda.CUDAGraph around a static-shape step; one launch then queues every kernel.";
+
 /// Calls of an operator whose kernels waited that are checked for a synchronisation inside.
 const SYNC_SAMPLES: usize = 16;
 
@@ -232,7 +236,7 @@ impl Rule for LaunchBound {
             }
             // A graph cannot capture the syncs that hold most of it: no graph advice then.
             f.advice.extend(if sync_bound { Vec::new() } else { vec![
-                "Replay the step as a CUDA graph: torch.compile(mode=\"reduce-overhead\"), or torch.cuda.CUDAGraph around a static-shape step; one launch then queues every kernel.".into(),
+                GRAPH_ADVICE.into(),
                 "Or give each kernel more work: a larger batch, or torch.compile to fuse the elementwise chains into fewer kernels.".into(),
             ] });
             f.metrics = metrics([
