@@ -174,7 +174,10 @@ fn graphs_need_fixed_shapes(findings: &mut [Finding]) {
     let growing: Vec<(Option<i32>, String)> = findings
         .iter()
         .filter(|f| {
-            f.rule == rules::hot_operator::ID && f.metrics.get("growth").is_some_and(|&g| g > 0.0)
+            f.rule == rules::hot_operator::ID
+                && f.metrics
+                    .get("growth")
+                    .is_some_and(|&g| g >= accounting::GROWTH)
         })
         .map(|f| (f.device, f.subject.clone().unwrap_or_default()))
         .collect();
