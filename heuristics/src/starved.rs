@@ -29,8 +29,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use tracehound_parsers::{HostKind, NONE, Trace};
 
 /// A sync that returned at most this long before the gap began drained the queue: the host
-/// wakes a few µs after the GPU finishes; 20 µs covers the wake-up and the return path (the
-/// idle engine's `DRAIN_SLACK_NS`, for the same reason).
+/// wakes a few µs after the GPU finishes; 20 µs covers the wake-up and the return path. The
+/// idle engine judges its long gaps' drains by it too.
 pub const DRAIN_SLACK_NS: i64 = 20_000;
 
 /// After a sync drained the queue, this many more kernels that start on an idle GPU before

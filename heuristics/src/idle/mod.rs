@@ -41,9 +41,9 @@ const SLOW_CALL_NS: i64 = 1_000_000;
 /// else (a dependency, an event, another stream), not launch overhead.
 const LAUNCH_LATENCY_NS: i64 = 50_000;
 
-/// A sync that returned at most this long before the gap began drained the queue: the host
-/// wakes a few µs after the GPU finishes; 20 µs covers the wake-up and the return path.
-const DRAIN_SLACK_NS: i64 = 20_000;
+// A sync that returned at most this long before the gap began drained the queue: the same
+// slack the starved-kernel pass uses for short gaps.
+use crate::starved::DRAIN_SLACK_NS;
 
 /// The leading gap of a capture that starts recording inside its first step (Kineto's, as
 /// [`Capture::startup_hole`](tracehound_parsers::Capture::startup_hole) says) up to this long
