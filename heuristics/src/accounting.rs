@@ -17,7 +17,6 @@
 //! analysis ([`crate::context::Ctx::accounting`]); O(GPU ops) with one walk up the span tree
 //! per distinct outer operator run.
 
-use crate::hardware::Peaks;
 use crate::membound::Membound;
 use crate::membound::peaks_of;
 use crate::roofline::DeviceCalls;
@@ -356,6 +355,15 @@ pub(crate) fn accounting(
         let model = membound.device(d).filter(|_| peaks.is_some());
         let mut item = 0usize;
         let mut counted = vec![false; model.map_or(0, |m| m.calls.len())];
+        // The matrix and sort calls' work goes to the holder of their outer operator: each
+        // such operator's holder is noted as the walk meets it (finding it again by name and
+        // frame read the Python stack above each call a second time).
+        let modelled_calls = peaks
+            .as_ref()
+            .map(|_| model_calls(cx, matrix, d))
+            .unwrap_or_default();
+        let mut holder_of: FxHashMap<u32, u32> =
+            modelled_calls.iter().map(|c| (c.0, NONE)).collect();
         for &i in t.device_ops(d) {
             let op = &t.gpu_ops[i as usize];
             if op.start < w.start || op.start >= w.end || !op.is_work() {
@@ -396,6 +404,9 @@ pub(crate) fn accounting(
                         let a = &mut accs[prev as usize];
                         a.calls.push((start, ns));
                         a.add_kernels(std::mem::replace(&mut krun, (NONE, 0, 0)));
+                    }
+                    if let Some(x) = holder_of.get_mut(&outer) {
+                        *x = h;
                     }
                     run = Some((outer, h, t.host_spans[outer as usize].start, 0));
                     let a = &mut accs[h as usize];
@@ -441,6 +452,23 @@ pub(crate) fn accounting(
             a.calls.push((start, ns));
             a.add_kernels(krun);
         }
+        // The matrix calls' FLOPs and the sorts' bytes (the memory-bound calls' were added above).
+        if let Some(p) = &peaks {
+            for &(outer, ns, work, matrix) in &modelled_calls {
+                let h = holder_of.get(&outer).copied().unwrap_or(NONE);
+                let Some(a) = accs.get_mut(h as usize) else {
+                    continue;
+                };
+                a.ideal_ns += match work {
+                    Work::Flops(ideal) => ideal,
+                    Work::Bytes(bytes) => bytes / (p.mem_tbps * 1e3),
+                };
+                a.modelled_ns += ns;
+                if matrix {
+                    a.matrix_ns += ns;
+                }
+            }
+        }
         let mut kernels = loose;
         for a in &accs {
             for (&name, &(ns, n)) in &a.by_kernel {
@@ -449,13 +477,9 @@ pub(crate) fn accounting(
                 k.1 += n;
             }
         }
-        let mut holders: FxHashMap<(u32, u32), Acc> = keys.into_iter().zip(accs).collect();
+        let holders: FxHashMap<(u32, u32), Acc> = keys.into_iter().zip(accs).collect();
         if total == 0 {
             continue;
-        }
-        // The matrix calls' FLOPs and the sorts' bytes (the memory-bound calls' were added above).
-        if let Some(p) = &peaks {
-            model_holders(cx, matrix, d, p, &mut holders);
         }
         let n_steps = steps.len();
         let mut list: Vec<Holder> = holders
@@ -540,32 +564,53 @@ pub(crate) fn accounting(
     out
 }
 
-/// The name of the innermost user Python frame around span `i` ([`NONE`]: none). A short
-/// walk: an operator's frame is a level or three above it (a memo of every span seen cost
-/// more, on a 1 GB trace, than the walks it saved).
-fn frame_name(t: &Trace, i: u32) -> u32 {
-    t.ancestors(i)
-        .map(|a| &t.host_spans[a as usize])
-        .find(|s| s.kind == HostKind::Python && t.is_user_frame_name(s.name))
-        .map_or(NONE, |s| s.name)
+/// Slots of [`FrameCache`]: 32 KB, kept in the core's cache.
+const FRAME_SLOTS: usize = 4096;
+
+/// The name of the innermost user Python frame around a span ([`NONE`]: none), remembered
+/// for the ancestors each walk up passes through, in a small table indexed by span (a later
+/// slot owner replaces an earlier one). Operators one after another sit under the same
+/// module calls and loops, so a walk mostly stops at its first or second ancestor; a stack
+/// with no user frame near the operator (an optimizer's, a library's) was walked to its root
+/// for every operator. (A map of every span seen cost more, on a 1 GB trace, than the walks
+/// it saved.)
+struct FrameCache {
+    /// (span, the frame at or above it) per slot; span [`NONE`]: empty.
+    slots: Vec<(u32, u32)>,
+    path: Vec<u32>,
 }
 
-/// [`frame_name`] remembered for the last parent asked about: operators one after another
-/// mostly share their parent (a Python frame, a step range), so most asks cost one compare.
-#[derive(Default)]
-struct FrameCache {
-    parent: Option<u32>,
-    frame: u32,
+impl Default for FrameCache {
+    fn default() -> Self {
+        FrameCache {
+            slots: vec![(NONE, NONE); FRAME_SLOTS],
+            path: Vec::new(),
+        }
+    }
 }
 
 impl FrameCache {
+    /// The innermost user frame among the ancestors of span `i`.
     fn frame(&mut self, t: &Trace, i: u32) -> u32 {
-        let parent = t.host_spans.get(i as usize).map_or(NONE, |s| s.parent);
-        if self.parent != Some(parent) {
-            self.parent = Some(parent);
-            self.frame = frame_name(t, i);
+        self.path.clear();
+        let mut found = NONE;
+        for a in t.ancestors(i) {
+            let slot = self.slots[a as usize % FRAME_SLOTS];
+            if slot.0 == a {
+                found = slot.1;
+                break;
+            }
+            self.path.push(a);
+            let s = &t.host_spans[a as usize];
+            if s.kind == HostKind::Python && t.is_user_frame_name(s.name) {
+                found = s.name;
+                break;
+            }
         }
-        self.frame
+        for &a in &self.path {
+            self.slots[a as usize % FRAME_SLOTS] = (a, found);
+        }
+        found
     }
 }
 
@@ -594,51 +639,46 @@ fn family_of(op: &str, top_kernel: &str) -> OpFamily {
     }
 }
 
-/// Adds each holder's matrix and sort work: the time it needs at 100% of the roof, and the
-/// GPU time of the calls modelled.
-fn model_holders(
-    cx: &Scope,
-    matrix: &[(i32, DeviceCalls)],
-    d: i32,
-    peaks: &Peaks,
-    holders: &mut FxHashMap<(u32, u32), Acc>,
-) {
+/// What a modelled call needs at 100% of the roof.
+#[derive(Clone, Copy)]
+enum Work {
+    /// Matrix work: the time it needs there, ns.
+    Flops(f64),
+    /// A sort: the bytes it must move at least.
+    Bytes(f64),
+}
+
+/// The matrix and sort calls of device `d` whose work is modelled: (outer operator, GPU ns,
+/// work, whether it is matrix work).
+fn model_calls(cx: &Scope, matrix: &[(i32, DeviceCalls)], d: i32) -> Vec<(u32, i64, Work, bool)> {
     let t = cx.trace;
-    let mut frames = FrameCache::default();
-    let mut add = |outer: u32, ns: i64, ideal: f64, matrix: bool| {
-        if outer == NONE || ns <= 0 {
-            return;
-        }
-        let key = (t.host_spans[outer as usize].name, frames.frame(t, outer));
-        if let Some(h) = holders.get_mut(&key) {
-            h.ideal_ns += ideal;
-            h.modelled_ns += ns;
-            if matrix {
-                h.matrix_ns += ns;
-            }
-        }
+    let Some(peaks) = peaks_of(t, d) else {
+        return Vec::new();
     };
+    let mut out = Vec::new();
     for c in &crate::roofline::calls_of(matrix, d).calls {
+        if c.outer == NONE || c.ns <= 0 {
+            continue;
+        }
         let bytes = c.work.elems * c.math.elem_bytes();
         let compute = peaks.tflops(c.math);
         let roof = compute.min(c.work.flops / bytes.max(1.0) * peaks.mem_tbps);
-        add(
-            t.outermost_cpu_op(c.op),
+        out.push((
+            c.outer,
             c.ns,
-            c.work.flops / (roof * 1e3),
+            Work::Flops(c.work.flops / (roof * 1e3)),
             true,
-        );
+        ));
     }
     // Sorts: read the keys, write the sorted keys and int64 indices, once each (a radix sort
     // makes several passes; this is the least any sort must move).
-    for h in sort_calls(cx, d) {
-        add(
-            t.outermost_cpu_op(h.0),
-            h.1,
-            h.2 / (peaks.mem_tbps * 1e3),
-            false,
-        );
+    for (span, ns, bytes) in sort_calls(cx, d) {
+        let outer = t.outermost_cpu_op(span);
+        if outer != NONE && ns > 0 {
+            out.push((outer, ns, Work::Bytes(bytes), false));
+        }
     }
+    out
 }
 
 /// Sort calls with recorded shapes on device `d`: (span, GPU ns, minimum bytes).

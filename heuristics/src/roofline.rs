@@ -379,6 +379,9 @@ fn matrix_ancestor(t: &Trace, names: &rustc_hash::FxHashSet<u32>, inner: u32) ->
 pub(crate) struct Call {
     /// The operator's span.
     pub op: u32,
+    /// The outermost operator around it (itself when none is): the nesting pass found it
+    /// for each kernel, and a walk up from the operator reads a deep Python stack.
+    pub outer: u32,
     /// GPU time of its kernels, ns.
     pub ns: i64,
     /// The math it ran in: the input format, TF32 for FP32 inputs on tensor cores.
@@ -420,7 +423,7 @@ pub(crate) fn matrix_calls(cx: &Scope, device: i32) -> DeviceCalls {
         .collect();
     // Per matrix operator: its kernels' time and the units they ran on (kernels of one call
     // may hang off an operator inside it, a split-K reduction off the same operator).
-    let mut per_op: rustc_hash::FxHashMap<u32, (i64, bool, bool)> = Default::default();
+    let mut per_op: rustc_hash::FxHashMap<u32, (i64, bool, bool, u32)> = Default::default();
     let mut kernel_ns = 0;
     // The last operator read, whether it is a matrix operator, and its matrix ancestor (found
     // on need): an operator's kernels come one after another, and each read of it was a
@@ -450,19 +453,21 @@ pub(crate) fn matrix_calls(cx: &Scope, device: i32) -> DeviceCalls {
         if m == NONE {
             continue;
         }
-        let e = per_op.entry(m).or_default();
+        let e = per_op
+            .entry(m)
+            .or_insert((0, false, false, t.index.op_outer_cpu_op[i]));
         e.0 += op.dur();
         e.1 |= unit == Some(MathUnit::TensorCore);
         e.2 |= unit == Some(MathUnit::CudaCoreFp32);
     }
-    let mut by_op: Vec<(u32, (i64, bool, bool))> = per_op.into_iter().collect();
+    let mut by_op: Vec<(u32, (i64, bool, bool, u32))> = per_op.into_iter().collect();
     by_op.sort_unstable_by_key(|e| e.0);
     // Calls of one operator repeat the same recorded dims and types text: each is read once.
     let mut dims_of: rustc_hash::FxHashMap<u32, Vec<Vec<u64>>> = Default::default();
     let mut math_of: rustc_hash::FxHashMap<(u32, u32), Option<Math>> = Default::default();
     let calls = by_op
         .into_iter()
-        .filter_map(|(op, (ns, tc, simt))| {
+        .filter_map(|(op, (ns, tc, simt, outer))| {
             let s = &t.host_spans[op as usize];
             let name = t.str(s.name);
             let args = t.op_args(s);
@@ -487,7 +492,13 @@ pub(crate) fn matrix_calls(cx: &Scope, device: i32) -> DeviceCalls {
                 Math::Fp32 if tc && !simt => Math::Tf32,
                 m => m,
             };
-            Some(Call { op, ns, math, work })
+            Some(Call {
+                op,
+                outer,
+                ns,
+                math,
+                work,
+            })
         })
         .collect();
     DeviceCalls { calls, kernel_ns }

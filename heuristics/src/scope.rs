@@ -27,6 +27,12 @@ pub struct Scope<'a> {
     workload: std::sync::OnceLock<crate::phases::Workload>,
     /// torch.compile's compilations, found on first use.
     compilations: std::sync::OnceLock<Vec<crate::phases::Compilation>>,
+    /// Correlation ids of copies to or from pageable memory, found on first use: the idle
+    /// engine, the starved-kernel pass and launch_bound all ask whether a call blocked.
+    pageable_launches: std::sync::OnceLock<rustc_hash::FxHashSet<u64>>,
+    /// Each thread's calls as the drain search reads them, built on first use (the
+    /// starved-kernel pass and launch_bound).
+    blocking_calls: std::sync::OnceLock<crate::starved::BlockingCalls<'a>>,
 }
 
 impl<'a> Scope<'a> {
@@ -40,6 +46,8 @@ impl<'a> Scope<'a> {
             graph_captures: std::sync::OnceLock::new(),
             workload: std::sync::OnceLock::new(),
             compilations: std::sync::OnceLock::new(),
+            pageable_launches: std::sync::OnceLock::new(),
+            blocking_calls: std::sync::OnceLock::new(),
         }
     }
 
@@ -60,6 +68,21 @@ impl<'a> Scope<'a> {
     pub fn compilations(&self) -> &[crate::phases::Compilation] {
         self.compilations
             .get_or_init(|| crate::phases::compilations(self.trace))
+    }
+
+    /// The correlation ids of copies to or from pageable memory
+    /// ([`crate::starved::pageable_copy_launches`]): their launch calls block the host.
+    pub(crate) fn pageable_launches(&self) -> &rustc_hash::FxHashSet<u64> {
+        self.pageable_launches
+            .get_or_init(|| crate::starved::pageable_copy_launches(self.trace))
+    }
+
+    /// Each thread's runtime and driver calls and which of them block
+    /// ([`crate::starved::BlockingCalls`]).
+    pub(crate) fn blocking_calls(&self) -> &crate::starved::BlockingCalls<'a> {
+        self.blocking_calls.get_or_init(|| {
+            crate::starved::BlockingCalls::new(self.trace, self.pageable_launches())
+        })
     }
 
     /// What the name of a kernel says about its math (see [`crate::hardware::classify`]).

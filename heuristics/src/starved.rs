@@ -26,7 +26,7 @@
 use crate::names::is_sync_call;
 use crate::scope::Scope;
 use rustc_hash::{FxHashMap, FxHashSet};
-use tracehound_parsers::{HostKind, NONE, Trace};
+use tracehound_parsers::{NONE, Trace};
 
 /// A sync that returned at most this long before the gap began drained the queue: the host
 /// wakes a few µs after the GPU finishes; 20 µs covers the wake-up and the return path. The
@@ -49,6 +49,8 @@ pub struct Starved {
     pub gap_ns: i64,
     /// When the GPU went idle (the end of its last work before the kernel).
     pub idle_from: i64,
+    /// When the kernel ended.
+    pub end: i64,
     /// Runtime call start to kernel start, ns (the launch path alone, since nothing was queued).
     pub latency_ns: i64,
     /// The synchronising runtime call (host span) that drained the queue, or [`NONE`].
@@ -91,42 +93,84 @@ pub(crate) fn pageable_copy_launches(t: &Trace) -> FxHashSet<u64> {
         .collect()
 }
 
-/// How many spans before the GPU went idle are searched for the blocking call on the launching
-/// thread: a thread blocked in a sync starts nothing until it returns, so the sync is the last
-/// span begun by then, or one of the last few when it returned within the slack.
+/// How many runtime calls before the GPU went idle are searched for the blocking call on the
+/// launching thread: a thread blocked in a sync starts nothing until it returns, so the sync
+/// is the last call begun by then, or one of the last few when it returned within the slack
+/// and the host launched again at once.
 const SYNC_LOOKBACK: usize = 4;
+
+/// Each thread's runtime and driver calls (only they can block) as the drain search reads
+/// them: their starts side by side, and which of them block. Built once per analysis
+/// ([`Scope::blocking_calls`]) in one pass over the calls; the search then reads a span only
+/// when a blocking call is among the last few (a read of a span is a cache miss, and the
+/// starved pass asks once per starved kernel).
+pub(crate) struct BlockingCalls<'t> {
+    threads: FxHashMap<(i64, i64), ThreadCalls<'t>>,
+}
+
+struct ThreadCalls<'t> {
+    /// The thread's calls (span indices), sorted by start.
+    calls: &'t [u32],
+    /// Their starts.
+    starts: Vec<i64>,
+    /// Positions in `calls` of the blocking ones, ascending.
+    blocking: Vec<u32>,
+}
+
+impl<'t> BlockingCalls<'t> {
+    pub(crate) fn new(t: &'t Trace, pageable: &FxHashSet<u64>) -> Self {
+        // Per name id, whether it synchronises: tested once per name (a trace has a few
+        // hundred call names).
+        let mut sync_names: FxHashMap<u32, bool> = FxHashMap::default();
+        let threads = t
+            .index
+            .calls_by_thread
+            .iter()
+            .map(|(key, calls)| {
+                let mut starts = Vec::with_capacity(calls.len());
+                let mut blocking = Vec::new();
+                for (k, &i) in calls.iter().enumerate() {
+                    let s = &t.host_spans[i as usize];
+                    starts.push(s.start);
+                    let sync = *sync_names
+                        .entry(s.name)
+                        .or_insert_with(|| is_sync_call(t.api_name(s.name)));
+                    if sync || (s.correlation != 0 && pageable.contains(&s.correlation)) {
+                        blocking.push(k as u32);
+                    }
+                }
+                (
+                    *key,
+                    ThreadCalls {
+                        calls,
+                        starts,
+                        blocking,
+                    },
+                )
+            })
+            .collect();
+        BlockingCalls { threads }
+    }
+}
 
 /// Finds the synchronising call that drained the queue: the blocking runtime call the
 /// launching thread began by `idle_from` and was still in then (or left at most
 /// [`DRAIN_SLACK_NS`] before), returned before the launch at `launch_start`.
-pub(crate) struct Syncs<'t> {
+pub(crate) struct Syncs<'s, 't> {
     t: &'t Trace,
-    threads: FxHashMap<(i64, i64), &'t [u32]>,
-    /// Per name id of a runtime call, whether it synchronises (0 not tested yet, 1 no, 2 yes):
-    /// tested once per name, on demand (a trace holds millions of strings, a few hundred call
-    /// names).
-    sync_names: Vec<std::cell::Cell<u8>>,
-    pageable: FxHashSet<u64>,
-    /// Per thread, how many of its spans begin at or before the last `idle_from` asked about:
-    /// the starved pass asks in time order, so each thread's spans are walked once.
-    cursor: std::cell::RefCell<FxHashMap<(i64, i64), usize>>,
+    calls: &'s BlockingCalls<'t>,
+    /// Per thread, how many of its calls begin at or before the last `idle_from` asked about,
+    /// and how many of its blocking calls: the starved pass asks in time order, so each
+    /// thread's calls are searched forward from there.
+    cursor: std::cell::RefCell<FxHashMap<(i64, i64), (usize, usize)>>,
 }
 
-impl<'t> Syncs<'t> {
-    pub(crate) fn new(t: &'t Trace) -> Self {
+impl<'s, 't> Syncs<'s, 't> {
+    pub(crate) fn new(cx: &'s Scope<'t>) -> Self {
         Syncs {
-            t,
-            threads: t
-                .index
-                .spans_by_thread
-                .iter()
-                .map(|(k, v)| (*k, v.as_slice()))
-                .collect(),
-            sync_names: (0..t.strings.len())
-                .map(|_| std::cell::Cell::new(0))
-                .collect(),
-            pageable: pageable_copy_launches(t),
-            cursor: std::cell::RefCell::new(FxHashMap::default()),
+            t: cx.trace,
+            calls: cx.blocking_calls(),
+            cursor: Default::default(),
         }
     }
 
@@ -135,73 +179,64 @@ impl<'t> Syncs<'t> {
         self.cursor.borrow_mut().clear();
     }
 
-    fn sync_name(&self, name: u32) -> bool {
-        let Some(c) = self.sync_names.get(name as usize) else {
-            return false;
-        };
-        if c.get() == 0 {
-            c.set(if is_sync_call(self.t.api_name(name)) {
-                2
-            } else {
-                1
-            });
-        }
-        c.get() == 2
-    }
-
-    /// Whether span `i` is a blocking runtime call.
-    fn is_blocking(&self, i: u32) -> bool {
-        let s = &self.t.host_spans[i as usize];
-        matches!(s.kind, HostKind::Runtime | HostKind::Driver)
-            && (self.sync_name(s.name)
-                || (s.correlation != 0 && self.pageable.contains(&s.correlation)))
-    }
-
     /// The first blocking runtime call inside operator span `op` (on its thread), or
     /// [`NONE`].
     pub(crate) fn inside(&self, op: u32) -> u32 {
-        let hs = &self.t.host_spans;
-        let Some(o) = hs.get(op as usize) else {
+        let Some(o) = self.t.host_spans.get(op as usize) else {
             return NONE;
         };
-        let Some(spans) = self.threads.get(&(o.pid, o.tid)) else {
+        let Some(th) = self.calls.threads.get(&(o.pid, o.tid)) else {
             return NONE;
         };
-        let k = spans.partition_point(|&i| hs[i as usize].start < o.start);
-        spans[k..]
-            .iter()
-            .copied()
-            .take_while(|&i| hs[i as usize].start < o.end)
-            .find(|&i| self.is_blocking(i))
-            .unwrap_or(NONE)
+        let k = th.starts.partition_point(|&s| s < o.start);
+        let b = th.blocking.partition_point(|&p| (p as usize) < k);
+        th.blocking
+            .get(b)
+            .filter(|&&p| th.starts[p as usize] < o.end)
+            .map_or(NONE, |&p| th.calls[p as usize])
     }
 
     fn drained_by(&self, thread: (i64, i64), idle_from: i64, launch_start: i64) -> u32 {
-        let Some(spans) = self.threads.get(&thread) else {
+        let Some(th) = self.calls.threads.get(&thread) else {
             return NONE;
         };
-        let hs = &self.t.host_spans;
         let mut cursors = self.cursor.borrow_mut();
-        let k = cursors.entry(thread).or_insert(0);
-        // Asked in time order: move forward only (a time before the last one starts over).
-        if *k > 0 && hs[spans[*k - 1] as usize].start > idle_from {
-            *k = spans.partition_point(|&i| hs[i as usize].start <= idle_from);
+        let (k, b) = cursors.entry(thread).or_insert((0, 0));
+        let begun = |s: &i64| *s <= idle_from;
+        let starts = &th.starts;
+        // Asked in time order: search forward from the last answer, in steps that double; a
+        // time before the last one starts over.
+        if *k > 0 && !begun(&starts[*k - 1]) {
+            *k = starts.partition_point(begun);
+            *b = 0;
+        } else {
+            let (mut lo, mut step) = (*k, 1usize);
+            while lo + step <= starts.len() && begun(&starts[lo + step - 1]) {
+                lo += step;
+                step *= 2;
+            }
+            let hi = (lo + step).min(starts.len());
+            *k = lo + starts[lo..hi].partition_point(begun);
         }
-        while *k < spans.len() && hs[spans[*k] as usize].start <= idle_from {
-            *k += 1;
+        // The blocking calls begun by then: the last of them is the candidate.
+        while *b < th.blocking.len() && (th.blocking[*b] as usize) < *k {
+            *b += 1;
         }
-        let k = *k;
+        let (k, b) = (*k, *b);
         drop(cursors);
-        spans[k.saturating_sub(SYNC_LOOKBACK)..k]
-            .iter()
-            .rev()
-            .copied()
-            .find(|&i| self.is_blocking(i))
-            .filter(|&i| {
-                let s = &hs[i as usize];
-                s.end >= idle_from - DRAIN_SLACK_NS && s.end <= launch_start
-            })
-            .unwrap_or(NONE)
+        let Some(&p) = b.checked_sub(1).and_then(|b| th.blocking.get(b)) else {
+            return NONE;
+        };
+        if (p as usize) + SYNC_LOOKBACK < k {
+            return NONE;
+        }
+        let i = th.calls[p as usize];
+        let s = &self.t.host_spans[i as usize];
+        if s.end >= idle_from - DRAIN_SLACK_NS && s.end <= launch_start {
+            i
+        } else {
+            NONE
+        }
     }
 }
 
@@ -211,10 +246,13 @@ pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
     let w = &cx.window;
     let threshold = cx.config.gap_threshold_ns;
     let is_graph = t.strings.matching(|n| n.contains("GraphLaunch"));
-    let syncs = Syncs::new(t);
+    let syncs = Syncs::new(cx);
     let mut out = Vec::new();
     for d in t.devices() {
-        let mut ks: Vec<(u32, u32)> = Vec::new();
+        // Each kernel with its launch's thread (an index into `threads`) and start, read in
+        // this one pass: a launch span read again later is a cache miss per kernel.
+        let mut ks: Vec<(u32, u32, i64)> = Vec::new();
+        let mut threads: Vec<(i64, i64)> = Vec::new();
         let mut graph = 0u64;
         for (i, _) in w.kernels(t, d) {
             let l = t.index.op_launch[i];
@@ -226,7 +264,19 @@ pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
                 graph += 1;
                 continue;
             }
-            ks.push((i as u32, l));
+            let key = (launch.pid, launch.tid);
+            // Most launches come from one thread: the last one found is tried first.
+            let th = match threads.last() {
+                Some(&k) if k == key => threads.len() - 1,
+                _ => match threads.iter().position(|&k| k == key) {
+                    Some(p) => p,
+                    None => {
+                        threads.push(key);
+                        threads.len() - 1
+                    }
+                },
+            };
+            ks.push((i as u32, th as u32, launch.start));
         }
         syncs.rewind();
         let mut dev = DeviceStarved {
@@ -239,10 +289,7 @@ pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
             out.push(dev);
             continue;
         }
-        let mut launches: Vec<i64> = ks
-            .iter()
-            .map(|&(_, l)| t.host_spans[l as usize].start)
-            .collect();
+        let mut launches: Vec<i64> = ks.iter().map(|k| k.2).collect();
         launches.sort_unstable();
         // Busy end across all GPU work of the device (any stream) before each kernel: the
         // device's ops are sorted by start, so one pointer walks them alongside.
@@ -252,7 +299,7 @@ pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
         // The sync that last drained the queue, its thread, how many more kernels it may
         // explain while the host has not got ahead again, and the idle time it may explain.
         let mut chain: Option<(u32, (i64, i64), usize, i64)> = None;
-        for (started, &(i, l)) in ks.iter().enumerate() {
+        for (started, &(i, th, launch_start)) in ks.iter().enumerate() {
             let op = &t.gpu_ops[i as usize];
             while oi < dev_ops.len() && t.gpu_ops[dev_ops[oi] as usize].start < op.start {
                 let o = &t.gpu_ops[dev_ops[oi] as usize];
@@ -275,12 +322,11 @@ pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
             if busy_end == i64::MIN || gap <= 0 {
                 continue;
             }
-            let launch = &t.host_spans[l as usize];
             // The last blocking call the launching thread began by the time the GPU went
             // idle: it drained the queue when it was still blocked then (or returned just
             // before) and returned before this launch.
-            let thread = (launch.pid, launch.tid);
-            let direct = syncs.drained_by(thread, busy_end, launch.start);
+            let thread = threads[th as usize];
+            let direct = syncs.drained_by(thread, busy_end, launch_start);
             // A sync can cost at most the lead it destroyed: the GPU work that was queued when
             // the host began waiting, which is how long it waited. Gaps after it are the
             // sync's while they fit in that budget; a host that never had a lead (a
@@ -308,7 +354,8 @@ pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
                 op: i,
                 gap_ns: gap,
                 idle_from: busy_end,
-                latency_ns: op.start - launch.start,
+                end: op.end,
+                latency_ns: op.start - launch_start,
                 drained_by,
             });
         }

@@ -861,6 +861,10 @@ pub struct Indexes {
     pub ops_by_device: Vec<(i32, Vec<u32>)>,
     /// Host span indices per thread `(pid, tid)`, sorted by start.
     pub spans_by_thread: Vec<((i64, i64), Vec<u32>)>,
+    /// The runtime and driver calls of each thread (a tenth of its spans, where the
+    /// synchronising calls are), sorted by start; threads as in
+    /// [`Indexes::spans_by_thread`].
+    pub calls_by_thread: Vec<((i64, i64), Vec<u32>)>,
     /// Per string id, whether it names a user's Python frame ([`is_user_frame`]), for the
     /// names of Python spans: 0 not worked out, 1 no, 2 yes. Read by [`Trace::user_frame`],
     /// which rules ask for every kernel or copy they name: a trace repeats a few thousand
@@ -940,6 +944,8 @@ const CLUSTER_GAP_NS: i64 = 3_600_000_000_000;
 struct Nested {
     /// Each thread's spans, by thread.
     threads: Vec<((i64, i64), Vec<u32>)>,
+    /// Each thread's runtime and driver calls, threads as in `threads`.
+    calls: Vec<((i64, i64), Vec<u32>)>,
     /// The runtime and driver calls with a correlation id, in span order: (correlation id,
     /// call, the innermost and the outermost CPU operator around it, or [`NONE`]).
     launches: Vec<(u64, u32, u32, u32)>,
@@ -1214,11 +1220,13 @@ impl Trace {
         );
         let Nested {
             threads,
+            calls,
             launches,
             steps,
             python_names,
         } = nested;
         self.index.spans_by_thread = threads;
+        self.index.calls_by_thread = calls;
         self.index.ops_by_device = by_device;
         self.steps = Self::steps_of(steps);
         clock.mark("finish: nesting");
@@ -1264,6 +1272,7 @@ impl Trace {
         struct Open {
             key: (i64, i64),
             spans: Vec<u32>,
+            calls: Vec<u32>,
             stack: Vec<Opened>,
         }
         /// An open span: its end, and the innermost and outermost CPU operator at or below
@@ -1290,6 +1299,7 @@ impl Trace {
                         threads.push(Open {
                             key,
                             spans: Vec::new(),
+                            calls: Vec::new(),
                             stack: Vec::new(),
                         });
                         threads.len() - 1
@@ -1325,6 +1335,9 @@ impl Trace {
                     outer_op
                 },
             });
+            if matches!(kind, HostKind::Runtime | HostKind::Driver) {
+                open.calls.push(i as u32);
+            }
             match kind {
                 HostKind::Runtime | HostKind::Driver if correlation != 0 => {
                     launches.push((correlation, i as u32, inner_op, outer_op));
@@ -1347,16 +1360,25 @@ impl Trace {
         }
         // Grown by doubling, the lists of a large trace would hold megabytes of spare
         // capacity for good.
-        let mut out: Vec<((i64, i64), Vec<u32>)> = threads
+        threads.sort_by_key(|o| o.key);
+        let calls: Vec<((i64, i64), Vec<u32>)> = threads
+            .iter_mut()
+            .map(|o| {
+                let mut c = std::mem::take(&mut o.calls);
+                c.shrink_to_fit();
+                (o.key, c)
+            })
+            .collect();
+        let out: Vec<((i64, i64), Vec<u32>)> = threads
             .into_iter()
             .map(|mut o| {
                 o.spans.shrink_to_fit();
                 (o.key, o.spans)
             })
             .collect();
-        out.sort_by_key(|(k, _)| *k);
         Nested {
             threads: out,
+            calls,
             launches,
             steps,
             python_names,
@@ -1702,6 +1724,16 @@ mod tests {
                 .filter(|&i| (spans[i as usize].pid, spans[i as usize].tid) == *key)
                 .collect();
             assert_eq!(list, &want, "spans of {key:?}");
+            let calls: Vec<u32> = want
+                .iter()
+                .copied()
+                .filter(|&i| matches!(spans[i as usize].kind, HostKind::Runtime | HostKind::Driver))
+                .collect();
+            assert!(
+                got.calls.contains(&(*key, calls)),
+                "calls of {key:?}: {:?}",
+                got.calls
+            );
             let mut stack: Vec<u32> = Vec::new();
             for &i in &want {
                 let s = spans[i as usize];

@@ -124,7 +124,7 @@ pub(super) struct Attributor<'t> {
     trace: &'t Trace,
     /// The thread standing in for a gap without a launcher, found on first need.
     main_thread: OnceLock<Option<ThreadKey>>,
-    sync_corr: FxHashSet<u64>,
+    sync_corr: &'t FxHashSet<u64>,
     /// Per host span, one bit: it or a span inside it launched GPU work.
     launched: Vec<u64>,
     /// Whether the trace records CPU operators or Python frames.
@@ -304,8 +304,7 @@ fn launched_marks(trace: &Trace) -> Vec<u64> {
 }
 
 impl<'t> Attributor<'t> {
-    pub(super) fn new(trace: &'t Trace) -> Self {
-        let sync_corr = crate::starved::pageable_copy_launches(trace);
+    pub(super) fn new(trace: &'t Trace, sync_corr: &'t FxHashSet<u64>) -> Self {
         let launched = launched_marks(trace);
         // OS runtime calls alone say where the host waited, not what it computed.
         let cpu_data = trace

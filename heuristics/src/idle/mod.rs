@@ -422,7 +422,7 @@ pub fn analyse_device(cx: &Scope, device: i32) -> DeviceIdle {
     {
         holes.add(end, w.end);
     }
-    let attr = Attributor::new(trace);
+    let attr = Attributor::new(trace, cx.pageable_launches());
     let Holes {
         short_idle_ns,
         short_count,

@@ -75,11 +75,10 @@ impl Rule for LaunchBound {
             let mut stretches: Vec<(i64, usize, i64, i64)> = Vec::new();
             let mut prev: Option<u32> = None;
             for s in dev.launch_bound() {
-                let op = &t.gpu_ops[s.op as usize];
                 latency.push(s.latency_ns);
                 starved_ns += s.gap_ns;
                 starved_n += 1;
-                durs.push(op.dur());
+                durs.push(s.end - s.idle_from - s.gap_ns);
                 // Found by the nesting pass: walking up from each launch read the spans all
                 // over the list.
                 let outer = t.index.op_outer_cpu_op[s.op as usize];
@@ -103,7 +102,7 @@ impl Rule for LaunchBound {
                 }
                 run += 1;
                 run_ns += s.gap_ns;
-                last_end = op.end;
+                last_end = s.end;
                 prev = Some(s.op);
             }
             if run >= STRETCH_KERNELS {
@@ -183,7 +182,7 @@ impl Rule for LaunchBound {
             // The operators whose kernels waited most: when they synchronise on most calls
             // (a boolean-mask index's nonzero, .item(), a copy to the host), the host loses its
             // lead there every call, and a CUDA graph cannot capture them.
-            let syncs = crate::starved::Syncs::new(t);
+            let syncs = crate::starved::Syncs::new(cx);
             let mut top: Vec<(u32, (u64, i64))> =
                 by_name.iter().map(|(&k, v)| (k, (v.0, v.1))).collect();
             top.sort_by(|a, b| b.1.1.cmp(&a.1.1).then(a.0.cmp(&b.0)));
