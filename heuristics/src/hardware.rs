@@ -396,6 +396,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn host_links_carry_their_generation_s_rate() {
+        // PCIe: 8, 16, 32 GT/s per lane for Gen3-5 with 128b/130b coding.
+        let raw = |generation| {
+            HostLink {
+                generation,
+                width: 16,
+            }
+            .raw_gbps()
+        };
+        assert!((raw(3) - 15.754).abs() < 0.01);
+        assert!((raw(4) - 31.508).abs() < 0.01);
+        assert!((raw(5) - 63.015).abs() < 0.01);
+        assert_eq!(
+            model_link("NVIDIA H100 80GB HBM3").map(|l| l.generation),
+            Some(5)
+        );
+        assert_eq!(
+            model_link("NVIDIA A100-SXM4-80GB").map(|l| l.generation),
+            Some(4)
+        );
+        assert_eq!(model_link("NVIDIA GeForce RTX 3090"), None);
+    }
+
+    #[test]
     fn units_from_names_seen_in_real_traces() {
         use MathUnit::*;
         for (name, unit) in [
@@ -531,4 +555,123 @@ mod tests {
         );
         assert!(peaks_for("Quadro GP100", None).is_none());
     }
+}
+
+/// A host link: PCIe generation and lane count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostLink {
+    /// PCIe generation (3, 4, 5, 6).
+    pub generation: u32,
+    /// Lanes.
+    pub width: u32,
+}
+
+/// Share of a PCIe link's raw rate that large pinned copies reach: 80-90% on the hosts we know
+/// (55 GB/s of Gen5 x16's 63 on our H200, 25-26 of Gen4 x16's 31.5 on A100 hosts); the lower
+/// end, so that a copy is not called slow for a few percent.
+pub const LINK_ACHIEVABLE: f64 = 0.8;
+
+impl HostLink {
+    /// Raw rate per direction, GB/s: transfers per lane times lanes, less the encoding
+    /// (8b/10b up to Gen2, 128b/130b from Gen3; Gen6's FLITs carry 242 of 256 bytes).
+    pub fn raw_gbps(self) -> f64 {
+        let (gts, code) = match self.generation {
+            1 => (2.5, 0.8),
+            2 => (5.0, 0.8),
+            3 => (8.0, 128.0 / 130.0),
+            4 => (16.0, 128.0 / 130.0),
+            5 => (32.0, 128.0 / 130.0),
+            _ => (64.0, 242.0 / 256.0),
+        };
+        gts * self.width as f64 * code / 8.0
+    }
+
+    /// What large pinned copies reach over it, GB/s ([`LINK_ACHIEVABLE`] of the raw rate).
+    pub fn pinned_gbps(self) -> f64 {
+        self.raw_gbps() * LINK_ACHIEVABLE
+    }
+}
+
+/// The host link of data-centre GPU models, from their datasheets (specific names first).
+/// GeForce cards are left out: the same chip ships with x8 and x16 links.
+const LINKS: &[(&str, HostLink)] = &[
+    (
+        "H200",
+        HostLink {
+            generation: 5,
+            width: 16,
+        },
+    ),
+    (
+        "H100",
+        HostLink {
+            generation: 5,
+            width: 16,
+        },
+    ),
+    (
+        "A100",
+        HostLink {
+            generation: 4,
+            width: 16,
+        },
+    ),
+    (
+        "L40S",
+        HostLink {
+            generation: 4,
+            width: 16,
+        },
+    ),
+    (
+        "L4",
+        HostLink {
+            generation: 4,
+            width: 16,
+        },
+    ),
+    (
+        "A10",
+        HostLink {
+            generation: 4,
+            width: 16,
+        },
+    ),
+    (
+        "MI300X",
+        HostLink {
+            generation: 5,
+            width: 16,
+        },
+    ),
+    (
+        "MI250",
+        HostLink {
+            generation: 4,
+            width: 16,
+        },
+    ),
+    (
+        "V100",
+        HostLink {
+            generation: 3,
+            width: 16,
+        },
+    ),
+    (
+        "T4",
+        HostLink {
+            generation: 3,
+            width: 16,
+        },
+    ),
+];
+
+/// The host link a GPU model ships with (`NVIDIA H100 80GB HBM3` → Gen5 x16), when known.
+pub fn model_link(name: &str) -> Option<HostLink> {
+    let upper = name.to_ascii_uppercase();
+    LINKS
+        .iter()
+        .find(|(key, _)| upper.contains(key))
+        .map(|(_, l)| *l)
 }

@@ -7,9 +7,11 @@
 #![warn(missing_docs)]
 
 pub mod accounting;
+pub mod blocking;
 pub mod collectives;
 pub mod config;
 pub mod context;
+pub mod copy_rate;
 pub mod counters;
 pub mod diff;
 pub mod finding;
@@ -28,6 +30,7 @@ pub mod starved;
 pub mod stats;
 pub mod summary;
 pub mod tables;
+pub mod unified;
 pub mod views;
 pub mod window;
 

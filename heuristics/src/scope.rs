@@ -32,7 +32,7 @@ pub struct Scope<'a> {
     pageable_launches: std::sync::OnceLock<rustc_hash::FxHashSet<u64>>,
     /// Each thread's calls as the drain search reads them, built on first use (the
     /// starved-kernel pass and launch_bound).
-    blocking_calls: std::sync::OnceLock<crate::starved::BlockingCalls<'a>>,
+    blocking_calls: std::sync::OnceLock<crate::blocking::BlockingCalls<'a>>,
 }
 
 impl<'a> Scope<'a> {
@@ -71,17 +71,17 @@ impl<'a> Scope<'a> {
     }
 
     /// The correlation ids of copies to or from pageable memory
-    /// ([`crate::starved::pageable_copy_launches`]): their launch calls block the host.
+    /// ([`crate::blocking::pageable_copy_launches`]): their launch calls block the host.
     pub(crate) fn pageable_launches(&self) -> &rustc_hash::FxHashSet<u64> {
         self.pageable_launches
-            .get_or_init(|| crate::starved::pageable_copy_launches(self.trace))
+            .get_or_init(|| crate::blocking::pageable_copy_launches(self.trace))
     }
 
     /// Each thread's runtime and driver calls and which of them block
-    /// ([`crate::starved::BlockingCalls`]).
-    pub(crate) fn blocking_calls(&self) -> &crate::starved::BlockingCalls<'a> {
+    /// ([`crate::blocking::BlockingCalls`]).
+    pub(crate) fn blocking_calls(&self) -> &crate::blocking::BlockingCalls<'a> {
         self.blocking_calls.get_or_init(|| {
-            crate::starved::BlockingCalls::new(self.trace, self.pageable_launches())
+            crate::blocking::BlockingCalls::new(self.trace, self.pageable_launches())
         })
     }
 

@@ -23,9 +23,9 @@
 //! Computed once per analysis ([`crate::context::Ctx::starved`]); O(kernels), with one
 //! binary search per starved kernel.
 
-use crate::names::is_sync_call;
+use crate::blocking::BlockingCalls;
 use crate::scope::Scope;
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 use tracehound_parsers::{NONE, Trace};
 
 /// A sync that returned at most this long before the gap began drained the queue: the host
@@ -82,76 +82,11 @@ impl DeviceStarved {
     }
 }
 
-/// The correlation ids of copies to or from pageable memory: their launch calls block the host
-/// like a synchronize.
-pub(crate) fn pageable_copy_launches(t: &Trace) -> FxHashSet<u64> {
-    t.gpu_ops
-        .iter()
-        .filter(|o| o.is_pageable_copy())
-        .map(|o| o.correlation)
-        .filter(|&c| c != 0)
-        .collect()
-}
-
 /// How many runtime calls before the GPU went idle are searched for the blocking call on the
 /// launching thread: a thread blocked in a sync starts nothing until it returns, so the sync
 /// is the last call begun by then, or one of the last few when it returned within the slack
 /// and the host launched again at once.
 const SYNC_LOOKBACK: usize = 4;
-
-/// Each thread's runtime and driver calls (only they can block) as the drain search reads
-/// them: their starts side by side, and which of them block. Built once per analysis
-/// ([`Scope::blocking_calls`]) in one pass over the calls; the search then reads a span only
-/// when a blocking call is among the last few (a read of a span is a cache miss, and the
-/// starved pass asks once per starved kernel).
-pub(crate) struct BlockingCalls<'t> {
-    threads: FxHashMap<(i64, i64), ThreadCalls<'t>>,
-}
-
-struct ThreadCalls<'t> {
-    /// The thread's calls (span indices), sorted by start.
-    calls: &'t [u32],
-    /// Their starts.
-    starts: Vec<i64>,
-    /// Positions in `calls` of the blocking ones, ascending.
-    blocking: Vec<u32>,
-}
-
-impl<'t> BlockingCalls<'t> {
-    pub(crate) fn new(t: &'t Trace, pageable: &FxHashSet<u64>) -> Self {
-        // Per name id, whether it synchronises: tested once per name (a trace has a few
-        // hundred call names).
-        let mut sync_names: FxHashMap<u32, bool> = FxHashMap::default();
-        let threads = t
-            .index
-            .calls_by_thread
-            .iter()
-            .map(|(key, calls)| {
-                let mut starts = Vec::with_capacity(calls.len());
-                let mut blocking = Vec::new();
-                for (k, &i) in calls.iter().enumerate() {
-                    let s = &t.host_spans[i as usize];
-                    starts.push(s.start);
-                    let sync = *sync_names
-                        .entry(s.name)
-                        .or_insert_with(|| is_sync_call(t.api_name(s.name)));
-                    if sync || (s.correlation != 0 && pageable.contains(&s.correlation)) {
-                        blocking.push(k as u32);
-                    }
-                }
-                (
-                    *key,
-                    ThreadCalls {
-                        calls,
-                        starts,
-                        blocking,
-                    },
-                )
-            })
-            .collect();
-        BlockingCalls { threads }
-    }
-}
 
 /// Finds the synchronising call that drained the queue: the blocking runtime call the
 /// launching thread began by `idle_from` and was still in then (or left at most

@@ -314,6 +314,11 @@ fn incomplete(cx: &Ctx) -> Option<(Bound, String)> {
     ))
 }
 
+/// Share of the window from which unified-memory migrations (the kernels that faulted and
+/// the idle time of the host's faults) make the verdict: then they, not the kernels or the
+/// host, bound the run.
+const UNIFIED_SHARE: f64 = 0.5;
+
 fn kernels_not_recorded(cx: &Ctx, devices: &[DeviceSummary]) -> Option<(Bound, String)> {
     if cx.trace.meta.capture.kernels {
         return None;
@@ -321,6 +326,12 @@ fn kernels_not_recorded(cx: &Ctx, devices: &[DeviceSummary]) -> Option<(Bound, S
     let launches = kernel_launches(cx);
     let copies: u64 = devices.iter().map(|d| d.memcpys + d.memsets).sum();
     if launches == 0 && copies == 0 {
+        return None;
+    }
+    // The runtime calls were recorded and none launched a kernel: the program ran copies only
+    // (a transfer benchmark, a data-movement phase), and the copies are all there is to judge.
+    let memcpys: u64 = devices.iter().map(|d| d.memcpys).sum();
+    if launches == 0 && memcpys > 0 && cx.trace.meta.capture.api_calls {
         return None;
     }
     let mut held = Vec::new();
@@ -337,6 +348,38 @@ fn kernels_not_recorded(cx: &Ctx, devices: &[DeviceSummary]) -> Option<(Bound, S
             held.join(" and ")
         ),
     ))
+}
+
+/// The rate of each direction of copies on `device` in the window, largest volume first
+/// (`HtoD 1.0 GiB at 53.2 GB/s, DtoH 1.0 GiB at 51.9 GB/s`).
+fn copy_rates(cx: &Ctx, device: i32) -> String {
+    let t = cx.trace;
+    let mut by: Vec<(tracehound_parsers::CopyDirection, u64, i64)> = Vec::new();
+    for &i in t.device_ops(device) {
+        let op = &t.gpu_ops[i as usize];
+        if op.kind != GpuOpKind::Memcpy || op.start < cx.window.start || op.start >= cx.window.end {
+            continue;
+        }
+        match by.iter_mut().find(|e| e.0 == op.direction) {
+            Some(e) => {
+                e.1 += op.bytes;
+                e.2 += op.dur();
+            }
+            None => by.push((op.direction, op.bytes, op.dur())),
+        }
+    }
+    by.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    by.iter()
+        .map(|(d, b, ns)| {
+            format!(
+                "{} {} at {:.1} GB/s",
+                d.label(),
+                crate::finding::fmt_bytes(*b),
+                *b as f64 / (*ns).max(1) as f64
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Share of the window `device` spends in copies and memsets, and in kernels (each the union
@@ -422,16 +465,52 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
             ),
         );
     }
+    // Pages migrating on demand: the kernels and the idle time they hold are data movement,
+    // not compute or a slow host.
+    if let Some(m) = crate::unified::migrations(cx, main.device)
+        && cx.window.share(m.cost_ns) >= UNIFIED_SHARE
+    {
+        return (
+            Bound::Transfer,
+            format!(
+                "transfer-bound on unified memory: GPU {} spends {:.0}% of the window on managed-memory pages migrating on demand ({} migrations in, {} out): they hold {} of the kernels that faulted pages in, and the host faulted pages back during {} of idle time. Prefetch or copy the data explicitly (see unified_memory).",
+                main.device,
+                100.0 * cx.window.share(m.cost_ns),
+                m.htod.count,
+                m.dtoh.count,
+                crate::finding::fmt_ns(m.fault_stall_ns),
+                crate::finding::fmt_ns(m.host_fault_idle.1)
+            ),
+        );
+    }
     let (copy_share, kernel_share) = copy_and_kernel_share(cx, main.device);
+    if kernel_share == 0.0 && main.memcpys > 0 && kernel_launches(cx) == 0 {
+        return (
+            Bound::Transfer,
+            format!(
+                "transfer-bound: the program launched no kernel in this capture; GPU {} is busy {:.0}% of the window, all of it copying data ({}). What bounds it is the copy path: the host link and the host memory behind it.",
+                main.device,
+                100.0 * busy,
+                copy_rates(cx, main.device)
+            ),
+        );
+    }
     if copy_share >= TRANSFER_SHARE && copy_share >= 2.0 * kernel_share {
         return (
             Bound::Transfer,
             format!(
-                "transfer-bound: GPU {} is busy {:.0}% of the window, {:.0}% of the window copying data and {:.0}% running kernels: keep data on the GPU between steps instead of copying it back and forth, copy from pinned memory with non_blocking=True so copies overlap compute, and batch many small copies into few large ones.",
+                "transfer-bound: GPU {} is busy {:.0}% of the window, {:.0}% of the window copying data ({}) and {:.0}% running kernels: keep data on the GPU between steps instead of copying it back and forth{}, and batch many small copies into few large ones.",
                 main.device,
                 100.0 * busy,
                 100.0 * copy_share,
-                100.0 * kernel_share
+                copy_rates(cx, main.device),
+                100.0 * kernel_share,
+                // Pinning is advice only where copies are pageable.
+                if cx.trace.gpu_ops.iter().any(|o| o.is_pageable_copy()) {
+                    ", copy from pinned memory so copies run at the link's rate and overlap compute"
+                } else {
+                    ""
+                }
             ),
         );
     }

@@ -582,6 +582,14 @@ impl GpuOp {
         self.kind != GpuOpKind::Sync
     }
 
+    /// Whether this is a unified-memory page migration (managed memory on both sides, as the
+    /// nsys reader marks CUPTI's unified-memory copy kinds).
+    pub fn is_migration(&self) -> bool {
+        self.kind == GpuOpKind::Memcpy
+            && self.src_kind == MemKind::Managed
+            && self.dst_kind == MemKind::Managed
+    }
+
     /// True when either side of the copy is pageable host memory.
     pub fn is_pageable_copy(&self) -> bool {
         self.kind == GpuOpKind::Memcpy

@@ -711,8 +711,15 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
                 let (Some(s), Some(e)) = (r.i(0), r.i(1)) else {
                     return None;
                 };
-                let dir = copy_direction(r.i(6).unwrap_or(0));
-                let (src, dst) = (mem_kind(r.i(7)), mem_kind(r.i(8)));
+                let kind = r.i(6).unwrap_or(0);
+                let dir = copy_direction(kind);
+                // Unified-memory migrations (page faults served, prefetches) state no memory
+                // kinds: both sides are managed memory.
+                let (src, dst) = if (11..=13).contains(&kind) {
+                    (MemKind::Managed, MemKind::Managed)
+                } else {
+                    (mem_kind(r.i(7)), mem_kind(r.i(8)))
+                };
                 let mut op = gpu_op(GpuOpKind::Memcpy, r.i(2), r.i(3), s, e, r.i(4), 0);
                 op.bytes = r.i(5).unwrap_or(0).max(0) as u64;
                 op.direction = dir;
@@ -973,7 +980,7 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
             .iter()
             .map(|(pid, tid, n)| (*pid, *tid, n.as_str())),
     );
-    capture.no_cpu_data = "this export has no CPU-side data; capture with `-t cuda,nvtx,osrt --pytorch=autograd-nvtx -s cpu`".into();
+    capture.no_cpu_data = "this export has no CPU-side data; capture with `-t cuda,nvtx,osrt -s cpu`, and `--pytorch=autograd-nvtx` for a PyTorch program".into();
     trace.meta.capture = capture;
     Ok(trace)
 }

@@ -3,12 +3,15 @@
 //! Kineto states pageability in the memcpy name (`Memcpy HtoD (Pageable -> Device)`);
 //! Nsight Systems in `srcKind`/`dstKind`. Reported per direction once the copies move at
 //! least `pageable_min_bytes`; the impact is the time the copies took beyond what pinned
-//! copies would need at the bandwidth pinned copies of the same direction reached in this
-//! trace (or `assumed_pinned_gbps` when there are none).
+//! copies would need at a reference rate, taken from the capture first and the hardware next
+//! ([`Reference`]): the rate pinned copies of the same direction reached in this trace, else
+//! what the host link carries (its generation and width from an `nvidia-smi -q -x` snapshot,
+//! else the link the GPU model ships with), else `assumed_pinned_gbps`, said as assumed.
 
 use super::Rule;
 use crate::context::Ctx;
 use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns, metrics};
+use crate::copy_rate::{Reference, Source};
 use crate::names::{most_common, span_name};
 use rustc_hash::FxHashMap;
 use tracehound_parsers::{CopyDirection, GpuOpKind, MemKind, NONE, Trace};
@@ -106,10 +109,9 @@ fn direction_finding(
     let time: i64 = idx.iter().map(|&i| t.gpu_ops[i].dur()).sum();
     let gbps = |b: u64, ns: i64| b as f64 / ns.max(1) as f64;
     let achieved = gbps(bytes, time);
-    let (ref_gbps, measured) = match pinned {
-        Some((b, ns)) if ns > 0 => (gbps(b, ns), true),
-        _ => (cx.config.assumed_pinned_gbps, false),
-    };
+    let device = idx.first().map_or(0, |&i| t.gpu_ops[i].device);
+    let reference = Reference::of(cx, device, pinned);
+    let (ref_gbps, measured) = (reference.gbps, reference.source == Source::Measured);
     let impact: i64 = idx
         .iter()
         .map(|&i| {
@@ -217,26 +219,20 @@ fn direction_finding(
         severity: Severity::from_share(share),
         impact_ns: impact,
         impact_share: share,
-        confidence: if measured {
-            Confidence::High
-        } else {
-            Confidence::Medium
+        confidence: match reference.source {
+            Source::Measured => Confidence::High,
+            Source::Snapshot | Source::Model => Confidence::Medium,
+            Source::Assumed => Confidence::Low,
         },
         device: idx.first().map(|&i| t.gpu_ops[i].device),
         evidence: format!(
-            "{} {} copies, {}, {} on the GPU at {:.1} GB/s; pinned {} copies {} {:.1} GB/s",
+            "{} {} copies, {}, {} on the GPU at {:.1} GB/s; {}",
             idx.len(),
             dir.label(),
             fmt_bytes(bytes),
             fmt_ns(time),
             achieved,
-            dir.label(),
-            if measured {
-                "in this trace reach"
-            } else {
-                "assumed at"
-            },
-            ref_gbps
+            reference.said(dir)
         ),
         breakdown: rows,
         instances,
@@ -248,6 +244,7 @@ fn direction_finding(
             ("achieved_gbps", achieved),
             ("reference_gbps", ref_gbps),
             ("reference_measured", if measured { 1.0 } else { 0.0 }),
+            ("reference_source", reference.source as u8 as f64),
         ]),
     }
 }

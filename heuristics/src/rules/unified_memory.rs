@@ -1,0 +1,87 @@
+//! Unified (managed) memory pages migrating on demand: kernels that stall while the pages they
+//! touch move in, and a host that faults pages back while the GPU waits
+//! ([`crate::unified`]). Nsight Systems records the migrations when the capture traces CUDA;
+//! PyTorch's profiler does not record them.
+
+use super::Rule;
+use crate::context::{Ctx, new_finding};
+use crate::finding::{Confidence, Finding, fmt_bytes, fmt_ns, metrics};
+
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "unified_memory";
+
+/// The rule.
+pub struct UnifiedMemory;
+
+impl Rule for UnifiedMemory {
+    fn id(&self) -> &'static str {
+        ID
+    }
+
+    fn description(&self) -> &'static str {
+        "unified (managed) memory pages migrating on demand while kernels or the host wait"
+    }
+
+    fn check(&self, cx: &Ctx) -> Vec<Finding> {
+        let mut out = Vec::new();
+        for d in cx.trace.devices() {
+            let Some(m) = crate::unified::migrations(cx, d) else {
+                continue;
+            };
+            // Explicit copies would still move the bytes once, at the link's rate.
+            let bulk_ns = crate::copy_rate::Reference::link(cx, d).map_or(0, |r| {
+                ((m.htod.bytes + m.dtoh.bytes) as f64 / r.gbps) as i64
+            });
+            let impact = m.cost_ns - bulk_ns;
+            if impact <= 0 {
+                continue;
+            }
+            let mut f = new_finding(
+                cx,
+                ID,
+                Some(d),
+                format!(
+                    "GPU {d} waits on unified-memory page migrations: {} pages moved in and {} out ({} in all); they hold {} of the kernels that faulted, and the host faulted pages back during {} of idle time",
+                    m.htod.count,
+                    m.dtoh.count,
+                    fmt_bytes(m.htod.bytes + m.dtoh.bytes),
+                    fmt_ns(m.fault_stall_ns),
+                    fmt_ns(m.host_fault_idle.1)
+                ),
+                impact,
+                Confidence::High,
+                format!(
+                    "{} migrations to the device ({}, {} of migration time) and {} to the host ({}, {}); {} of {} kernels ran while pages migrated in ({}, of which the migrations and their faults hold {} at {} per fault); {} idle stretches with nothing but migrations to the host ({}); impact: what the faults hold plus that idle time, less {} for moving the same bytes once over the host link",
+                    m.htod.count,
+                    fmt_bytes(m.htod.bytes),
+                    fmt_ns(m.htod.ns),
+                    m.dtoh.count,
+                    fmt_bytes(m.dtoh.bytes),
+                    fmt_ns(m.dtoh.ns),
+                    m.faulting_kernels.0,
+                    m.kernels,
+                    fmt_ns(m.faulting_kernels.1),
+                    fmt_ns(m.fault_stall_ns),
+                    fmt_ns(crate::unified::FAULT_STALL_NS),
+                    m.host_fault_idle.0,
+                    fmt_ns(m.host_fault_idle.1),
+                    fmt_ns(bulk_ns)
+                ),
+            );
+            f.advice = vec![
+                "Move the data before it is touched instead of on each fault: cudaMemPrefetchAsync(ptr, bytes, device, stream) before the kernels that use it, and to cudaCpuDeviceId before the host reads it; or keep the data in device memory (cudaMalloc) and copy only what the host reads with cudaMemcpyAsync from pinned memory.".into(),
+                "For data both sides read, cudaMemAdvise(ptr, bytes, cudaMemAdviseSetReadMostly or SetPreferredLocation / SetAccessedBy, device) stops it from bouncing; a host loop that reads a result every iteration should read a reduced value, not walk the whole managed array.".into(),
+            ];
+            f.metrics = metrics([
+                ("migrations_htod", m.htod.count as f64),
+                ("migrations_dtoh", m.dtoh.count as f64),
+                ("bytes", (m.htod.bytes + m.dtoh.bytes) as f64),
+                ("faulting_kernels", m.faulting_kernels.0 as f64),
+                ("faulting_kernel_ns", m.faulting_kernels.1 as f64),
+                ("host_fault_idle_ns", m.host_fault_idle.1 as f64),
+            ]);
+            out.push(f);
+        }
+        out
+    }
+}
