@@ -170,3 +170,39 @@ fn a_warmup_region_is_a_cold_start() {
         assert_ne!(f["rule"], "allocator_fragmentation", "{}", f["title"]);
     }
 }
+
+/// Programs that are not PyTorch (CUDA C captures under Nsight Systems) get advice in CUDA's
+/// terms: no `pin_memory`, DataLoader, `non_blocking`, torch.compile or torch.profiler advice,
+/// which they could not follow. The captures hold no PyTorch operator, frame or kernel (read
+/// here from their string tables).
+#[test]
+fn cuda_programs_get_no_pytorch_advice() {
+    let files = [
+        "field/nsys/rodinia_gaussian_rtx3090_report2.sqlite",
+        "field/nsys/rodinia_gaussian_rtx3090_report3.sqlite",
+        "nsys/h200_v40_um_managed.sqlite.gz",
+    ];
+    for file in files {
+        let out = success(&run(&[
+            "analyze",
+            sample(file).to_str().expect("UTF-8 path"),
+        ]));
+        for pytorch in [
+            "pin_memory",
+            "DataLoader",
+            "non_blocking",
+            "torch.compile",
+            "torch.profiler",
+            "torch.cuda",
+            ".item()",
+        ] {
+            assert!(!out.contains(pytorch), "{file}: {pytorch} in\n{out}");
+        }
+    }
+    // Rodinia's pageable copies are told to pin with the runtime's own call.
+    let out = success(&run(&[
+        "analyze",
+        sample(files[0]).to_str().expect("UTF-8 path"),
+    ]));
+    assert!(out.contains("cudaMallocHost"), "{out}");
+}

@@ -189,7 +189,10 @@ fn graphs_need_fixed_shapes(findings: &mut [Finding]) {
         .filter(|f| f.rule == rules::launch_bound::ID)
     {
         if let Some((_, what)) = growing.iter().find(|(d, _)| *d == f.device) {
-            f.advice.retain(|a| a != rules::launch_bound::GRAPH_ADVICE);
+            f.advice.retain(|a| {
+                a != rules::launch_bound::GRAPH_ADVICE
+                    && a != rules::launch_bound::GRAPH_ADVICE_CUDA
+            });
             f.advice.insert(0, format!(
                 "Shapes change call over call here ({what} costs more every call, see hot_operator): a CUDA graph replays fixed shapes, so fix the growth first, or pad to a few fixed sizes."
             ));

@@ -119,6 +119,33 @@ pub enum Workload {
     Unknown,
 }
 
+/// The framework the traced program ran on, as far as the capture shows: advice names the
+/// program's own calls (`pin_memory=True` only for PyTorch, `cudaMallocHost` otherwise).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framework {
+    /// PyTorch: a PyTorch profiler trace, or an nsys export holding PyTorch's operator ranges,
+    /// its Python frames or its kernels (`at::native::`).
+    PyTorch,
+    /// Anything else (CUDA C/C++, OpenACC, CuPy, JAX, Julia ...), or a capture that shows no
+    /// sign of PyTorch.
+    Other,
+}
+
+/// The framework of the traced program ([`Framework`]).
+pub fn framework(trace: &Trace) -> Framework {
+    if trace.meta.capture.pytorch_profiler {
+        return Framework::PyTorch;
+    }
+    let torch = trace.strings.matching(|n| {
+        n.starts_with("aten::") || n.contains("at::native::") || n.contains("torch/")
+    });
+    if torch.contains(&true) {
+        Framework::PyTorch
+    } else {
+        Framework::Other
+    }
+}
+
 /// Whether the trace shows training, inference, or cannot say.
 pub fn workload(trace: &Trace) -> Workload {
     let marks = trace.strings.matching(|n| {

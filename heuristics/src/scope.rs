@@ -25,6 +25,8 @@ pub struct Scope<'a> {
     graph_captures: std::sync::OnceLock<crate::phases::GraphCaptures>,
     /// Training, inference or unknown, found on first use (advice depends on it).
     workload: std::sync::OnceLock<crate::phases::Workload>,
+    /// The program's framework, found on first use (advice is written in its terms).
+    framework: std::sync::OnceLock<crate::phases::Framework>,
     /// torch.compile's compilations, found on first use.
     compilations: std::sync::OnceLock<Vec<crate::phases::Compilation>>,
     /// Correlation ids of copies to or from pageable memory, found on first use: the idle
@@ -45,6 +47,7 @@ impl<'a> Scope<'a> {
             kernel_classes: std::sync::OnceLock::new(),
             graph_captures: std::sync::OnceLock::new(),
             workload: std::sync::OnceLock::new(),
+            framework: std::sync::OnceLock::new(),
             compilations: std::sync::OnceLock::new(),
             pageable_launches: std::sync::OnceLock::new(),
             blocking_calls: std::sync::OnceLock::new(),
@@ -62,6 +65,18 @@ impl<'a> Scope<'a> {
         *self
             .workload
             .get_or_init(|| crate::phases::workload(self.trace))
+    }
+
+    /// The traced program's framework ([`crate::phases::framework`]).
+    pub fn framework(&self) -> crate::phases::Framework {
+        *self
+            .framework
+            .get_or_init(|| crate::phases::framework(self.trace))
+    }
+
+    /// Whether the traced program is a PyTorch program, as far as the capture shows.
+    pub fn pytorch(&self) -> bool {
+        self.framework() == crate::phases::Framework::PyTorch
     }
 
     /// torch.compile's compilations in the trace ([`crate::phases::compilations`]).

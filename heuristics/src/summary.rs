@@ -447,9 +447,16 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
                 "The nvidia-smi log shows no period of GPU activity to judge.".into(),
             );
         }
+        let why = &cx.trace.meta.capture.no_gpu_data;
         return (
             Bound::NoGpuActivity,
-            "No GPU activity recorded: the capture holds no kernel, copy or kernel-launch records, so it says nothing about the GPU (the profiler recorded the CPU only, or GPU tracing was off: ProfilerActivity.CUDA, nsys profile -t cuda).".into(),
+            if why.is_empty() {
+                "No GPU activity recorded: the capture holds no kernel, copy or kernel-launch records, so it says nothing about the GPU (the profiler recorded the CPU only, or GPU tracing was off: ProfilerActivity.CUDA, nsys profile -t cuda).".into()
+            } else {
+                format!(
+                    "No GPU activity recorded: the capture holds no kernel, copy or kernel-launch records, so it says nothing about the GPU: {why}."
+                )
+            },
         );
     };
     let busy = main.busy_share;
@@ -746,7 +753,14 @@ fn memory_controller(cx: &Ctx, gpu: i32) -> Option<f64> {
 }
 
 /// The advice for a window that is not the steady state: what to profile instead.
-const PROFILE_PAST_IT: &str = "profile past it with torch.profiler.schedule(wait=1, warmup=2, active=3) (or warm-up iterations before nsys's capture range)";
+/// How to capture past the first calls, in the program's terms.
+fn profile_past_it(cx: &Ctx) -> &'static str {
+    if cx.pytorch() {
+        "profile past it with torch.profiler.schedule(wait=1, warmup=2, active=3) (or warm-up iterations before nsys's capture range)"
+    } else {
+        "run a warm-up iteration and capture only what follows (cudaProfilerStart/Stop with nsys --capture-range=cudaProfilerApi)"
+    }
+}
 
 fn cold_start(
     cx: &Ctx,
@@ -758,11 +772,12 @@ fn cold_start(
     Some((
         Bound::ColdStart,
         format!(
-            "cold start: GPU {} idles {:.0}% of the window, and {:.0}% of that idle time is first calls (module loading, library and handle start-up, JIT: {}) — paid once, not the steady state{rest}. Warm up before measuring: {PROFILE_PAST_IT}; CUDA_MODULE_LOADING=EAGER moves module loading to start-up.",
+            "cold start: GPU {} idles {:.0}% of the window, and {:.0}% of that idle time is first calls (module loading, library and handle start-up, JIT: {}) — paid once, not the steady state{rest}. Warm up before measuring: {}; CUDA_MODULE_LOADING=EAGER moves module loading to start-up.",
             main.device,
             100.0 * (1.0 - main.busy_share),
             100.0 * first_calls as f64 / idle.idle_ns() as f64,
             fmt_ns(first_calls),
+            profile_past_it(cx),
         ),
     ))
 }
@@ -784,7 +799,7 @@ fn one_off_stall(
             100.0 * len as f64 / idle.idle_ns() as f64,
             main.device,
             g.label,
-            crate::idle::stall_meaning(&cx.window, g)
+            crate::idle::stall_meaning(&cx.window, g, cx.pytorch())
         ),
     ))
 }

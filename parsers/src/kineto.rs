@@ -1293,6 +1293,7 @@ impl Builder {
         capture.no_cpu_data =
             "the trace has no CPU operators: profile with ProfilerActivity.CPU and with_stack=True"
                 .into();
+        capture.pytorch_profiler = true;
         self.trace.meta.capture = capture;
         self.trace
     }

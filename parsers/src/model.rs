@@ -267,6 +267,11 @@ pub struct Capture {
     /// capturing tool's terms (`the trace has no CPU operators: profile with ...`). Empty when
     /// the reader has no words for it.
     pub no_cpu_data: String,
+    /// For a capture without GPU-side data: why, when the capture says (nsys: whether CUDA
+    /// tracing was asked for, and its diagnostics). Empty when it does not.
+    pub no_gpu_data: String,
+    /// Recorded by PyTorch's own profiler (Kineto): the program is a PyTorch program.
+    pub pytorch_profiler: bool,
 }
 
 /// One host thread of a capture.
@@ -366,6 +371,8 @@ impl Capture {
             counter_period: None,
             startup_hole: false,
             no_cpu_data: String::new(),
+            no_gpu_data: String::new(),
+            pytorch_profiler: false,
         }
     }
 

@@ -483,10 +483,65 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
         ..Default::default()
     };
     trace.meta.format = Some(SourceFormat::Nsys);
-    if !has_activity {
-        trace.warnings.push(
-            "the export holds no CUDA, NVTX or OS-runtime activity: the capture traced no GPU work (record with nsys profile -t cuda,nvtx)".into(),
+    // Whether the capture asked for CUDA events, and what nsys said about them: an export
+    // without CUDA tables from a capture that traced CUDA saw no CUDA call, which is not the
+    // same as tracing being off.
+    let mut cuda_requested = false;
+    if db.has("META_DATA_CAPTURE") {
+        db.select("META_DATA_CAPTURE", &["name", "value"], |r| {
+            if r.t(0).as_deref() == Some("CAPTURE_EVENT_TYPE") && r.t(1).as_deref() == Some("Cuda")
+            {
+                cuda_requested = true;
+            }
+            Ok(())
+        })?;
+    }
+    let mut cuda_said: Vec<String> = Vec::new();
+    if db.has("DIAGNOSTIC_EVENT") {
+        db.select("DIAGNOSTIC_EVENT", &["text"], |r| {
+            if let Some(t) = r.t(0)
+                && t.contains("CUDA")
+                && !cuda_said.iter().any(|s| s == t.as_ref())
+            {
+                cuda_said.push(t.trim().to_string());
+            }
+            Ok(())
+        })?;
+    }
+    let has_cuda = [
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        "CUPTI_ACTIVITY_KIND_RUNTIME",
+        "CUPTI_ACTIVITY_KIND_MEMCPY",
+    ]
+    .iter()
+    .any(|t| db.has(t));
+    let mut no_gpu_data = String::new();
+    if !has_cuda && cuda_requested {
+        no_gpu_data = format!(
+            "the capture traced CUDA (CAPTURE_EVENT_TYPE Cuda) and nsys collected no CUDA event{}: the traced process made no CUDA call nsys saw (the GPU work ran in a process it did not follow, never ran, or CUDA injection failed), so tracing was on and the program is not shown to be CPU-only",
+            if cuda_said.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (its diagnostics: {})",
+                    cuda_said
+                        .iter()
+                        .map(|s| format!("'{s}'"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
         );
+    } else if !has_cuda {
+        no_gpu_data =
+            "the capture did not trace CUDA (record with nsys profile -t cuda,nvtx)".into();
+    }
+    if !has_activity {
+        trace.warnings.push(if cuda_requested {
+            format!("the export holds no CUDA, NVTX or OS-runtime activity: {no_gpu_data}")
+        } else {
+            "the export holds no CUDA, NVTX or OS-runtime activity: the capture traced no GPU work (record with nsys profile -t cuda,nvtx)".into()
+        });
     }
     trace.strings.intern("");
     trace.stats.bytes_total = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
@@ -981,6 +1036,17 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
             .map(|(pid, tid, n)| (*pid, *tid, n.as_str())),
     );
     capture.no_cpu_data = "this export has no CPU-side data; capture with `-t cuda,nvtx,osrt -s cpu`, and `--pytorch=autograd-nvtx` for a PyTorch program".into();
+    if no_gpu_data.is_empty() && capture.api_calls && trace.gpu_ops.is_empty() {
+        let calls = trace
+            .host_spans
+            .iter()
+            .filter(|s| matches!(s.kind, HostKind::Runtime | HostKind::Driver))
+            .count();
+        no_gpu_data = format!(
+            "CUDA tracing was on and recorded {calls} runtime calls, none of which ran a kernel or a copy: the program did no GPU work while the capture ran"
+        );
+    }
+    capture.no_gpu_data = no_gpu_data;
     trace.meta.capture = capture;
     Ok(trace)
 }

@@ -5,9 +5,12 @@ use crate::phases::Workload;
 
 /// Advice for a measured leaf of a category: the concrete change, not the class. Where the
 /// work can go depends on the program: a training loop has DataLoader workers, a server or
-/// a script does not.
-pub fn advice(kind: CauseKind, leaf: &str, workload: Workload) -> String {
+/// a script does not; and a program that is not PyTorch gets it in CUDA's terms.
+pub fn advice(kind: CauseKind, leaf: &str, workload: Workload, pytorch: bool) -> String {
     let l = leaf.to_ascii_lowercase();
+    if !pytorch && let Some(a) = cuda_advice(kind, leaf, &l) {
+        return a;
+    }
     let training = workload == Workload::Training;
     let thread = if training {
         "the training thread"
@@ -112,6 +115,34 @@ pub fn advice(kind: CauseKind, leaf: &str, workload: Workload) -> String {
         ),
         CauseKind::GraphCapture => "Not a steady-state cost: capturing a CUDA/HIP graph records its launches once, at warm-up, and the GPU idles meanwhile. Profile the steps that replay the graph (torch.profiler.schedule(wait, warmup, active) with warm-up past the capture).".to_string(),
     }
+}
+
+/// The causes whose PyTorch advice would not apply to a CUDA C/C++ (or other) program, in
+/// the runtime's terms; `None` where the advice is the same.
+fn cuda_advice(kind: CauseKind, leaf: &str, l: &str) -> Option<String> {
+    Some(match kind {
+        CauseKind::HostSync => {
+            let what = if l.contains("memcpy") {
+                "a blocking cudaMemcpy waits for the GPU and, from pageable memory, stages the copy: copy with cudaMemcpyAsync from pinned memory (cudaMallocHost / cudaHostRegister) on a stream, and wait on an event only where the host reads the data"
+            } else {
+                "a device or stream synchronisation in the loop drains the GPU's queue before the next launch: work on one stream already runs in order, so synchronise only where the host reads results, and order streams with events (cudaEventRecord, cudaStreamWaitEvent)"
+            };
+            format!("Host sync at {leaf}: {what}.")
+        }
+        CauseKind::Allocator => format!(
+            "{leaf}: device memory is allocated and freed in the loop (cudaFree synchronises the device): allocate once outside the loop and reuse the buffers, or use stream-ordered allocation (cudaMallocAsync / cudaFreeAsync) with a memory pool."
+        ),
+        CauseKind::ModuleLoad => format!(
+            "{leaf}: first-call cost (context creation, lazy module loading, library handles, JIT): run a warm-up iteration before the measured region (and capture only that region: cudaProfilerStart/Stop with nsys --capture-range=cudaProfilerApi); `CUDA_MODULE_LOADING=EAGER` moves module loading to start-up."
+        ),
+        CauseKind::LaunchOverhead => "The GPU finishes each kernel faster than the host launches the next: give each kernel more work (fuse small kernels, process more elements per launch), or capture the launch sequence once as a CUDA graph (cudaStreamBeginCapture ... cudaGraphLaunch) and replay it.".to_string(),
+        CauseKind::Untraced if !leaf.starts_with(super::NO_CPU_DATA) => {
+            "Host time the profiler did not break down: capture with CPU sampling and OS runtime tracing (nsys -s cpu -t cuda,nvtx,osrt) or NVTX ranges around the host's phases.".to_string()
+        }
+        CauseKind::Unknown => "The launching thread is not in the trace: capture the CUDA runtime calls (nsys -t cuda) so gaps can be attributed.".to_string(),
+        CauseKind::GraphCapture => "Not a steady-state cost: capturing a CUDA/HIP graph records its launches once, at warm-up, and the GPU idles meanwhile. Profile the iterations that replay the graph.".to_string(),
+        _ => return None,
+    })
 }
 
 /// `the training thread` -> `The training thread`.

@@ -47,6 +47,10 @@ enum Leaf {
     /// Launched, not started, while the host blocked in a synchronising call (name) inside
     /// an operator (name, 0 for none).
     QueuedBehind(u32, u32),
+    /// Launched after the thread made its stream wait on an event (the wait call's name), not
+    /// started, and the host blocked meanwhile in a call (name) inside an operator (name; 0
+    /// and 0 when the host did not block).
+    QueuedBehindEvent(u32, u32, u32),
     /// Launch time after a sync that drained the queue: the sync's cost.
     Drained,
     /// Untraced time where CPU samples name a function (symbol, module).
@@ -119,6 +123,11 @@ struct Around {
     /// The outermost garbage collection frame.
     gc: u32,
 }
+
+/// How long before queued time a stream-wait-on-event call still explains it: the launch
+/// that follows the wait comes within microseconds, 1 ms leaves room for the host's work
+/// between them.
+const EVENT_WAIT_LEAD_NS: i64 = 1_000_000;
 
 pub(super) struct Attributor<'t> {
     trace: &'t Trace,
@@ -948,18 +957,45 @@ impl<'t> Attributor<'t> {
             let s = &t.host_spans[i as usize];
             self.is_blocking(i) && 2 * (s.end.min(b) - s.start.max(a)) >= b - a
         });
-        match blocked {
-            Some(i) => {
+        let wait = self.event_wait_before(thread, a, b);
+        match (blocked, wait) {
+            (Some(i), w) => {
                 let op = t.outermost_cpu_op(i);
                 let op_name = if op == NONE {
                     0
                 } else {
                     t.host_spans[op as usize].name
                 };
-                Leaf::QueuedBehind(t.host_spans[i as usize].name, op_name)
+                match w {
+                    Some(w) => Leaf::QueuedBehindEvent(w, t.host_spans[i as usize].name, op_name),
+                    None => Leaf::QueuedBehind(t.host_spans[i as usize].name, op_name),
+                }
             }
-            None => Leaf::Queued,
+            (None, Some(w)) => Leaf::QueuedBehindEvent(w, 0, 0),
+            (None, None) => Leaf::Queued,
         }
+    }
+
+    /// The name of a stream-wait-on-event call (`cudaStreamWaitEvent`, `hipStreamWaitEvent`)
+    /// the thread made within [`EVENT_WAIT_LEAD_NS`] before queued time `[a, b)` began, or in
+    /// its first half: the work it launched next waits on that event.
+    fn event_wait_before(&self, thread: ThreadKey, a: i64, b: i64) -> Option<u32> {
+        let t = self.trace;
+        let calls = &t
+            .index
+            .calls_by_thread
+            .iter()
+            .find(|(k, _)| *k == thread)?
+            .1;
+        let from =
+            calls.partition_point(|&i| t.host_spans[i as usize].start < a - EVENT_WAIT_LEAD_NS);
+        calls[from..]
+            .iter()
+            .map(|&i| &t.host_spans[i as usize])
+            .take_while(|s| s.start <= a + (b - a) / 2)
+            .filter(|s| t.api_name(s.name).contains("StreamWaitEvent"))
+            .last()
+            .map(|s| s.name)
     }
 
     /// Splits untraced time by the CPU samples taken on the thread in `[a, b)` outside every
@@ -1057,6 +1093,19 @@ impl<'t> Attributor<'t> {
             }
             Leaf::QueuedBehind(call, op) => format!(
                 "launched but not started while the host blocked in {}: the GPU waited on work the trace does not show running (an event, another stream, or work queued before the capture began)",
+                if op == 0 {
+                    t.api_name(call).to_string()
+                } else {
+                    format!("{} ({})", t.str(op), t.api_name(call))
+                }
+            ),
+            Leaf::QueuedBehindEvent(wait, 0, _) => format!(
+                "launched behind {} and not started: the stream waited on an event that work the trace does not show running had to record (another stream, another process, or work queued before the capture began)",
+                t.api_name(wait)
+            ),
+            Leaf::QueuedBehindEvent(wait, call, op) => format!(
+                "launched behind {} and not started while the host blocked in {}: the stream waited on an event that work the trace does not show running had to record (another stream, another process, or work queued before the capture began)",
+                t.api_name(wait),
                 if op == 0 {
                     t.api_name(call).to_string()
                 } else {

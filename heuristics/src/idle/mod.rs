@@ -346,9 +346,14 @@ pub fn gap_position(w: &crate::window::Window, g: &Gap) -> String {
 
 /// What a one-off stall most likely is, from its measured cause and where it lies, in words
 /// that end with what to do.
-pub fn stall_meaning(w: &crate::window::Window, g: &Gap) -> &'static str {
+pub fn stall_meaning(w: &crate::window::Window, g: &Gap, pytorch: bool) -> &'static str {
     let at_start = g.start <= w.start + (g.end - g.start) / 100;
     match g.kind {
+        CauseKind::GpuWait | CauseKind::ModuleLoad | CauseKind::Untraced | CauseKind::Unknown
+            if at_start && !pytorch =>
+        {
+            "A stall at the start of a capture is a first call or a wait on work queued before the capture began, not a launch-rate problem: capture past it (a warm-up iteration first, then cudaProfilerStart/Stop with nsys --capture-range=cudaProfilerApi) and see whether it recurs"
+        }
         CauseKind::GpuWait | CauseKind::ModuleLoad | CauseKind::Untraced | CauseKind::Unknown
             if at_start =>
         {

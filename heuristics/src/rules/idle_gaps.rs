@@ -223,13 +223,13 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     let main = kinds.first().map(|k| k.0).unwrap_or(CauseKind::Unknown);
     let mut advice_list: Vec<String> = Vec::new();
     for (k, ns) in kinds.iter().take(3) {
-        let a = advice(*k, &leaf_of(*k), cx.workload());
+        let a = advice(*k, &leaf_of(*k), cx.workload(), cx.pytorch());
         if *ns * 5 >= gap_ns && !advice_list.contains(&a) {
             advice_list.push(a);
         }
     }
     if advice_list.is_empty() {
-        advice_list.push(advice(main, &leaf_of(main), cx.workload()));
+        advice_list.push(advice(main, &leaf_of(main), cx.workload(), cx.pytorch()));
     }
     // The sync that drained the queue before a third or more of the idle time is the second
     // fact of those gaps: removing it lets the GPU run ahead of the host.
@@ -244,7 +244,7 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
         .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
         && ns * 3 >= gap_ns
     {
-        let a = advice(CauseKind::HostSync, d, cx.workload());
+        let a = advice(CauseKind::HostSync, d, cx.workload(), cx.pytorch());
         if !advice_list.contains(&a) {
             advice_list.push(a);
         }
@@ -301,8 +301,13 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     };
     if let Some(ns) = cold {
         advice_list.insert(0, format!(
-            "Cold start: {} of first calls (module loading, library and handle start-up, JIT) is paid once; it says nothing about the steady state. Warm up before measuring (torch.profiler.schedule(wait=1, warmup=2, active=3), or run a few iterations before the capture starts) and profile again.",
-            fmt_ns(ns)
+            "Cold start: {} of first calls (module loading, library and handle start-up, JIT) is paid once; it says nothing about the steady state. Warm up before measuring ({}) and profile again.",
+            fmt_ns(ns),
+            if cx.pytorch() {
+                "torch.profiler.schedule(wait=1, warmup=2, active=3), or run a few iterations before the capture starts"
+            } else {
+                "run a few iterations first and capture only the ones after: cudaProfilerStart/Stop around them with nsys --capture-range=cudaProfilerApi"
+            }
         ));
     } else if let Some(g) = stall {
         advice_list.insert(
@@ -311,7 +316,7 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
                 "One stall of {} ({}) holds most of the idle time. {}.",
                 fmt_ns(g.end - g.start),
                 g.label,
-                crate::idle::stall_meaning(w, g)
+                crate::idle::stall_meaning(w, g, cx.pytorch())
             ),
         );
     }

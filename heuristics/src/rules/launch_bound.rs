@@ -31,6 +31,10 @@ pub struct LaunchBound;
 /// gaps of a GPU-bound run (kernels of tens of µs, an occasional empty queue) add up to noise.
 const MIN_SHARE: f64 = 0.03;
 
+/// The advice to replay the step as a CUDA graph, in a program that is not PyTorch (taken back
+/// by the analysis where shapes change call over call, as [`GRAPH_ADVICE`] is).
+pub const GRAPH_ADVICE_CUDA: &str = "Capture the launch sequence once as a CUDA graph (cudaStreamBeginCapture ... cudaStreamEndCapture, cudaGraphInstantiate) and replay it with cudaGraphLaunch: one launch then queues every kernel.";
+
 /// The advice to replay the step as a CUDA graph (taken back by the analysis where shapes
 /// change call over call).
 pub const GRAPH_ADVICE: &str = "Replay the step as a CUDA graph: torch.compile(mode=\"reduce-overhead\"), or torch.cuda.CUDAGraph around a static-shape step; one launch then queues every kernel.";
@@ -234,7 +238,10 @@ impl Rule for LaunchBound {
                 ));
             }
             // A graph cannot capture the syncs that hold most of it: no graph advice then.
-            f.advice.extend(if sync_bound { Vec::new() } else { vec![
+            f.advice.extend(if sync_bound { Vec::new() } else if !cx.pytorch() { vec![
+                GRAPH_ADVICE_CUDA.into(),
+                "Or give each kernel more work: fuse small kernels, process more elements per launch.".into(),
+            ] } else { vec![
                 GRAPH_ADVICE.into(),
                 "Or give each kernel more work: a larger batch, or torch.compile to fuse the elementwise chains into fewer kernels.".into(),
             ] });

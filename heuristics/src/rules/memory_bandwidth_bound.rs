@@ -48,7 +48,11 @@ impl Rule for MemoryBandwidthBound {
                     "memory-controller utilisation at least 60% and above SM utilisation in {} samples",
                     hits.len()
                 ),
-                "Kernels wait on DRAM: fuse element-wise chains (torch.compile), use bf16/fp8 activations, and prefer layouts that read contiguous memory.",
+                if cx.pytorch() {
+                    "Kernels wait on DRAM: fuse element-wise chains (torch.compile), use bf16/fp8 activations, and prefer layouts that read contiguous memory."
+                } else {
+                    "Kernels wait on DRAM: fuse kernels that pass the same arrays, use narrower types where precision allows, and read memory contiguously (coalesced)."
+                },
             );
             f.metrics = metrics([
                 ("samples", hits.len() as f64),

@@ -187,7 +187,23 @@ fn direction_finding(
         .map(|(_, i)| i)
         .collect();
     let share = cx.window.share(impact);
+    // A program that is not PyTorch pins with the runtime's own calls.
+    let cuda_advice = |side: &str| {
+        vec![format!(
+            "Allocate the {side} buffer as pinned memory once (cudaMallocHost / cudaHostAlloc, or cudaHostRegister on an existing buffer), then copy with cudaMemcpyAsync on a stream so the transfer runs at the link's rate and overlaps kernels; wait on an event only where the host reads the data."
+        )]
+    };
     let (subject, what, advice) = match dir {
+        CopyDirection::DtoH if !cx.pytorch() => (
+            "dtoh",
+            "device-to-host copies into pageable memory",
+            cuda_advice("destination"),
+        ),
+        _ if !cx.pytorch() => (
+            "htod",
+            "host-to-device copies from pageable memory",
+            cuda_advice("source"),
+        ),
         CopyDirection::DtoH => (
             "dtoh",
             "device-to-host copies into pageable memory",

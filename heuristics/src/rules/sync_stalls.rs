@@ -144,7 +144,7 @@ impl Rule for SyncStalls {
                     python_frame: p.frame.clone(),
                 })
                 .collect();
-            f.advice = advice(top_label);
+            f.advice = advice(top_label, cx.pytorch());
             f.metrics = metrics([
                 ("drained_ns", total as f64),
                 ("drained_kernels", n as f64),
@@ -165,18 +165,22 @@ fn fmt_count(x: f64) -> String {
     }
 }
 
-/// What to change, by what synchronised.
-fn advice(label: &str) -> Vec<String> {
+/// What to change, by what synchronised, in the program's terms.
+fn advice(label: &str, pytorch: bool) -> Vec<String> {
     let has = |s: &str| label.contains(s);
     let mut out = Vec::new();
-    if has("nonzero") || has("aten::index") || has("masked_select") || has("unique") {
+    if !pytorch && has("Memcpy") {
+        out.push("A blocking cudaMemcpy waits for the GPU to finish the work before it: copy with cudaMemcpyAsync into pinned memory (cudaMallocHost) and wait on an event where the host reads the data, or keep the data on the GPU.".into());
+    } else if !pytorch {
+        out.push("A synchronising call after launches makes the host wait for the GPU each time, and the GPU then waits for the next launch: work on one stream already runs in order, so synchronise (cudaDeviceSynchronize, cudaStreamSynchronize) only where the host reads a result, and time kernels with events instead.".into());
+    } else if has("nonzero") || has("aten::index") || has("masked_select") || has("unique") {
         out.push("A boolean-mask index (x[mask], x[mask] = y), masked_select, nonzero or unique makes the host wait for the GPU to learn the result's size. Keep shapes static: torch.where(mask, a, b) or a multiply by the mask, integer indices computed once, or sort once and split by counts (one wait per batch instead of one per mask).".into());
     } else if has("item") || has("_local_scalar_dense") {
         out.push("A .item(), .tolist() or print of a GPU tensor waits for the GPU: keep the value on the GPU and read it every N steps, or after the step's work is queued.".into());
     } else if has("aten::to") || has("aten::copy_") || has("Memcpy") {
         out.push("A copy to the host (.cpu(), .numpy(), .to('cpu')) waits for the GPU: copy with non_blocking=True into pinned memory and read it later, or keep the data on the GPU.".into());
     } else {
-        out.push("A synchronising call after launches makes the host wait for the GPU each time, and the GPU then waits for the next launch: work on one stream already runs in order, so synchronise only where the host reads a result (torch.cuda.synchronize() in PyTorch, cudaDeviceSynchronize/cudaStreamSynchronize in CUDA C), and time kernels with events instead.".into());
+        out.push("A synchronising call after launches makes the host wait for the GPU each time, and the GPU then waits for the next launch: work on one stream already runs in order, so synchronise (torch.cuda.synchronize(), a stream or event sync) only where the host reads a result, and time kernels with events instead.".into());
     }
     out.push("CUDA graphs will not help here: a graph cannot capture a synchronisation, and the queue empties at every sync whatever the launch speed.".into());
     out

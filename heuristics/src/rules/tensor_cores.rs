@@ -144,7 +144,13 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
     );
     f.subject = Some("fp32".into());
     f.breakdown = rows_by_time(cx, groups, simt);
-    f.advice = if tf32 {
+    f.advice = if !cx.pytorch() {
+        vec![if tf32 {
+            "Let cuBLAS use the tensor cores for FP32 GEMMs: cublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH), or cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32 (cuDNN: CUDNN_FMA_MATH / allow TF32 in the convolution descriptor's math type); or keep the data in BF16/FP16 where the precision allows.".into()
+        } else {
+            "This GPU has FP16 tensor cores but no TF32: run the GEMMs in FP16 (cublasGemmEx with CUDA_R_16F inputs and FP32 accumulation) where the precision allows.".into()
+        }]
+    } else if tf32 {
         vec![
             "Allow TF32 for FP32 matmuls: torch.set_float32_matmul_precision(\"high\") (or torch.backends.cuda.matmul.allow_tf32 = True) once at start-up; convolutions follow torch.backends.cudnn.allow_tf32 (on by default).".into(),
             "Or run the model in bf16: wrap the forward pass and loss in torch.autocast(\"cuda\", dtype=torch.bfloat16), which also halves activation memory.".into(),

@@ -180,7 +180,11 @@ impl Rule for UnderfilledKernels {
             f.breakdown = rows;
             f.advice = vec![
                 format!("Give each launch at least {sms} blocks of work: batch the calls over more rows (one launch for a stacked tensor instead of a loop over slices)."),
-                "A reduction over few very long rows (softmax, layer norm, sum over a huge last dim) gets one block per row: reshape to more, shorter rows, or let torch.compile generate a split reduction.".into(),
+                if cx.pytorch() {
+                    "A reduction over few very long rows (softmax, layer norm, sum over a huge last dim) gets one block per row: reshape to more, shorter rows, or let torch.compile generate a split reduction.".into()
+                } else {
+                    "A kernel launched with fewer blocks than SMs (one block, or one block per long row) leaves the rest idle: split the work over more blocks (a grid-stride loop, a two-pass reduction).".into()
+                },
             ];
             f.metrics = metrics([
                 ("sm_count", f64::from(sms)),
