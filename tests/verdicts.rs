@@ -206,3 +206,72 @@ fn cuda_programs_get_no_pytorch_advice() {
     ]));
     assert!(out.contains("cudaMallocHost"), "{out}");
 }
+
+/// The collective that holds the most exposed time is shown with its own exposed time,
+/// recomputed here from the kernel records: a rank waiting on a late peer waits in one
+/// all-reduce, and the engineer's first question is which.
+#[test]
+fn the_most_exposed_collective_is_named() {
+    let file = "kineto-jobs/h200_ddp_straggler/rank0.pt.trace.json.gz";
+    let doc = analyze(file);
+    let f = doc["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .find(|f| f["rule"] == "exposed_communication")
+        .expect("an exposed_communication finding");
+    let worst = &f["instances"][0];
+    // Kernels of GPU 0 in µs: collectives and the rest.
+    let mut comm: Vec<(f64, f64)> = Vec::new();
+    let mut other: Vec<(f64, f64)> = Vec::new();
+    for e in trace_events(file) {
+        if !matches!(
+            e["cat"].as_str(),
+            Some("kernel" | "gpu_memcpy" | "gpu_memset")
+        ) {
+            continue;
+        }
+        let (ts, dur) = (
+            e["ts"].as_f64().expect("ts"),
+            e["dur"].as_f64().expect("dur"),
+        );
+        if e["name"].as_str().unwrap_or_default().contains("nccl") {
+            comm.push((ts, ts + dur));
+        } else {
+            other.push((ts, ts + dur));
+        }
+    }
+    let covered = |a: f64, b: f64| -> f64 {
+        // Union of the other work inside [a, b).
+        let mut v: Vec<(f64, f64)> = other
+            .iter()
+            .filter(|x| x.1 > a && x.0 < b)
+            .map(|x| (x.0.max(a), x.1.min(b)))
+            .collect();
+        v.sort_by(|x, y| x.0.total_cmp(&y.0));
+        let (mut total, mut end) = (0.0, f64::MIN);
+        for (s, e) in v {
+            if e > end {
+                total += e - s.max(end);
+                end = e;
+            }
+        }
+        total
+    };
+    let best = comm
+        .iter()
+        .map(|&(a, b)| (b - a - covered(a, b), b - a))
+        .max_by(|x, y| x.0.total_cmp(&y.0))
+        .expect("collectives");
+    let dur_ms = worst["dur_ns"].as_f64().expect("dur") / 1e6;
+    assert!(
+        (dur_ms - best.1 / 1e3).abs() < 0.01,
+        "{worst} vs {best:?} µs"
+    );
+    let what = worst["what"].as_str().unwrap_or_default();
+    assert!(
+        what.contains(&format!("{:.1} ms exposed", best.0 / 1e3)),
+        "{what} vs {:.1} ms",
+        best.0 / 1e3
+    );
+}

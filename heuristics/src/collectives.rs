@@ -257,14 +257,20 @@ pub struct Exposure {
     pub exposed_ns: i64,
     /// Exposed time by collective kind, largest first, with the number of kernels.
     pub by_kind: Vec<(&'static str, i64, u64)>,
+    /// The collectives with the most exposed time, most first (at most [`LONGEST`]): GPU op
+    /// index, start, end, and their own exposed time, ns.
+    pub longest: Vec<(u32, i64, i64, i64)>,
 }
+
+/// How many of the most exposed collectives an [`Exposure`] keeps.
+pub const LONGEST: usize = 5;
 
 /// Exposed collective time per device that ran collectives in the window.
 pub fn exposure(trace: &Trace, window: &Window) -> Vec<Exposure> {
     let comm_names = communication_names(trace);
     let mut out = Vec::new();
     for d in trace.devices() {
-        let mut comm: Vec<(i64, i64, &'static str)> = Vec::new();
+        let mut comm: Vec<(i64, i64, &'static str, u32)> = Vec::new();
         let mut work: Vec<(i64, i64)> = Vec::new();
         for &i in trace.device_ops(d) {
             let o = &trace.gpu_ops[i as usize];
@@ -276,7 +282,7 @@ pub fn exposure(trace: &Trace, window: &Window) -> Vec<Exposure> {
                 continue;
             }
             if is_comm(&comm_names, o) {
-                comm.push((s, e, collective_kind(trace.str(o.name))));
+                comm.push((s, e, collective_kind(trace.str(o.name)), i));
             } else {
                 work.push((s, e));
             }
@@ -291,7 +297,8 @@ pub fn exposure(trace: &Trace, window: &Window) -> Vec<Exposure> {
         let mut by: rustc_hash::FxHashMap<&'static str, (i64, u64)> = Default::default();
         let mut exposed_ns = 0;
         let mut done_to = i64::MIN;
-        for (s, e, kind) in comm {
+        let mut longest: Vec<(u32, i64, i64, i64)> = Vec::new();
+        for (s, e, kind, i) in comm {
             let s2 = s.max(done_to);
             let own = if e > s2 {
                 e - s2 - covered(&work, s2, e)
@@ -300,6 +307,9 @@ pub fn exposure(trace: &Trace, window: &Window) -> Vec<Exposure> {
             };
             done_to = done_to.max(e);
             exposed_ns += own;
+            if own > 0 {
+                longest.push((i, s, e, own));
+            }
             let entry = by.entry(kind).or_default();
             entry.0 += own;
             entry.1 += 1;
@@ -307,11 +317,14 @@ pub fn exposure(trace: &Trace, window: &Window) -> Vec<Exposure> {
         let mut by_kind: Vec<(&'static str, i64, u64)> =
             by.into_iter().map(|(k, (ns, n))| (k, ns, n)).collect();
         by_kind.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        longest.sort_by(|a, b| b.3.cmp(&a.3).then(a.1.cmp(&b.1)));
+        longest.truncate(LONGEST);
         out.push(Exposure {
             device: d,
             collective_ns,
             exposed_ns,
             by_kind,
+            longest,
         });
     }
     out

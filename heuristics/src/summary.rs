@@ -813,10 +813,18 @@ fn rest_busy(cx: &Ctx, main: &DeviceSummary, excluded_ns: i64, pronoun: &str) ->
     }
     let busy_ns = main.busy_share * cx.window.len() as f64;
     let share = (busy_ns / rest as f64).min(1.0);
-    let what = if share >= 0.7 {
-        "GPU-bound there"
+    // Busy is not compute: collectives with nothing beside them hold the GPU while it waits
+    // for other ranks or moves data.
+    let collective_ns = main.exposed_collective_share * cx.window.len() as f64;
+    let what = if share >= 0.7 && 2.0 * collective_ns >= busy_ns {
+        format!(
+            "communication-bound there: {:.0}% of that busy time is collectives with no compute beside them",
+            100.0 * collective_ns / busy_ns.max(1.0)
+        )
+    } else if share >= 0.7 {
+        "GPU-bound there".to_string()
     } else {
-        "the host holds it back there too"
+        "the host holds it back there too".to_string()
     };
     format!(
         "; outside {pronoun} GPU {} is busy {:.0}% of the remaining {} ({what})",

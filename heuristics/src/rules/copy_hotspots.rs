@@ -59,13 +59,40 @@ fn root_copies(t: &Trace, copy: &[bool], w: &crate::window::Window) -> (Vec<u32>
 /// Who asked for the copy: the nearest enclosing operator or user annotation
 /// (`aten::linear`, `Optimizer.step#AdamW.step`), never the step marker itself.
 fn caller_of(t: &Trace, root: u32) -> Option<&str> {
-    t.ancestors(root)
-        .map(|a| &t.host_spans[a as usize])
-        .find(|s| {
-            s.kind == HostKind::CpuOp
-                || (s.kind == HostKind::Annotation && !t.str(s.name).starts_with("ProfilerStep#"))
-        })
-        .map(|s| t.str(s.name))
+    caller_span(t, root).map(|a| t.str(t.host_spans[a as usize].name))
+}
+
+/// The span of [`caller_of`].
+fn caller_span(t: &Trace, root: u32) -> Option<u32> {
+    t.ancestors(root).find(|&a| {
+        let s = &t.host_spans[a as usize];
+        s.kind == HostKind::CpuOp
+            || (s.kind == HostKind::Annotation && !t.str(s.name).starts_with("ProfilerStep#"))
+    })
+}
+
+/// Whether a matrix operator's cast (under `aten::linear`, `aten::matmul`, a convolution) is
+/// of its weight: the cast's input has the operator's second input's shape (`[out, in]`, or
+/// `[out, in, kh, kw]`), not the first's (the activation). `None` when the records lack the
+/// shapes or the operator is not a matrix one.
+fn casts_weight(t: &Trace, caller: u32, root: u32) -> Option<bool> {
+    let name = t.str(t.host_spans[caller as usize].name);
+    if !(name == "aten::linear" || name == "aten::matmul" || name.starts_with("aten::conv")) {
+        return None;
+    }
+    let ins = t.input_dims(caller);
+    let cast = t.input_dims(root);
+    let cast = cast.first().filter(|d| !d.is_empty())?;
+    match (ins.first(), ins.get(1)) {
+        (_, Some(w)) if w == cast => Some(true),
+        (Some(x), _) if x == cast => Some(false),
+        _ => None,
+    }
+}
+
+/// `94%`: `part` as a share of `whole`.
+fn pct(part: i64, whole: i64) -> String {
+    format!("{:.0}%", 100.0 * part as f64 / whole.max(1) as f64)
 }
 
 /// `[16, 1024, 1024] float -> c10::BFloat16` from an `aten::copy_` (dst, src, ...) record.
@@ -171,8 +198,16 @@ impl Rule for CopyHotspots {
         // Unstable: the roots are the keys of a map, so no two are equal.
         roots.sort_unstable_by_key(|(r, _)| **r);
         let mut frames = tracehound_parsers::activity::UserFrames::new(t);
+        // GPU time of casts feeding a matrix operator: of its weight, of its activation.
+        let (mut weight_ns, mut activation_ns) = (0i64, 0i64);
         for &(&root, &(ns, bytes, copy)) in &roots {
-            let caller = caller_of(t, root);
+            let span = caller_span(t, root);
+            match span.and_then(|c| casts_weight(t, c, root)) {
+                Some(true) => weight_ns += ns,
+                Some(false) => activation_ns += ns,
+                None => {}
+            }
+            let caller = span.map(|a| t.str(t.host_spans[a as usize].name));
             let frame = frames.get(t, root);
             let caller_label = caller.or(frame).unwrap_or("(called from Python directly)");
             let g = by_caller.entry(caller_label).or_default();
@@ -300,8 +335,14 @@ impl Rule for CopyHotspots {
             let c = r.label.trim_start_matches("caller ");
             c == "aten::linear" || c == "aten::matmul" || c.starts_with("aten::conv")
         });
-        if autocast {
-            advice.push("Many copies are autocast casting FP32 weights to half precision inside every forward: keep the weights in bf16 (model.to(torch.bfloat16) with FP32 master weights in the optimizer), or let torch.compile fuse the casts into the consumers.".to_string());
+        // Which input autocast casts decides the change: the weights (recast every forward)
+        // or the activations (FP32 out of the ops autocast keeps in FP32, norms, softmax).
+        if autocast && weight_ns + activation_ns == 0 {
+            advice.push("Many copies sit under matrix operators: autocast casts their inputs to half precision in every forward (the records have no shapes to tell weights from activations): keep the model in one dtype (model.to(torch.bfloat16), FP32 master weights in the optimizer), or let torch.compile fuse the casts into their neighbours.".to_string());
+        } else if autocast && weight_ns >= activation_ns {
+            advice.push(format!("Many copies are autocast casting FP32 weights to half precision inside every forward ({} of the casts feeding matrix operators, by their shapes): keep the weights in bf16 (model.to(torch.bfloat16) with FP32 master weights in the optimizer), or let torch.compile fuse the casts into the consumers.", pct(weight_ns, weight_ns + activation_ns)));
+        } else if autocast {
+            advice.push(format!("Many copies cast the activations entering matrix operators to half precision ({} of the casts feeding them, by their shapes): the ops before them leave FP32 (autocast runs norms, softmax and reductions in FP32, or the model's own code does): keep the forward in one dtype (model.to(torch.bfloat16)), or let torch.compile fuse each cast into the op that produces it.", pct(activation_ns, weight_ns + activation_ns)));
         }
         if !round_trips.is_empty() {
             advice.push("Some tensors are converted and converted back (see round trips): keep them in one dtype across the boundary.".to_string());

@@ -6,13 +6,16 @@
 
 use super::Rule;
 use crate::context::Ctx;
-use crate::finding::{Confidence, Finding, Row, Severity, fmt_ns, metrics};
+use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_ns, metrics};
 
 /// The rule's id: in its findings, their stable ids and `--rules`.
 pub const ID: &str = "exposed_communication";
 
 /// The rule.
 pub struct ExposedCommunication;
+
+/// From this share of the window, one collective is named in the title.
+const SINGLE_SHARE: f64 = 0.1;
 
 /// Below this share of the window, exposed communication is not reported: the last bucket's
 /// all-reduce after backward is always exposed, typically well under 1% of a step.
@@ -41,12 +44,28 @@ impl Rule for ExposedCommunication {
                 continue;
             }
             let hidden = e.collective_ns - e.exposed_ns;
+            let t = cx.trace;
+            // One collective that holds a large share alone is a wait on its own (a peer that
+            // arrived late, a transfer that stalled), not a pattern: the title names it.
+            let single = e
+                .longest
+                .first()
+                .filter(|l| w.share(l.3) >= SINGLE_SHARE)
+                .map(|l| {
+                    format!(
+                        "; one {} holds {} ({:.0}% of the window)",
+                        crate::collectives::collective_kind(t.str(t.gpu_ops[l.0 as usize].name)),
+                        fmt_ns(l.3),
+                        100.0 * w.share(l.3)
+                    )
+                })
+                .unwrap_or_default();
             out.push(Finding {
                 rule: ID,
         subject: None,
                 id: String::new(),
                 title: format!(
-                    "GPU {}: {} of collective communication with no compute beside it ({} per step, {:.0}% of the window)",
+                    "GPU {}: {} of collective communication with no compute beside it ({} per step, {:.0}% of the window){single}",
                     e.device,
                     fmt_ns(e.exposed_ns),
                     fmt_ns(e.exposed_ns / steps),
@@ -76,7 +95,29 @@ impl Rule for ExposedCommunication {
                         python_frame: None,
                     })
                     .collect(),
-                instances: Vec::new(),
+                instances: e
+                    .longest
+                    .iter()
+                    .take(cx.config.max_instances)
+                    .map(|&(i, a, b, own)| {
+                        let op = &t.gpu_ops[i as usize];
+                        let outer = t.index.op_outer_cpu_op[i as usize];
+                        Instance {
+                            start_ns: a,
+                            dur_ns: b - a,
+                            offset_ms: w.offset_ms(a),
+                            what: format!(
+                                "{} exposed of {} in {}",
+                                fmt_ns(own),
+                                fmt_ns(b - a),
+                                crate::names::short_name(t.str(op.name), 60)
+                            ),
+                            cpu_op: (outer != tracehound_parsers::NONE)
+                                .then(|| crate::names::span_name(t, outer, "").to_string()),
+                            python_frame: t.user_frame(t.index.op_launch[i as usize]).map(str::to_string),
+                        }
+                    })
+                    .collect(),
                 advice: vec![advice(cx.workload())],
                 metrics: metrics([
                     ("collective_ns", e.collective_ns as f64),
