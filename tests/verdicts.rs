@@ -275,3 +275,41 @@ fn the_most_exposed_collective_is_named() {
         best.0 / 1e3
     );
 }
+
+/// First calls in the middle of a steady loop (cuFFT's first plan, a first sort and cumsum in
+/// the fourth profiled step): the slow step is said to be first calls, with first-call
+/// advice rather than checkpoint or GC advice; cuFFT's own table uploads (pageable copies no
+/// traced call issued) are not a pinning problem of the program; the cost is what the
+/// generator timed for those calls outside the profiler, within 10%.
+#[test]
+fn first_calls_in_the_middle_of_a_run_are_first_calls() {
+    let doc = analyze("kineto/h200_v40_late_first_call.pt.trace.json.gz");
+    let findings = doc["findings"].as_array().expect("findings");
+    let slow = findings
+        .iter()
+        .find(|f| f["rule"] == "step_outliers")
+        .expect("a step_outliers finding");
+    let advice = slow["advice"].to_string();
+    assert!(
+        advice.contains("First calls in the middle of the run"),
+        "{advice}"
+    );
+    assert!(!advice.contains("checkpoint"), "{advice}");
+    assert!(
+        slow["title"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("first calls")
+    );
+    assert!(
+        !findings.iter().any(|f| f["rule"] == "pageable_memcpy"),
+        "cuFFT's table uploads are not the program's copies"
+    );
+    let t = truth("h200_v40_late_first_call.kineto.truth.json");
+    let planted = t["first_calls_ms"].as_f64().expect("first calls") * 1e6;
+    let impact = slow["impact_ns"].as_f64().expect("impact");
+    assert!(
+        (impact - planted).abs() <= 0.1 * planted,
+        "impact {impact} against {planted} ns timed"
+    );
+}

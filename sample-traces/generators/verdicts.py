@@ -7,6 +7,9 @@ fresh process, with its twin timed in the same process outside the profiler:
   non_blocking=True.
 - copies_only: a host<->device bandwidth loop that launches no kernel (CUPTI records copies
   only): transfer-bound, not "kernels not recorded".
+- late_first_call: a steady loop that, in its fourth profiled step, calls operators it has not
+  called before (cuFFT's first plan, a first sort, a first cumsum): first calls in the middle
+  of the window, library initialisation among them.
 - warmup: the first calls of a program (cuBLAS and cuDNN initialisation, the allocator's first
   growth) inside record_function("warmup"), then ten steady iterations inside
   record_function("measure"), recorded whole (no schedule).
@@ -163,5 +166,53 @@ def warmup():
     })
 
 
-{"pageable_only": pageable_only, "copies_only": copies_only, "warmup": warmup}[SCEN]()
+def late_first_call():
+    torch.manual_seed(0)
+    w = torch.randn(4096, 4096, device=DEV, dtype=torch.bfloat16)
+    x = torch.randn(4096, 4096, device=DEV, dtype=torch.bfloat16)
+    v = torch.randn(1 << 20, device=DEV)
+
+    def steady():
+        y = x
+        for _ in range(8):
+            y = torch.relu(y @ w)
+        return y
+
+    for _ in range(3):
+        steady()
+    torch.cuda.synchronize()
+    new_ms = None
+    sched = schedule(wait=1, warmup=1, active=6)
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], schedule=sched,
+                 record_shapes=True, with_stack=True) as prof:
+        for step in range(8):
+            steady()
+            if step == 5:  # the fourth active step
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                torch.fft.rfft(v)
+                torch.sort(v)
+                torch.cumsum(v, 0)
+                torch.cuda.synchronize()
+                new_ms = (time.perf_counter() - t0) * 1e3
+            torch.cuda.synchronize()
+            prof.step()
+    # The same calls again, warm, for their steady cost.
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    torch.fft.rfft(v)
+    torch.sort(v)
+    torch.cumsum(v, 0)
+    torch.cuda.synchronize()
+    warm_ms = (time.perf_counter() - t0) * 1e3
+    export(prof, "late_first_call")
+    write_truth("late_first_call", {
+        "scenario": "late_first_call",
+        "planted": "in the fourth profiled step (ProfilerStep#5), the first calls of torch.fft.rfft (cuFFT plan and library start-up), torch.sort and torch.cumsum after a steady matmul loop",
+        "first_calls_ms": new_ms, "same_calls_warm_ms": warm_ms,
+    })
+
+
+{"pageable_only": pageable_only, "copies_only": copies_only, "warmup": warmup,
+ "late_first_call": late_first_call}[SCEN]()
 print(SCEN, "done")

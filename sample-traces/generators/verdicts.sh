@@ -3,13 +3,14 @@
 # $OUT as verdicts.tgz. verdicts.py's three PyTorch scenarios, each in a fresh process; the
 # unified-memory CUDA C program (verdicts_um.cu) built with nvcc, timed against its twin, then
 # run under Nsight Systems with unified-memory page-fault tracing and exported to SQLite.
-# Needs .libs/ with libdw1 and libelf1 .deb files for the nsys importer (carry it).
+# Needs .libs/ with libdw1 and libelf1 .deb files for the nsys importer (carry it). SCENARIOS="a b"
+# runs only those PyTorch scenarios, without the nsys capture.
 set -u
 G=$(cd "$(dirname "$0")" && pwd)
 R=$(cd "$G/../.." && pwd)
 O=/tmp/v40; mkdir -p $O /tmp/dw
 nvidia-smi -L; nvidia-smi -q -x > $O/h200_v40_smi_q.xml; python3 -c 'import torch; print(torch.__version__, torch.version.cuda)'
-for s in pageable_only copies_only warmup; do
+for s in ${SCENARIOS:-pageable_only copies_only warmup late_first_call}; do
   PYTHONUNBUFFERED=1 timeout 150 python3 "$G/verdicts.py" $O $s 2>&1 | grep -v -i warn | tail -3
 done
 for f in "$R"/.libs/*.deb; do [ -f "$f" ] && dpkg -x "$f" /tmp/dw; done
@@ -18,7 +19,7 @@ NSYS=$(find /opt/nvidia -name nsys -type f -path '*target-linux-x64*' 2>/dev/nul
 QI=$(find "$(dirname "$(dirname "$NSYS")")" -name QdstrmImporter -type f 2>/dev/null | head -1)
 NVCC=$(command -v nvcc || ls /usr/local/cuda*/bin/nvcc 2>/dev/null | head -1)
 echo "nsys: $NSYS nvcc: $NVCC"
-if [ -n "$NVCC" ]; then
+if [ -n "$NVCC" ] && [ -z "${SCENARIOS:-}" ]; then
   $NVCC -O2 -arch=sm_90 -o /tmp/um "$G/verdicts_um.cu" && timeout 120 /tmp/um both | tee $O/h200_v40_um_twin.json
   ( cd /tmp && LD_LIBRARY_PATH=$DW timeout 180 "$NSYS" profile -t cuda,osrt --cuda-um-cpu-page-faults=true \
       --cuda-um-gpu-page-faults=true --sample=none --cpuctxsw=none -o /tmp/um_managed -f true /tmp/um managed ) > $O/um_nsys.log 2>&1

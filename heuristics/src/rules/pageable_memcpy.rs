@@ -26,6 +26,12 @@ fn in_window(cx: &Ctx, start: i64) -> bool {
     start >= cx.window.start && start < cx.window.end
 }
 
+/// Whether GPU op `i`, a copy, was issued below the traced runtime calls: the trace records
+/// runtime calls (launches of other work are there) but none for this copy.
+fn library_copy(t: &Trace, i: usize) -> bool {
+    t.meta.capture.api_calls && t.index.op_launch.get(i).is_none_or(|&l| l == NONE)
+}
+
 /// Operator chain from the outermost CPU operator to the innermost one around a launch.
 fn op_chain(trace: &Trace, launch: u32) -> Option<String> {
     let inner = trace.enclosing(launch, tracehound_parsers::HostKind::CpuOp);
@@ -61,7 +67,11 @@ impl Rule for PageableMemcpy {
                 continue;
             }
             if op.is_pageable_copy() {
-                if in_window(cx, op.start) {
+                // A copy whose launch call is not in a trace that records the runtime's calls
+                // was issued below them, by a library (cuFFT's plan tables, module loading):
+                // the program cannot pin its memory, and its time is the library's first call.
+                let library = library_copy(t, i);
+                if in_window(cx, op.start) && !library {
                     pageable.push((op.direction, i));
                 }
             } else if (op.src_kind == MemKind::Pinned || op.dst_kind == MemKind::Pinned)

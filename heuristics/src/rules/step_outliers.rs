@@ -332,6 +332,11 @@ impl Rule for StepOutliers {
         if compiles > 0 || top == Some(CauseKind::Compile) {
             f.advice.push("Recompilation: the slow steps compiled again. Mark the varying dimension dynamic (torch._dynamo.mark_dynamic(x, dim), or torch.compile(dynamic=True)) or pad/bucket inputs to a few fixed shapes; TORCH_LOGS=recompiles says which guard failed.".into());
         }
+        if matches!(top, Some(CauseKind::ModuleLoad | CauseKind::Autotune)) {
+            // A step that runs something for the first time (a new operator, a library's
+            // first call, a new shape's tuning) is slow once; it is not periodic work.
+            f.advice.push("First calls in the middle of the run: a step that runs something for the first time (a new operator or library, such as cuFFT's first plan or cuDNN's first convolution of a shape) pays its start-up once. Run every path once before the measured loop (a warm-up step that takes each branch), and it will not recur; if it recurs, the shapes keep changing.".into());
+        }
         if top == Some(CauseKind::GarbageCollection) {
             f.advice.push("Garbage collection pauses: gc.freeze() after start-up, or gc.disable() in the loop with gc.collect() at chosen points.".into());
         }
