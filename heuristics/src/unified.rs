@@ -24,7 +24,7 @@
 pub const FAULT_STALL_NS: i64 = 8_000;
 
 use crate::scope::Scope;
-use tracehound_parsers::{CopyDirection, GpuOpKind};
+use tracehound_parsers::{CopyDirection, GpuOpKind, MemKind};
 
 /// One direction of migrations: count, bytes, GPU time.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -63,6 +63,21 @@ pub struct Migrations {
 pub fn migrations(cx: &Scope, device: i32) -> Option<Migrations> {
     let t = cx.trace;
     let w = &cx.window;
+    // The nsys reader names migrations by their kinds: a trace without those names has none,
+    // and its GPU operations need not be walked.
+    let named = |dir: CopyDirection| {
+        t.strings
+            .lookup(&format!(
+                "Memcpy {} ({} -> {})",
+                dir.label(),
+                MemKind::Managed.label(),
+                MemKind::Managed.label()
+            ))
+            .is_some()
+    };
+    if !named(CopyDirection::HtoD) && !named(CopyDirection::DtoH) {
+        return None;
+    }
     let mut m = Migrations {
         device,
         ..Default::default()

@@ -537,10 +537,18 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
             "the capture did not trace CUDA (record with nsys profile -t cuda,nvtx)".into();
     }
     if !has_activity {
-        trace.warnings.push(if cuda_requested {
-            format!("the export holds no CUDA, NVTX or OS-runtime activity: {no_gpu_data}")
+        // Say what the export holds: OS-runtime calls alone are activity too.
+        let held = if db.has("OSRT_API") {
+            "the export holds no CUDA or NVTX activity, only OS-runtime calls"
         } else {
-            "the export holds no CUDA, NVTX or OS-runtime activity: the capture traced no GPU work (record with nsys profile -t cuda,nvtx)".into()
+            "the export holds no CUDA, NVTX or OS-runtime activity"
+        };
+        trace.warnings.push(if cuda_requested {
+            format!("{held}: {no_gpu_data}")
+        } else {
+            format!(
+                "{held}: the capture traced no GPU work (record with nsys profile -t cuda,nvtx)"
+            )
         });
     }
     trace.strings.intern("");

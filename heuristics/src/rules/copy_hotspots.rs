@@ -200,9 +200,23 @@ impl Rule for CopyHotspots {
         let mut frames = tracehound_parsers::activity::UserFrames::new(t);
         // GPU time of casts feeding a matrix operator: of its weight, of its activation.
         let (mut weight_ns, mut activation_ns) = (0i64, 0i64);
+        // By the two operators' recorded dims (interned): a model repeats a few shapes over
+        // thousands of casts, and each answer parses both.
+        let mut cast_kind: FxHashMap<(u32, u32, u32), Option<bool>> = FxHashMap::default();
         for &(&root, &(ns, bytes, copy)) in &roots {
             let span = caller_span(t, root);
-            match span.and_then(|c| casts_weight(t, c, root)) {
+            let kind = span.and_then(|c| {
+                let caller = &t.host_spans[c as usize];
+                let key = (
+                    caller.name,
+                    t.op_args(caller).input_dims,
+                    t.op_args(&t.host_spans[root as usize]).input_dims,
+                );
+                *cast_kind
+                    .entry(key)
+                    .or_insert_with(|| casts_weight(t, c, root))
+            });
+            match kind {
                 Some(true) => weight_ns += ns,
                 Some(false) => activation_ns += ns,
                 None => {}
@@ -353,10 +367,15 @@ impl Rule for CopyHotspots {
             subject: None,
             id: String::new(),
             title: format!(
-                "copy/convert operators take {} of GPU time ({:.0}% of kernel time), {:.0} copies per step",
+                "copy/convert operators take {} of GPU time ({:.0}% of kernel time), {}",
                 fmt_ns(gpu_ns),
                 100.0 * gpu_ns as f64 / kernel_total.max(1) as f64,
-                per_root.len() as f64 / steps as f64
+                // "Per step" only where the trace has steps.
+                if t.steps.is_empty() {
+                    format!("{} copies", per_root.len())
+                } else {
+                    format!("{:.0} copies per step", per_root.len() as f64 / steps as f64)
+                }
             ),
             severity: Severity::from_share(share),
             impact_ns: gpu_ns,

@@ -65,10 +65,14 @@ impl Rule for ExposedCommunication {
         subject: None,
                 id: String::new(),
                 title: format!(
-                    "GPU {}: {} of collective communication with no compute beside it ({} per step, {:.0}% of the window){single}",
+                    "GPU {}: {} of collective communication with no compute beside it ({}{:.0}% of the window){single}",
                     e.device,
                     fmt_ns(e.exposed_ns),
-                    fmt_ns(e.exposed_ns / steps),
+                    if cx.trace.steps.is_empty() {
+                        String::new()
+                    } else {
+                        format!("{} per step, ", fmt_ns(e.exposed_ns / steps))
+                    },
                     100.0 * share
                 ),
                 severity: Severity::from_share(share),

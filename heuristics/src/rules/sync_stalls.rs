@@ -97,16 +97,24 @@ impl Rule for SyncStalls {
                 .as_deref()
                 .map(|f| format!(" at {f}"))
                 .unwrap_or_default();
-            let steps = w.steps_in(t).max(1);
+            let steps = w.steps_in(t);
+            // "Per step" only where the window has steps.
+            let rate = if steps == 0 {
+                format!("{} syncs", top.syncs.len())
+            } else {
+                format!(
+                    "{} syncs per step",
+                    fmt_count(top.syncs.len() as f64 / steps as f64)
+                )
+            };
             let mut f = new_finding(
                 cx,
                 ID,
                 Some(d),
                 format!(
-                    "GPU {d} idles after host syncs: {} in {n} short gaps after {} syncs that drained the queue, most after {top_label}{at} ({} syncs per step)",
+                    "GPU {d} idles after host syncs: {} in {n} short gaps after {} syncs that drained the queue, most after {top_label}{at} ({rate})",
                     fmt_ns(total),
-                    syncs.len(),
-                    fmt_count(top.syncs.len() as f64 / steps as f64)
+                    syncs.len()
                 ),
                 total,
                 Confidence::High,
