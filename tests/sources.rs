@@ -43,17 +43,19 @@ fn trace_and_dmon_analyse_as_one_session() {
             .any(|n| n.as_str().unwrap().contains("aligned by wall clock"))
     );
     // The trace ran 16:35:32.219-.683 UTC; dmon's sample stamped 16:35:32 reads SM 14%, 140 W.
+    // A gap is shown with the second it fell in, said as that second; the window's own
+    // utilisation is not drawn from a 1 s sample of which the 0.46 s window is under half.
     let idle = findings(&doc, "idle_gaps")[0];
     let worst = idle["instances"][0]["what"].as_str().unwrap();
     assert!(
         worst.contains("[nvidia-smi that second: SM 14%, 140 W]"),
         "{worst}"
     );
+    let evidence = idle["evidence"].as_str().unwrap();
     assert!(
-        idle["evidence"]
-            .as_str()
-            .unwrap()
-            .contains("nvidia-smi SM utilisation over the window 14%")
+        !evidence.contains("SM utilisation over the window")
+            && evidence.contains("1.00 s samples are coarser than the 463.4 ms window"),
+        "{evidence}"
     );
 
     // A wrong time zone moves the log off the trace: refused with a warning, not misaligned.

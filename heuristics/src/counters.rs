@@ -21,12 +21,38 @@ pub fn series<'t>(trace: &'t Trace, gpu: i32, metric: &str) -> Option<&'t Counte
         .find(|c| c.gpu == gpu && c.metric == metric)
 }
 
-/// Samples of `s` (a series of `trace`) whose interval overlaps the window.
+/// Samples of `s` (a series of `trace`) that describe the window: those whose interval lies at
+/// least half inside it. A sample longer than most of the window it would describe (a 1 s
+/// dmon sample over a 0.3 s capture) averages the window with whatever ran around it, so it
+/// says nothing about the window: a statement drawn from counters needs samples at the
+/// window's resolution.
 pub fn in_window<'s>(trace: &Trace, s: &'s CounterSeries, w: &Window) -> &'s [(i64, f64)] {
     let period = period(trace);
+    let inside = |x: &(i64, f64)| {
+        let (a, b) = (x.0.max(w.start), (x.0 + period).min(w.end));
+        2 * (b - a) >= period
+    };
     let a = s.samples.partition_point(|x| x.0 + period <= w.start);
-    let b = s.samples.partition_point(|x| x.0 < w.end);
-    &s.samples[a..b.max(a)]
+    let b = s.samples.partition_point(|x| x.0 < w.end).max(a);
+    let mut a2 = a;
+    while a2 < b && !inside(&s.samples[a2]) {
+        a2 += 1;
+    }
+    let mut b2 = b;
+    while b2 > a2 && !inside(&s.samples[b2 - 1]) {
+        b2 -= 1;
+    }
+    &s.samples[a2..b2]
+}
+
+/// Whether `s` has samples over the window but none that describe it ([`in_window`]): its
+/// samples are coarser than the window.
+pub fn coarser_than(trace: &Trace, s: &CounterSeries, w: &Window) -> bool {
+    let period = period(trace);
+    in_window(trace, s, w).is_empty()
+        && s.samples
+            .iter()
+            .any(|x| x.0 < w.end && x.0 + period > w.start)
 }
 
 /// The sample of `s` (a series of `trace`) whose interval contains time `t`.

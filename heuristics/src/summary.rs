@@ -901,7 +901,8 @@ mod tests {
     }
 
     /// A step of one in-place add over two 4 GiB tensors (3 ms on an H200), with an
-    /// nvidia-smi log at `sm`% SM and 88% memory controller.
+    /// nvidia-smi log at `sm`% SM and 88% memory controller, sampled every millisecond (the
+    /// window's own resolution: a 1 s sample over a 3 ms window would describe nothing).
     fn streaming(sm: f64) -> tracehound_parsers::Trace {
         use tracehound_parsers::*;
         let mut tb = crate::testutil::TB::new();
@@ -927,12 +928,16 @@ mod tests {
             name: "NVIDIA H200".into(),
             ..Default::default()
         });
+        t.meta.capture.counter_period = Some(CounterPeriod {
+            ns: 1_000_000,
+            measured: true,
+        });
         for (metric, v) in [("sm", sm), ("mem", 88.0)] {
             t.counters.push(CounterSeries {
                 gpu: 0,
                 metric: metric.into(),
                 unit: "%".into(),
-                samples: vec![(0, v)],
+                samples: (0..4).map(|k| (k * 1_000_000, v)).collect(),
             });
         }
         t

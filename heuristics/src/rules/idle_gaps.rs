@@ -367,6 +367,11 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
                     .map(|x| x.1)
             )) {
                 Some(m) => format!("; nvidia-smi SM utilisation over the window {m:.0}%"),
+                None if sm.is_some_and(|s| crate::counters::coarser_than(cx.trace, s, w)) => format!(
+                    "; nvidia-smi's {} samples are coarser than the {} window (none lies half inside it), so no utilisation figure is drawn from them",
+                    fmt_ns(crate::counters::period(cx.trace)),
+                    fmt_ns(w.len())
+                ),
                 None => String::new(),
             }
         ) + &tuning_steps(cx, idle)
