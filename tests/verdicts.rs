@@ -313,3 +313,31 @@ fn first_calls_in_the_middle_of_a_run_are_first_calls() {
         "impact {impact} against {planted} ns timed"
     );
 }
+
+/// A chain is called a hand-written norm only when it takes a root of a variance: the blind
+/// set's sampler (a division, then argmax; no rsqrt, sqrt, var or std anywhere in the trace,
+/// read here from its operator names) is not one; the planted LayerNorm written out by hand is.
+#[test]
+fn only_norms_are_called_norms() {
+    let roots = ["rsqrt", "sqrt", "var", "std"];
+    let sampler = "kineto/h200_blind_sort_for_topk.pt.trace.json.gz";
+    let ops: Vec<String> = trace_events(sampler)
+        .iter()
+        .filter(|e| e["cat"] == "cpu_op")
+        .filter_map(|e| e["name"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        !ops.iter()
+            .any(|n| roots.iter().any(|r| n == &format!("aten::{r}"))),
+        "the sampler takes no root"
+    );
+    let said = |file: &str| {
+        analyze(file)["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .any(|f| f["advice"].to_string().contains("hand-written norm"))
+    };
+    assert!(!said(sampler));
+    assert!(said("kineto/h200_unfused_norm_gelu.pt.trace.json.gz"));
+}

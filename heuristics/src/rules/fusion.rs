@@ -478,8 +478,10 @@ fn finding(cx: &Ctx, m: &DeviceModel, priced: &[Priced]) -> Option<Finding> {
         match c.origin {
             Origin::Backward(..) => kinds.backward = true,
             _ => {
+                // A norm divides by a root of the variance: a reduction with a division
+                // alone is a mean, a softmax's sum or a sampler's normalisation, not a norm.
                 kinds.norm |= families.contains(&Family::Reduction)
-                    && has(&["rsqrt", "sqrt", "div", "var"]);
+                    && has(&["rsqrt", "sqrt", "var", "std"]);
                 kinds.activation |= has(&["tanh", "erf", "sigmoid", "exp"]);
             }
         }
