@@ -341,3 +341,38 @@ fn only_norms_are_called_norms() {
     assert!(!said(sampler));
     assert!(said("kineto/h200_unfused_norm_gelu.pt.trace.json.gz"));
 }
+
+/// A CUDA C loop that allocates, copies in from pageable memory, runs, copies back,
+/// synchronises and frees every iteration: the pageable copies lead, in the runtime's terms
+/// (pinned host buffers allocated once, asynchronous copies), against the H200's datasheet
+/// link, and the verdict is transfer-bound; the twin (pinned, allocated once, asynchronous)
+/// really is faster, by most of each iteration.
+#[test]
+fn a_cuda_loop_that_copies_from_pageable_memory_is_told_so_in_cuda_terms() {
+    let doc = analyze("nsys/h200_v40_alloc_copy_sync.sqlite.gz");
+    let f = first(&doc);
+    assert_eq!(f["rule"], "pageable_memcpy", "{}", f["title"]);
+    let advice = f["advice"].to_string();
+    assert!(
+        advice.contains("cudaMallocHost") && advice.contains("cudaMemcpyAsync"),
+        "{advice}"
+    );
+    assert!(
+        !advice.contains("pin_memory") && !advice.contains("non_blocking"),
+        "{advice}"
+    );
+    assert!(
+        f["evidence"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("PCIe Gen5 x16")
+    );
+    assert_eq!(doc["summary"]["bound"], "transfer-bound");
+    let t = truth("h200_v40_alloc_copy_sync.nsys.truth.json");
+    assert!(
+        t["saving_ms_per_iteration_unprofiled"]
+            .as_f64()
+            .expect("saving")
+            > 0.5 * t["naive_median_ms"].as_f64().expect("naive")
+    );
+}

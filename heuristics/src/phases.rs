@@ -136,8 +136,12 @@ pub fn framework(trace: &Trace) -> Framework {
     if trace.meta.capture.pytorch_profiler {
         return Framework::PyTorch;
     }
+    // Operator and kernel names, and Python frames (`torch/nn/modules/linear.py(125): forward`);
+    // a path alone is not a sign (nsys exports keep the environment, PYTHONPATH included).
     let torch = trace.strings.matching(|n| {
-        n.starts_with("aten::") || n.contains("at::native::") || n.contains("torch/")
+        n.starts_with("aten::")
+            || n.contains("at::native::")
+            || (n.contains("torch/") && n.contains(".py("))
     });
     if torch.contains(&true) {
         Framework::PyTorch

@@ -4,7 +4,8 @@
 # unified-memory CUDA C program (verdicts_um.cu) built with nvcc, timed against its twin, then
 # run under Nsight Systems with unified-memory page-fault tracing and exported to SQLite.
 # Needs .libs/ with libdw1 and libelf1 .deb files for the nsys importer (carry it). SCENARIOS="a b"
-# runs only those PyTorch scenarios, without the nsys capture.
+# runs only those PyTorch scenarios, without the nsys capture; LOOP=1 adds the allocate/copy/
+# synchronise loop (verdicts_loop.cu) under nsys.
 set -u
 G=$(cd "$(dirname "$0")" && pwd)
 R=$(cd "$G/../.." && pwd)
@@ -26,6 +27,15 @@ if [ -n "$NVCC" ] && [ -z "${SCENARIOS:-}" ]; then
   [ -f /tmp/um_managed.nsys-rep ] || LD_LIBRARY_PATH=$DW timeout 120 "$QI" -i /tmp/um_managed.qdstrm >> $O/um_nsys.log 2>&1
   LD_LIBRARY_PATH=$DW timeout 150 "$NSYS" export --type sqlite -f true -o $O/h200_v40_um_managed.sqlite /tmp/um_managed.nsys-rep >> $O/um_nsys.log 2>&1
   tail -5 $O/um_nsys.log
+fi
+# The per-iteration allocate/copy/synchronise loop (verdicts_loop.cu), with the same nsys.
+if [ -n "$NVCC" ] && [ -n "${LOOP:-}" ]; then
+  $NVCC -O2 -arch=sm_90 -o /tmp/loop "$G/verdicts_loop.cu" && timeout 120 /tmp/loop both | tee $O/h200_v40_alloc_copy_sync_twin.json
+  ( cd /tmp && LD_LIBRARY_PATH=$DW timeout 180 "$NSYS" profile -t cuda,osrt --sample=none --cpuctxsw=none \
+      -o /tmp/loop_naive -f true /tmp/loop naive ) > $O/loop_nsys.log 2>&1
+  [ -f /tmp/loop_naive.nsys-rep ] || LD_LIBRARY_PATH=$DW timeout 120 "$QI" -i /tmp/loop_naive.qdstrm >> $O/loop_nsys.log 2>&1
+  LD_LIBRARY_PATH=$DW timeout 150 "$NSYS" export --type sqlite -f true -o $O/h200_v40_alloc_copy_sync.sqlite /tmp/loop_naive.nsys-rep >> $O/loop_nsys.log 2>&1
+  tail -3 $O/loop_nsys.log
 fi
 ls -la $O
 ( cd $O && for f in *.json; do case $f in *.pt.trace.json) gzip -9 $f;; esac; done; tar czf $OUT/verdicts.tgz . )
