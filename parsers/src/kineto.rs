@@ -669,7 +669,63 @@ fn parse_input<'d, R: std::io::Read>(
     }
     let t = b.finish();
     clock.mark("kineto: finish");
+    if let Some(why) = foreign(&t) {
+        return Err(LoadError::NotATrace {
+            path: source.to_string(),
+            why,
+        });
+    }
     Ok(t)
+}
+
+/// Categories the PyTorch profiler writes that carry no event the model keeps (bookkeeping),
+/// as the reader counts them skipped; `(no cat)` apart (a few uncategorised events are
+/// normal in a profiler trace, all of them are not).
+const BOOKKEEPING: &[&str] = &[
+    "Trace", "flow", "metadata", "overhead", "other ph", "ac2g", "fwdbwd",
+];
+
+/// Why a Chrome trace-event file is not a PyTorch profiler trace, when it is not: nothing in
+/// it was read, and its events are of categories the profiler never writes, or carry no
+/// category at all in a file without the profiler's own marks (`schemaVersion`,
+/// `deviceProperties`). Such a file would otherwise be judged as a capture with GPU tracing
+/// off, a statement about a format tracehound does not read. The tool is named where its
+/// events say which (TensorFlow's timeline: the `Op` category).
+fn foreign(t: &Trace) -> Option<String> {
+    if !(t.gpu_ops.is_empty() && t.host_spans.is_empty() && t.memory.is_empty()) {
+        return None;
+    }
+    let count = |c: &str| t.stats.skipped.iter().find(|x| x.0 == c).map_or(0, |x| x.1);
+    let mut other: Vec<&(String, u64)> = t
+        .stats
+        .skipped
+        .iter()
+        .filter(|(c, _)| !BOOKKEEPING.contains(&c.as_str()) && c != "(no cat)" && c != "no ph")
+        .collect();
+    let marked = t.meta.format_version.starts_with("schemaVersion") || !t.meta.gpus.is_empty();
+    let uncategorised = count("(no cat)");
+    if other.is_empty() && (marked || uncategorised == 0) {
+        return None;
+    }
+    other.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let tool = if other.iter().any(|x| x.0 == "Op") {
+        "a TensorFlow timeline (its ops are of category `Op`)"
+    } else {
+        "a Chrome trace-event file from another tool"
+    };
+    let mut cats: Vec<String> = other
+        .iter()
+        .take(5)
+        .map(|(c, n)| format!("`{c}` {n}"))
+        .collect();
+    if uncategorised > 0 {
+        cats.push(format!("no category {uncategorised}"));
+    }
+    Some(format!(
+        "{tool}, not a PyTorch profiler trace: none of its {} events is of a category the PyTorch profiler writes (kernel, cpu_op, cuda_runtime, gpu_memcpy ...); what it holds: {}. tracehound reads PyTorch profiler (Kineto) traces, Nsight Systems SQLite exports and nvidia-smi logs",
+        t.stats.events_total,
+        cats.join(", ")
+    ))
 }
 
 fn strip_position(msg: &str) -> String {

@@ -1,0 +1,73 @@
+//! Chrome trace-event files written by other tools (`sample-traces/field/foreign/`, provenance
+//! in the field corpus's PROVENANCE.md): a TensorFlow 1.x timeline and a rocmProfileData trace
+//! converted to Chrome's format. Neither is a PyTorch profiler trace; tracehound must say what
+//! they are and refuse them (exit 2) rather than judge them as a capture with GPU tracing off.
+//! The counts asserted are read from the files here.
+
+mod common;
+
+use common::run;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn foreign(name: &str) -> PathBuf {
+    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("sample-traces/field/foreign")
+        .join(name)
+}
+
+/// The file's events (a `traceEvents` object or a bare list).
+fn events(p: &Path) -> Vec<Value> {
+    let doc: Value = serde_json::from_slice(&std::fs::read(p).expect("trace")).expect("JSON");
+    match doc {
+        Value::Array(v) => v,
+        d => d["traceEvents"].as_array().expect("traceEvents").clone(),
+    }
+}
+
+fn refused(p: &Path) -> String {
+    let out = run(&["analyze", p.to_str().expect("UTF-8 path")]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(out.stdout.is_empty(), "no report for a file it cannot read");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_tensorflow_timeline_is_named_and_refused() {
+    let p = foreign("tftimeline_ikhlestov-tensorflow_profiling_gpu-timeline_01.json");
+    let ev = events(&p);
+    // TensorFlow's ops, some on the GPU's streams; no category the PyTorch profiler writes.
+    assert!(ev.iter().any(|e| e["cat"] == "Op"));
+    assert!(!ev.iter().any(|e| matches!(
+        e["cat"].as_str(),
+        Some("kernel" | "cpu_op" | "cuda_runtime")
+    )));
+    let err = refused(&p);
+    assert!(err.contains("tftimeline_ikhlestov"), "{err}");
+    assert!(err.contains("a TensorFlow timeline"), "{err}");
+    assert!(
+        err.contains(&format!("none of its {} events", ev.len())),
+        "{err}"
+    );
+    assert!(!err.contains("GPU tracing was off"), "{err}");
+}
+
+#[test]
+fn a_rocm_profile_data_trace_is_refused_as_another_tool() {
+    let p = foreign("rpd2tracing_ROCm-rocmProfileData_matmul_result.json");
+    let ev = events(&p);
+    // Kernels and copies as uncategorised complete events on a "GPU2" process.
+    let complete = ev.iter().filter(|e| e["ph"] == "X").count();
+    assert!(complete > 100, "{complete}");
+    assert!(
+        !ev.iter()
+            .any(|e| e.get("cat").is_some_and(|c| c == "kernel"))
+    );
+    let err = refused(&p);
+    assert!(err.contains("from another tool"), "{err}");
+    assert!(
+        err.contains(&format!("none of its {} events", ev.len())),
+        "{err}"
+    );
+    assert!(err.contains("tracehound reads PyTorch profiler"), "{err}");
+}
