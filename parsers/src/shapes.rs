@@ -18,9 +18,12 @@ impl Trace {
     /// The shape of each input of span `i` as text, by position (`[16, 1024]`, `[]`), spaced
     /// the same however the trace wrote it; empty when not recorded.
     pub fn input_shapes(&self, i: u32) -> Vec<String> {
-        self.host_spans
-            .get(i as usize)
-            .map_or_else(Vec::new, |s| items(self.str(self.op_args(s).input_dims)))
+        self.host_spans.get(i as usize).map_or_else(Vec::new, |s| {
+            items(self.str(self.op_args(s).input_dims))
+                .iter()
+                .map(|d| canonical_dims(d))
+                .collect()
+        })
     }
 
     /// The type of each input of span `i`, by position (`float`, `c10::BFloat16`, `Scalar`);
@@ -144,6 +147,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn dims_print_the_same_whatever_the_layout() {
+        assert_eq!(canonical_dims("[ 256, 16, 512 ]"), "[256, 16, 512]");
+        assert_eq!(canonical_dims("[\n  256,\n  16\n ]"), "[256, 16]");
+        assert_eq!(canonical_dims("[256,16]"), "[256, 16]");
+        assert_eq!(canonical_dims("[[2, 3], []]"), "[[2, 3], []]");
+    }
+
+    #[test]
     fn lists() {
         let v = items("[[16384, 32000], [16384,32000], []]");
         assert_eq!(v.len(), 3);
@@ -183,4 +194,18 @@ mod tests {
             vec!["c10::BFloat16", "float", ""]
         );
     }
+}
+
+/// A dims item as the profiler's own layout writes it (`[256, 16, 512]`, `[[2, 3], [4]]`),
+/// whatever whitespace the file used: a trace that passed through `json.dump(indent=1)` holds
+/// `[\n 256,\n 16\n]`, and what is printed must not depend on it.
+pub fn canonical_dims(d: &str) -> String {
+    let mut out = String::with_capacity(d.len());
+    for c in d.chars().filter(|c| !c.is_whitespace()) {
+        out.push(c);
+        if c == ',' {
+            out.push(' ');
+        }
+    }
+    out
 }
