@@ -142,6 +142,20 @@ pub fn dims(s: &str) -> Vec<Vec<u64>> {
     out
 }
 
+/// A dims item as the profiler's own layout writes it (`[256, 16, 512]`, `[[2, 3], [4]]`),
+/// whatever whitespace the file used: a trace that passed through `json.dump(indent=1)` holds
+/// `[\n 256,\n 16\n]`, and what is printed must not depend on it.
+pub fn canonical_dims(d: &str) -> String {
+    let mut out = String::with_capacity(d.len());
+    for c in d.chars().filter(|c| !c.is_whitespace()) {
+        out.push(c);
+        if c == ',' {
+            out.push(' ');
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,18 +208,4 @@ mod tests {
             vec!["c10::BFloat16", "float", ""]
         );
     }
-}
-
-/// A dims item as the profiler's own layout writes it (`[256, 16, 512]`, `[[2, 3], [4]]`),
-/// whatever whitespace the file used: a trace that passed through `json.dump(indent=1)` holds
-/// `[\n 256,\n 16\n]`, and what is printed must not depend on it.
-pub fn canonical_dims(d: &str) -> String {
-    let mut out = String::with_capacity(d.len());
-    for c in d.chars().filter(|c| !c.is_whitespace()) {
-        out.push(c);
-        if c == ',' {
-            out.push(' ');
-        }
-    }
-    out
 }
