@@ -97,6 +97,8 @@ impl Raw<'_> {
 /// garbage collection (user frames are the trace's own table, `Trace::is_user_frame_name`).
 const LOADER: u8 = 1;
 const CONV: u8 = 2;
+/// A stream's wait on an event (`cudaStreamWaitEvent`, `hipStreamWaitEvent`).
+const STREAM_WAIT: u8 = 4;
 const COMPILE: u8 = 8;
 const INDUCTOR_TUNE: u8 = 16;
 const GC: u8 = 32;
@@ -633,6 +635,11 @@ impl<'t> Attributor<'t> {
             v = KNOWN
                 | (if is_loader(n) { LOADER } else { 0 })
                 | (if is_conv(n) { CONV } else { 0 })
+                | (if n.contains("StreamWaitEvent") {
+                    STREAM_WAIT
+                } else {
+                    0
+                })
                 | (if is_compile(n) { COMPILE } else { 0 })
                 | (if is_inductor_tuning(n) {
                     INDUCTOR_TUNE
@@ -993,7 +1000,7 @@ impl<'t> Attributor<'t> {
             .iter()
             .map(|&i| &t.host_spans[i as usize])
             .take_while(|s| s.start <= a + (b - a) / 2)
-            .filter(|s| t.api_name(s.name).contains("StreamWaitEvent"))
+            .filter(|s| self.flags_of(s.name) & STREAM_WAIT != 0)
             .last()
             .map(|s| s.name)
     }
