@@ -566,9 +566,11 @@ pub struct HostLink {
     pub width: u32,
 }
 
-/// Share of a PCIe link's raw rate that large pinned copies reach: 80-90% on the hosts we know
-/// (55 GB/s of Gen5 x16's 63 on our H200, 25-26 of Gen4 x16's 31.5 on A100 hosts); the lower
-/// end, so that a copy is not called slow for a few percent.
+/// Share of a PCIe link's raw rate that large pinned copies are taken to reach: 55 GB/s of
+/// Gen5 x16's 63 (88%) on our H200, 57 GB/s on the H100 of issue 40's field report (90%); a
+/// field A100 PCIe host reached 20 of Gen4 x16's 31.5 (64%), so the figure is an estimate,
+/// said as the datasheet link's in the evidence, and the trace's own pinned copies replace it
+/// wherever there are some.
 pub const LINK_ACHIEVABLE: f64 = 0.8;
 
 impl HostLink {

@@ -5,7 +5,7 @@
 //!
 //! - a kernel that touches pages resident on the host stalls while they migrate in: migrations
 //!   to the device that start while one of the device's kernels runs are its faults, and the
-//!   kernel's time is mostly theirs;
+//!   kernel waits on each;
 //! - the host touching pages resident on the device faults them back: migrations to the host
 //!   that run while the device has no other work are the host's faults, and the idle time
 //!   around them is theirs.
@@ -16,15 +16,14 @@
 //! (or prefetching it) would take off the timeline, before the bulk copies that replace the
 //! migrations.
 
+use crate::scope::Scope;
+use tracehound_parsers::{CopyDirection, GpuOpKind, MemKind};
+
 /// What one migration on demand stalls a kernel beyond the copy itself: the fault's trip to
 /// the driver and back. Measured on our H200 capture (`h200_v40_um_managed`): 12 kernels that
 /// take 0.3 ms on device memory took 67 ms each with 5,658 migrations apiece, 11.8 µs per
-/// migration of which 3.1 µs was the copy; published figures for a GPU fault's service time
-/// are tens of µs per batch.
+/// migration of which 3.1 µs was the copy.
 pub const FAULT_STALL_NS: i64 = 8_000;
-
-use crate::scope::Scope;
-use tracehound_parsers::{CopyDirection, GpuOpKind, MemKind};
 
 /// One direction of migrations: count, bytes, GPU time.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
