@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{own, run, success};
+use common::{analyze_json, own};
 use serde_json::Value;
 use std::io::Read;
 use std::path::PathBuf;
@@ -24,15 +24,7 @@ fn truth(name: &str) -> Value {
 }
 
 fn analyze(file: &str) -> Value {
-    let p = own(file);
-    let out = success(&run(&[
-        "analyze",
-        "--format",
-        "json",
-        p.to_str().expect("UTF-8 path"),
-    ]));
-    let doc: Value = serde_json::from_str(&out).expect("JSON report");
-    doc["traces"][0].clone()
+    analyze_json(&own(file), &[])
 }
 
 /// The Python frame Kineto records for a planted line: `blind.py(N): name`, N the first line

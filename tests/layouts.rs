@@ -5,20 +5,12 @@
 
 mod common;
 
-use common::{own, run, tmpdir};
+use common::{analyze_json, own, tmpdir};
 use serde_json::Value;
 use std::io::Read;
 
 fn findings(path: &std::path::Path) -> Value {
-    let out = run(&[
-        "analyze",
-        "--format",
-        "json",
-        path.to_str().expect("UTF-8 path"),
-    ]);
-    assert!(out.status.code().is_some_and(|c| c <= 1), "{out:?}");
-    let doc: Value = serde_json::from_slice(&out.stdout).expect("JSON report");
-    doc["traces"][0]["findings"].clone()
+    analyze_json(path, &[])["findings"].clone()
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{run, success};
+use common::{analyze_json, run, success};
 use serde_json::Value;
 use std::io::Read;
 use std::path::PathBuf;
@@ -25,15 +25,7 @@ fn truth(name: &str) -> Value {
 }
 
 fn analyze(file: &str) -> Value {
-    let p = sample(file);
-    let out = success(&run(&[
-        "analyze",
-        "--format",
-        "json",
-        p.to_str().expect("UTF-8 path"),
-    ]));
-    let doc: Value = serde_json::from_str(&out).expect("JSON report");
-    doc["traces"][0].clone()
+    analyze_json(&sample(file), &[])
 }
 
 fn trace_events(file: &str) -> Vec<Value> {
