@@ -678,11 +678,25 @@ fn parse_input<'d, R: std::io::Read>(
     Ok(t)
 }
 
-/// Categories the PyTorch profiler writes that carry no event the model keeps (bookkeeping),
-/// as the reader counts them skipped; `(no cat)` apart (a few uncategorised events are
-/// normal in a profiler trace, all of them are not).
+// How the reader counts skipped events that have no category of their own to be counted
+// under (`LoadStats::skipped`).
+const SKIP_NO_PH: &str = "no ph";
+const SKIP_METADATA: &str = "metadata";
+const SKIP_NO_CAT: &str = "(no cat)";
+const SKIP_FLOW: &str = "flow";
+const SKIP_OTHER_PH: &str = "other ph";
+
+/// What a PyTorch profiler trace holds that the model keeps nothing of (bookkeeping), as the
+/// reader counts it skipped; [`SKIP_NO_CAT`] apart (a few uncategorised events are normal in
+/// a profiler trace, all of them are not).
 const BOOKKEEPING: &[&str] = &[
-    "Trace", "flow", "metadata", "overhead", "other ph", "ac2g", "fwdbwd",
+    SKIP_METADATA,
+    SKIP_FLOW,
+    SKIP_OTHER_PH,
+    "Trace",
+    "overhead",
+    "ac2g",
+    "fwdbwd",
 ];
 
 /// Why a Chrome trace-event file is not a PyTorch profiler trace, when it is not: nothing in
@@ -700,10 +714,10 @@ fn foreign(t: &Trace) -> Option<String> {
         .stats
         .skipped
         .iter()
-        .filter(|(c, _)| !BOOKKEEPING.contains(&c.as_str()) && c != "(no cat)" && c != "no ph")
+        .filter(|(c, _)| !BOOKKEEPING.contains(&c.as_str()) && c != SKIP_NO_CAT && c != SKIP_NO_PH)
         .collect();
     let marked = t.meta.format_version.starts_with("schemaVersion") || !t.meta.gpus.is_empty();
-    let uncategorised = count("(no cat)");
+    let uncategorised = count(SKIP_NO_CAT);
     if other.is_empty() && (marked || uncategorised == 0) {
         return None;
     }
@@ -1114,7 +1128,7 @@ impl Builder {
         self.events += 1;
         let ph = ev.ph.as_str();
         if ph.is_empty() {
-            self.skip("no ph");
+            self.skip(SKIP_NO_PH);
             return;
         }
         self.with_ph += 1;
@@ -1139,15 +1153,15 @@ impl Builder {
                     let (pid, tid) = (self.id_of(ev.pid), self.id_of(ev.tid));
                     self.thread_names.push((pid, tid, n));
                 }
-                self.skip("metadata");
+                self.skip(SKIP_METADATA);
             }
             _ => {
                 let what = if ph == "X" || ph == "i" {
-                    if cat_s.is_empty() { "(no cat)" } else { cat_s }
+                    if cat_s.is_empty() { SKIP_NO_CAT } else { cat_s }
                 } else {
                     match ph {
-                        "s" | "f" | "t" => "flow",
-                        _ => "other ph",
+                        "s" | "f" | "t" => SKIP_FLOW,
+                        _ => SKIP_OTHER_PH,
                     }
                 };
                 self.skip(what);
