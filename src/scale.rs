@@ -8,8 +8,8 @@
 use anyhow::{Context, Result, bail};
 use std::io::Write;
 use std::path::Path;
-use tracehound_parsers::json_split::{Piece, Splitter};
-use tracehound_parsers::lenient::us_text_to_ns;
+use tracehound_parsers::kineto::json_split::{Piece, Splitter};
+use tracehound_parsers::kineto::lenient::us_text_to_ns;
 
 /// Options of one generation.
 pub struct ScaleOptions {

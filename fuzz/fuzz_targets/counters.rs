@@ -1,6 +1,6 @@
 //! The nvidia-smi counter readers: `dmon` logs and `--query-gpu` CSV, both clock modes.
 #![no_main]
-use tracehound_parsers::dmon::ClockOptions;
+use tracehound_parsers::formats::counter_log::ClockOptions;
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let _ = tracehound_parsers::dmon::parse(data, "fuzz.log", ClockOptions::default());
     let utc = ClockOptions {

@@ -1,29 +1,18 @@
-//! tracehound-parsers: the event model ([`model`]) and one module per input format.
+//! tracehound-parsers: the event model ([`model`]) and the readers, one module per input
+//! format ([`formats`]).
 //!
 //! [`load`] reads a file, detects compression and format from its content (never from its
 //! extension) and returns a [`Trace`]. The file is only ever opened for reading.
 
 #![warn(missing_docs)]
 
-pub mod activity;
 pub mod budget;
-pub mod clock;
-pub mod dmon;
 pub mod error;
-pub mod json_arrays;
-pub mod json_members;
-pub mod json_scan;
-pub mod json_split;
-pub mod kineto;
-pub mod lenient;
+pub mod formats;
 pub mod model;
-pub mod nsys;
-pub mod session;
-pub mod shapes;
-pub mod smi_query;
-pub mod smi_xml;
-mod sort;
 pub mod timing;
+
+pub use formats::{dmon, kineto, nsys, smi_query, smi_xml};
 
 pub use error::LoadError;
 pub use model::*;
@@ -366,7 +355,7 @@ fn read_file(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> {
         Err(e) if gz => return Err(gzip_err(e)),
         Err(e) => return Err(io(e)),
     }
-    let clock = dmon::ClockOptions {
+    let clock = formats::counter_log::ClockOptions {
         utc_offset_s: options.utc_offset_s,
     };
     let mut trace = match format {

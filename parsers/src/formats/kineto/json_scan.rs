@@ -10,7 +10,7 @@
 //! either succeeds the slow way or reports the error with its line and column. Values it skips
 //! are checked for their extent only (strings and brackets), not validated in full.
 
-use crate::lenient::{Dims, LStr, Num};
+use super::lenient::{Dims, LStr, Num};
 use memchr::memchr2;
 use std::borrow::Cow;
 

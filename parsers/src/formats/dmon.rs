@@ -9,10 +9,9 @@
 //! interval (1 s, dmon's default) and cannot be aligned with a trace.
 //! Lines that do not fit the header are skipped with a warning naming the line.
 
-use crate::clock::{epoch_ns, parse_hms};
+use super::counter_log::{ClockOptions, SeriesBuilder, counter_trace, epoch_ns, parse_hms};
 use crate::error::LoadError;
 use crate::model::*;
-use std::collections::BTreeMap;
 
 /// Does `head` look like a dmon log (a `#` header line naming the `gpu` column)?
 pub fn is_applicable(head: &[u8]) -> Option<bool> {
@@ -25,114 +24,6 @@ pub fn is_applicable(head: &[u8]) -> Option<bool> {
                 .split_whitespace()
                 .any(|w| w == "gpu"),
     )
-}
-
-/// Options for reading wall-clock logs.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ClockOptions {
-    /// UTC offset of the machine that wrote the log, seconds east of UTC (None: assume UTC).
-    pub utc_offset_s: Option<i64>,
-}
-
-/// (unit, samples) of one (GPU, metric).
-type Samples = (String, Vec<(i64, f64)>);
-
-/// Accumulates samples into series; shared with the `--query-gpu` CSV reader.
-#[derive(Default)]
-pub(crate) struct SeriesBuilder {
-    series: BTreeMap<(i32, String), Samples>,
-}
-
-impl SeriesBuilder {
-    pub(crate) fn push(&mut self, gpu: i32, metric: &str, unit: &str, ts: i64, v: f64) {
-        let e = self
-            .series
-            .entry((gpu, metric.to_string()))
-            .or_insert_with(|| (unit.to_string(), Vec::new()));
-        e.1.push((ts, v));
-    }
-
-    pub(crate) fn finish(self) -> Vec<CounterSeries> {
-        self.series
-            .into_iter()
-            .map(|((gpu, metric), (unit, mut samples))| {
-                samples.sort_by_key(|s| s.0);
-                CounterSeries {
-                    gpu,
-                    metric,
-                    unit,
-                    samples,
-                }
-            })
-            .collect()
-    }
-}
-
-/// Builds the trace of a counter log (shared by the dmon and `--query-gpu` readers).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn counter_trace(
-    source: &str,
-    format: SourceFormat,
-    format_version: String,
-    rows: u64,
-    bytes: usize,
-    bad: &[usize],
-    clock: CounterClock,
-    builder: SeriesBuilder,
-) -> Trace {
-    let mut trace = Trace {
-        source: source.to_string(),
-        ..Default::default()
-    };
-    trace.strings.intern("");
-    trace.meta.format = Some(format);
-    trace.meta.format_version = format_version;
-    trace.stats.events_total = rows;
-    trace.stats.bytes_total = bytes as u64;
-    trace.stats.bytes_parsed = bytes as u64;
-    if !bad.is_empty() {
-        let shown: Vec<String> = bad.iter().take(5).map(|l| l.to_string()).collect();
-        trace.warnings.push(format!(
-            "skipped {} line(s) that do not match the header (line {}{})",
-            bad.len(),
-            shown.join(", "),
-            if bad.len() > 5 { ", ..." } else { "" }
-        ));
-    }
-    trace.counter_clock = Some(clock);
-    trace.counters = builder.finish();
-    trace.finish();
-    let mut capture = Capture::from_events(&trace);
-    capture.counter_period = Some(
-        match clock {
-            CounterClock::Wall { .. } => measured_period(&trace.counters),
-            CounterClock::Relative { .. } => None,
-        }
-        .unwrap_or_else(CounterPeriod::assumed),
-    );
-    trace.meta.capture = capture;
-    trace
-}
-
-/// The sampling interval the timestamps show: the median step between consecutive samples of
-/// a series, to 10 ms (nvidia-smi's loop adds the query's few milliseconds to the interval it
-/// was asked for; dmon stamps whole seconds). None without two samples in a series.
-fn measured_period(series: &[CounterSeries]) -> Option<CounterPeriod> {
-    let mut steps: Vec<i64> = series
-        .iter()
-        .flat_map(|c| c.samples.windows(2).map(|w| w[1].0 - w[0].0))
-        .filter(|&d| d > 0)
-        .collect();
-    if steps.is_empty() {
-        return None;
-    }
-    let mid = steps.len() / 2;
-    let median = *steps.select_nth_unstable(mid).1;
-    const TO: i64 = 10_000_000;
-    Some(CounterPeriod {
-        ns: ((median + TO / 2) / TO).max(1) * TO,
-        measured: true,
-    })
 }
 
 /// Parses a dmon log.

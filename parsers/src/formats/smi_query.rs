@@ -4,8 +4,7 @@
 //! when several commands append to one file. Field names are mapped to dmon's metric names
 //! where they mean the same thing, so rules read either source.
 
-use crate::clock::{epoch_ns, parse_hms};
-use crate::dmon::{ClockOptions, SeriesBuilder};
+use super::counter_log::{ClockOptions, SeriesBuilder, counter_trace, epoch_ns, parse_hms};
 use crate::error::LoadError;
 use crate::model::*;
 
@@ -133,7 +132,7 @@ pub fn parse(data: &[u8], source: &str, clock: ClockOptions) -> Result<Trace, Lo
             interval_ns: 1_000_000_000,
         }
     };
-    let mut trace = crate::dmon::counter_trace(
+    let mut trace = counter_trace(
         source,
         SourceFormat::SmiQuery,
         format!("{} fields", header.len()),

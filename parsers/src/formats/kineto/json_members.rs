@@ -10,7 +10,7 @@
 //! worked out by that reading from the same bytes, so both ways give the same key and the
 //! same position of its value.
 
-use crate::json_scan::{Bail, Scan, Scanned, ascii_text, plain_string_end, skip_ws};
+use super::json_scan::{Bail, Scan, Scanned, ascii_text, plain_string_end, skip_ws};
 
 /// The longest run of bytes between two values that is remembered. Nearly every separator of
 /// a torch trace fits (`,      "registers per thread": ` is 31 bytes); the one that does not,

@@ -8,7 +8,7 @@
 //! ends depends only on its bytes up to its closing bracket, so the same bytes end at the same
 //! place, and bytes that were ASCII are text.
 
-use crate::json_scan::{Scan, Scanned, ascii_text};
+use super::json_scan::{Scan, Scanned, ascii_text};
 
 /// Sets of remembered arrays, chosen by the first sixteen bytes.
 const SETS: usize = 128;

@@ -8,12 +8,18 @@
 //! Events are deserialized straight into the model with borrowed strings; no JSON tree is built.
 //! A file that ends early (a job killed mid-write) yields what was complete, with a warning.
 
+pub mod json_arrays;
+pub mod json_members;
+pub mod json_scan;
+pub mod json_split;
+pub mod lenient;
+
+use self::json_arrays::Arrays;
+use self::json_members::{Cursor, Members, Step};
+use self::json_scan::{Bail, Scan, Scanned, ascii_text, number_end, plain_string_end, skip_ws};
+use self::json_split::{Piece, SlicePiece};
+use self::lenient::{Dims, LStr, Num, us_text_to_ns};
 use crate::error::LoadError;
-use crate::json_arrays::Arrays;
-use crate::json_members::{Cursor, Members, Step};
-use crate::json_scan::{Bail, Scan, Scanned, ascii_text, number_end, plain_string_end, skip_ws};
-use crate::json_split::{Piece, SlicePiece};
-use crate::lenient::{Dims, LStr, Num, us_text_to_ns};
 use crate::model::*;
 use rustc_hash::FxHashMap;
 use serde::Deserialize;
@@ -403,7 +409,7 @@ fn parse_input<'d, R: std::io::Read>(
         Input::Slice(d, p, r) => (Some(*d), *p, *r),
         Input::Stream(_) => (None, None, None),
     };
-    let mut splitter = crate::json_split::Splitter::new(CHUNK);
+    let mut splitter = self::json_split::Splitter::new(CHUNK);
     let mut outer: Vec<u8> = Vec::new();
     let mut read_error: Option<std::io::Error> = None;
     let mut bytes_total = 0u64;
@@ -1407,7 +1413,7 @@ fn match_the_listed_gpu(t: &mut Trace) {
     ));
 }
 
-/// Whether chunks are read with the [`crate::json_scan`] fast path (the default) before
+/// Whether chunks are read with the [`json_scan`] fast path (the default) before
 /// serde. Tests turn it off to compare both readings of the same files.
 #[doc(hidden)]
 pub static FAST_SCAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);

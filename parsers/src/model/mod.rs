@@ -5,6 +5,11 @@
 //! launching CPU operator, host span nesting) are built once by [`Trace::finish`] as indexes,
 //! so rules never re-derive them.
 
+pub mod activity;
+pub mod session;
+pub mod shapes;
+mod sort;
+
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
@@ -1192,7 +1197,7 @@ impl Trace {
         };
         // A stable sort allocates a buffer as large as the ops: skipped when they are in
         // order already or a few sorted runs (the tables of an export), merged instead.
-        if !crate::sort::stable_by_runs(&mut self.gpu_ops, op_order) {
+        if !sort::stable_by_runs(&mut self.gpu_ops, op_order) {
             self.gpu_ops.par_sort_by(op_order);
         }
         let span_key = |s: &HostSpan| (s.start, std::cmp::Reverse(s.end), s.pid, s.tid, s.kind);
@@ -1200,7 +1205,7 @@ impl Trace {
         // The spans come in a few sorted runs (a trace lists its operators, its Python
         // functions and its runtime calls apart, each in time order): merged when they are,
         // stably, so tied spans keep their input order.
-        if !crate::sort::stable_by_runs(&mut self.host_spans, span_order) {
+        if !sort::stable_by_runs(&mut self.host_spans, span_order) {
             // Sorted in place, with the input position as the last key so the order is the
             // one a stable sort would give: a stable parallel sort needs a buffer as large
             // as the spans, the biggest allocation of a load. `parent` holds the position
@@ -1219,7 +1224,7 @@ impl Trace {
         // many runs. (A sort on one thread took 30 ms of the 1 GB trace's load while the
         // other core waited.)
         let by_ts = |a: &MemorySample, b: &MemorySample| a.ts.cmp(&b.ts);
-        if !crate::sort::stable_by_runs(&mut self.memory, by_ts) {
+        if !sort::stable_by_runs(&mut self.memory, by_ts) {
             self.memory.par_sort_by(by_ts);
         }
         self.concrete_inputs.par_sort_unstable();
