@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use tracehound_heuristics::job::{RankSummary, assemble};
 use tracehound_heuristics::{Analysis, Config, Finding};
 use tracehound_parsers::budget::MemoryLimit;
-use tracehound_parsers::{LoadError, LoadOptions, SourceFormat, Trace};
+use tracehound_parsers::{LoadError, LoadOptions, Trace};
 
 /// Why the pipeline stopped. The command line exits 2 for each ([`Error::exit_code`]).
 #[derive(Debug, thiserror::Error)]
@@ -368,7 +368,7 @@ pub fn group_sessions(loaded: Vec<Trace>) -> (Vec<Trace>, Vec<String>) {
 /// Whether a trace records a process's GPU work (Kineto or Nsight Systems), as opposed to a
 /// counter log or a GPU inventory.
 pub fn is_rank_trace(t: &Trace) -> bool {
-    t.meta.format.is_some_and(SourceFormat::records_gpu_work)
+    t.meta.format.is_some_and(|f| f.records_gpu_work)
 }
 
 /// A job's ranks (sorted by rank) and its job-level findings.

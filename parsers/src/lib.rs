@@ -12,28 +12,13 @@ pub mod formats;
 pub mod model;
 pub mod timing;
 
-pub use formats::{dmon, kineto, nsys, smi_query, smi_xml};
+pub use formats::{Input, Reader, dmon, kineto, nsys, smi_query, smi_xml};
 
 pub use error::LoadError;
 pub use model::*;
 
 use std::io::Read;
 use std::path::Path;
-
-/// The formats tracehound can sniff.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    /// PyTorch profiler / Kineto Chrome trace JSON.
-    Kineto,
-    /// Nsight Systems SQLite export.
-    Nsys,
-    /// `nvidia-smi dmon` log.
-    Dmon,
-    /// `nvidia-smi --query-gpu` CSV log.
-    SmiQuery,
-    /// `nvidia-smi -q -x` XML.
-    SmiXml,
-}
 
 /// Options that change how files are read.
 #[derive(Debug, Clone, Default)]
@@ -147,25 +132,10 @@ pub fn read_input(path: &Path) -> Result<(Vec<u8>, Vec<String>), LoadError> {
     }
 }
 
-/// Detects the format of decompressed content.
-pub fn sniff(data: &[u8]) -> Option<Format> {
-    let head = &data[..data.len().min(4096)];
-    if nsys::is_applicable(head) == Some(true) {
-        return Some(Format::Nsys);
-    }
-    if smi_xml::is_applicable(head) == Some(true) {
-        return Some(Format::SmiXml);
-    }
-    if kineto::is_applicable(head) == Some(true) {
-        return Some(Format::Kineto);
-    }
-    if dmon::is_applicable(head) == Some(true) {
-        return Some(Format::Dmon);
-    }
-    if smi_query::is_applicable(head) == Some(true) {
-        return Some(Format::SmiQuery);
-    }
-    None
+/// The format of decompressed content, by the first reader in [`formats::READERS`] that
+/// recognises it.
+pub fn sniff(data: &[u8]) -> Option<&'static SourceFormat> {
+    formats::recognise(&data[..data.len().min(4096)]).map(|r| r.format)
 }
 
 /// Formats bytes with binary units (`36.8 MiB`).
@@ -266,9 +236,11 @@ fn read_file(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> {
         }
     }
     check_memory(path, &name, meta.len(), &magic[..got], options.memory_limit)?;
-    // SQLite is opened in place (read-only, immutable), never read into memory.
-    if nsys::is_applicable(&magic[..got]) == Some(true) {
-        return nsys::parse(path);
+    // A database is opened in place (SQLite: read-only, immutable), never read into memory.
+    if let Some(r) = formats::recognise(&magic[..got])
+        && let Input::Database(open) = r.input
+    {
+        return open(path, name);
     }
     use std::io::Seek;
     file.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
@@ -304,47 +276,49 @@ fn read_file(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> {
     if head.is_empty() {
         return Err(LoadError::Empty { path: name });
     }
-    let format = sniff(&head);
-    if gz && format == Some(Format::Nsys) {
-        return gunzipped_sqlite(path, &name, head, reader, options.memory_limit);
-    }
-    if format == Some(Format::Kineto) {
-        if !gz && let Some(map) = map_read_only(path) {
-            let progress = options.progress.as_deref();
-            let release = |chunk: &[u8]| release_pages(&map, chunk);
-            let t = kineto::parse_slice(&map, &name, progress, Some(&release));
-            if let Some(c) = progress {
-                c.fetch_max(map.len() as u64, std::sync::atomic::Ordering::Relaxed);
-            }
-            return t;
-        }
-        let chained = std::io::Cursor::new(head).chain(reader);
-        return match kineto::parse_reader(chained, &name, Vec::new()) {
-            Ok(mut t) => {
-                if let Some(i) = &mut t.stats.incomplete {
-                    i.compressed = gz;
-                    i.file_bytes = meta.len();
-                    i.file_bytes_read = file_read().min(meta.len());
-                }
-                Ok(t)
-            }
-            // Where in the file the compressed data turned unreadable.
-            Err(LoadError::Gzip { path, msg }) => Err(LoadError::Gzip {
-                msg: format!(
-                    "{msg} (about {} of the file's {} bytes read)",
-                    file_read().min(meta.len()),
-                    meta.len()
-                ),
-                path,
-            }),
-            Err(e) => Err(e),
-        };
-    }
-    let Some(format) = format else {
+    let Some(found) = formats::recognise(&head[..head.len().min(4096)]) else {
         return Err(LoadError::NotATrace {
             path: name.clone(),
             why: describe_content(&head),
         });
+    };
+    let text = match found.input {
+        Input::Database(open) => {
+            return gunzipped_sqlite(path, &name, head, reader, options.memory_limit, open);
+        }
+        Input::Text(text) => text,
+        Input::Stream { slice, stream } => {
+            if !gz && let Some(map) = map_read_only(path) {
+                let progress = options.progress.as_deref();
+                let release = |chunk: &[u8]| release_pages(&map, chunk);
+                let t = slice(&map, &name, progress, Some(&release));
+                if let Some(c) = progress {
+                    c.fetch_max(map.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                }
+                return t;
+            }
+            let chained = Box::new(std::io::Cursor::new(head).chain(reader));
+            return match stream(chained, &name) {
+                Ok(mut t) => {
+                    if let Some(i) = &mut t.stats.incomplete {
+                        i.compressed = gz;
+                        i.file_bytes = meta.len();
+                        i.file_bytes_read = file_read().min(meta.len());
+                    }
+                    Ok(t)
+                }
+                // Where in the file the compressed data turned unreadable.
+                Err(LoadError::Gzip { path, msg }) => Err(LoadError::Gzip {
+                    msg: format!(
+                        "{msg} (about {} of the file's {} bytes read)",
+                        file_read().min(meta.len()),
+                        meta.len()
+                    ),
+                    path,
+                }),
+                Err(e) => Err(e),
+            };
+        }
     };
     // The nvidia-smi formats are small text: read them whole.
     let mut data = head;
@@ -355,18 +329,7 @@ fn read_file(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> {
         Err(e) if gz => return Err(gzip_err(e)),
         Err(e) => return Err(io(e)),
     }
-    let clock = formats::counter_log::ClockOptions {
-        utc_offset_s: options.utc_offset_s,
-    };
-    let mut trace = match format {
-        Format::SmiXml => smi_xml::parse(&data, &name),
-        Format::Dmon => dmon::parse(&data, &name, clock),
-        Format::SmiQuery => smi_query::parse(&data, &name, clock),
-        Format::Kineto | Format::Nsys => Err(LoadError::NotATrace {
-            path: name.clone(),
-            why: "a compressed SQLite database: decompress it first".into(),
-        }),
-    }?;
+    let mut trace = text(&data, &name, &options)?;
     if stream_cut || trace.stats.incomplete.is_some() {
         trace.stats.truncated = true;
         let i = trace.stats.incomplete.get_or_insert_with(|| Incomplete {
@@ -405,6 +368,7 @@ fn gunzipped_sqlite(
     head: Vec<u8>,
     mut rest: Box<dyn Read + Send>,
     limit: budget::MemoryLimit,
+    open: fn(&Path, String) -> Result<Trace, LoadError>,
 ) -> Result<Trace, LoadError> {
     use std::io::Write;
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -454,7 +418,7 @@ fn gunzipped_sqlite(
     drop(out);
     let len = std::fs::metadata(&tmp.0).map_or(0, |m| m.len());
     check_memory(path, name, len, &head[..head.len().min(16)], limit)?;
-    let mut trace = nsys::parse_named(&tmp.0, name.to_string())?;
+    let mut trace = open(&tmp.0, name.to_string())?;
     trace.stats.notes.push(format!(
         "decompressed from gzip into a temporary file ({})",
         fmt_bytes(len)

@@ -4,7 +4,7 @@
 //! is never modified (checksum before and after). Skips when `../shared` is absent.
 
 use std::path::{Path, PathBuf};
-use tracehound_parsers::{GpuOpKind, HostKind, LoadError, SourceFormat, load};
+use tracehound_parsers::{GpuOpKind, HostKind, LoadError, load};
 
 /// (file, kernels, memcpys, memsets, syncs, runtime calls, NVTX ranges (eventType 59/60 with an
 ///  end), pageable memcpys (srcKind or dstKind 0), CUDA_GPU_MEMORY_USAGE_EVENTS rows)
@@ -172,7 +172,7 @@ fn nsys_corpus_counts() {
         let before = checksum(&path);
         let t = load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(checksum(&path), before, "{name} was modified");
-        assert_eq!(t.meta.format, Some(SourceFormat::Nsys));
+        assert_eq!(t.meta.format.map(|f| f.id), Some("nsys"));
         let gpu = |k: GpuOpKind| t.gpu_ops.iter().filter(|o| o.kind == k).count();
         let host = |k: HostKind| t.host_spans.iter().filter(|s| s.kind == k).count();
         let got = (

@@ -44,7 +44,7 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
                 let n = top.unwrap_or(usize::MAX).min(r.analysis.findings.len());
                 TraceDoc {
                     source: &r.trace.source,
-                    format: r.trace.meta.format.map_or("kineto", |f| f.id()),
+                    format: r.trace.meta.format.map_or("kineto", |f| f.id),
                     format_version: &r.trace.meta.format_version,
                     events: r.trace.stats.events_total,
                     truncated: r.trace.stats.truncated,

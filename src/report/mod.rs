@@ -296,7 +296,7 @@ pub fn gpu_names(t: &Trace) -> String {
 pub fn format_name(t: &Trace) -> (&'static str, &'static str) {
     t.meta
         .format
-        .unwrap_or(tracehound_parsers::SourceFormat::Kineto)
+        .unwrap_or(&tracehound_parsers::kineto::FORMAT)
         .describe()
 }
 
@@ -393,7 +393,6 @@ fn capture_lines(c: &tracehound_parsers::Capture) -> String {
 /// `tracehound info`: what was detected and loaded.
 pub fn info(t: &Trace) -> String {
     use std::fmt::Write;
-    use tracehound_parsers::SourceFormat as F;
     let mut s = String::new();
     let count = |k: GpuOpKind| t.gpu_ops.iter().filter(|o| o.kind == k).count();
     let hcount = |k: HostKind| t.host_spans.iter().filter(|o| o.kind == k).count();
@@ -405,7 +404,7 @@ pub fn info(t: &Trace) -> String {
         "  input: {} of {unit}, {} {}{}",
         fmt_bytes(t.stats.bytes_total),
         t.stats.events_total,
-        t.meta.format.map_or("events", |f| f.records()),
+        t.meta.format.map_or("events", |f| f.records),
         if t.stats.truncated {
             format!(" (TRUNCATED: parsed {})", fmt_bytes(t.stats.bytes_parsed))
         } else {
@@ -416,11 +415,12 @@ pub fn info(t: &Trace) -> String {
         let _ = writeln!(s, "  span: {}", fmt_ns(b - a));
     }
     if let Some(off) = t.meta.epoch_offset_ns.filter(|o| *o != 0) {
-        let origin = match t.meta.format {
-            Some(F::Nsys) => "TARGET_INFO_SESSION_START_TIME",
-            _ => "baseTimeNanoseconds",
-        };
-        let _ = writeln!(s, "  clock: timeline + {off} ns = Unix epoch ns ({origin})");
+        let origin = t.meta.format.and_then(|f| f.clock_origin);
+        let _ = writeln!(
+            s,
+            "  clock: timeline + {off} ns = Unix epoch ns{}",
+            origin.map(|o| format!(" ({o})")).unwrap_or_default()
+        );
     }
     if !t.meta.gpus.is_empty() {
         let mut names: Vec<&str> = t.meta.gpus.iter().map(|g| g.name.as_str()).collect();
@@ -432,7 +432,7 @@ pub fn info(t: &Trace) -> String {
             names.join(", ")
         );
     }
-    let trace_like = t.meta.format.is_none_or(|f| f.records_gpu_work());
+    let trace_like = t.meta.format.is_none_or(|f| f.records_gpu_work);
     if trace_like {
         let _ = writeln!(s, "  GPUs used: {}", gpu_names(t));
         if let Some(r) = t.meta.rank {

@@ -101,7 +101,7 @@ impl SeriesBuilder {
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn counter_trace(
     source: &str,
-    format: SourceFormat,
+    format: &'static SourceFormat,
     format_version: String,
     rows: u64,
     bytes: usize,

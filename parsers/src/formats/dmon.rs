@@ -13,6 +13,31 @@ use super::counter_log::{ClockOptions, SeriesBuilder, counter_trace, epoch_ns, p
 use crate::error::LoadError;
 use crate::model::*;
 
+/// The format.
+pub static FORMAT: SourceFormat = SourceFormat {
+    id: "dmon",
+    name: "nvidia-smi dmon log",
+    input: "text",
+    records: "sample lines",
+    records_gpu_work: false,
+    clock_origin: None,
+};
+
+/// The reader: a small text file read whole.
+pub static READER: super::Reader = super::Reader {
+    format: &FORMAT,
+    is_applicable,
+    input: super::Input::Text(|data, source, o| {
+        parse(
+            data,
+            source,
+            ClockOptions {
+                utc_offset_s: o.utc_offset_s,
+            },
+        )
+    }),
+};
+
 /// Does `head` look like a dmon log (a `#` header line naming the `gpu` column)?
 pub fn is_applicable(head: &[u8]) -> Option<bool> {
     let text = String::from_utf8_lossy(head);
@@ -147,7 +172,7 @@ pub fn parse(data: &[u8], source: &str, clock: ClockOptions) -> Result<Trace, Lo
     };
     let mut trace = counter_trace(
         source,
-        SourceFormat::Dmon,
+        &FORMAT,
         format!("columns: {}", names.join(" ")),
         rows,
         data.len(),

@@ -1,6 +1,8 @@
-//! The readers, one module (or folder) per input format. A reader reads its own format into
-//! the model and imports no other reader; what two readers share is a helper module here
-//! ([`counter_log`]).
+//! The readers, one module (or folder) per input format, and [`READERS`], the one list of
+//! them. A reader declares its format ([`SourceFormat`]: id, name, what it records, where its
+//! clock starts), how to recognise it from a file's first bytes and how it takes its input;
+//! it imports no other reader. What two readers share is a helper module here
+//! ([`counter_log`]), not a reader.
 
 pub mod counter_log;
 pub mod dmon;
@@ -8,3 +10,68 @@ pub mod kineto;
 pub mod nsys;
 pub mod smi_query;
 pub mod smi_xml;
+
+use crate::error::LoadError;
+use crate::model::{SourceFormat, Trace};
+use std::path::Path;
+
+/// Every reader, in the order their recognisers are asked: the exact signatures (SQLite's
+/// header, XML's declaration) before the loose ones (a JSON brace, a `#` line).
+pub static READERS: &[&Reader] = &[
+    &nsys::READER,
+    &smi_xml::READER,
+    &kineto::READER,
+    &dmon::READER,
+    &smi_query::READER,
+];
+
+/// One input format's reader.
+pub struct Reader {
+    /// What the format is, as the rest of the tool sees it.
+    pub format: &'static SourceFormat,
+    /// Whether a file's first bytes (decompressed) are this format: `Some(true)` yes,
+    /// `Some(false)` no, `None` when that much cannot tell.
+    pub is_applicable: fn(&[u8]) -> Option<bool>,
+    /// How it takes its input.
+    pub input: Input,
+}
+
+/// Called with each chunk of an input held in memory once it is parsed, so that a mapped
+/// file's pages can be given back as the parse moves on.
+pub type Release<'d> = &'d (dyn Fn(&[u8]) + Sync);
+
+/// Reads a whole input held in memory: the bytes, the name, the progress counter raised as
+/// chunks are handed out, the page release.
+pub type ReadSlice = for<'d> fn(
+    &'d [u8],
+    &str,
+    Option<&'d std::sync::atomic::AtomicU64>,
+    Option<Release<'d>>,
+) -> Result<Trace, LoadError>;
+
+/// How a reader takes its input: the three ways differ in what `load` must prepare.
+pub enum Input {
+    /// A database opened in place by path (a compressed one is inflated to a temporary file
+    /// first); the name is the one to show for it.
+    Database(fn(&Path, String) -> Result<Trace, LoadError>),
+    /// Streamed: a plain file mapped and read where it lies (`slice`: the bytes, the name,
+    /// the progress counter raised as chunks are handed out, the page release), a compressed
+    /// one read through (`stream`: the reader, the name).
+    Stream {
+        /// A whole input held in memory.
+        slice: ReadSlice,
+        /// An input read as it is decompressed.
+        stream: fn(Box<dyn std::io::Read + Send>, &str) -> Result<Trace, LoadError>,
+    },
+    /// Small text read whole: the bytes, the name, the options that change how it is read
+    /// (the UTC offset of wall-clock logs).
+    Text(fn(&[u8], &str, &crate::LoadOptions) -> Result<Trace, LoadError>),
+}
+
+/// The reader whose recogniser says yes to `head`, asked in [`READERS`] order.
+pub fn recognise(head: &[u8]) -> Option<&'static Reader> {
+    READERS
+        .iter()
+        .copied()
+        .find(|r| (r.is_applicable)(head) == Some(true))
+}

@@ -24,6 +24,23 @@ use std::path::Path;
 /// The 16-byte header of every SQLite 3 database.
 pub const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
 
+/// The format.
+pub static FORMAT: SourceFormat = SourceFormat {
+    id: "nsys",
+    name: "Nsight Systems SQLite export",
+    input: "SQLite",
+    records: "rows",
+    records_gpu_work: true,
+    clock_origin: Some("TARGET_INFO_SESSION_START_TIME"),
+};
+
+/// The reader: the database is opened in place, read-only.
+pub static READER: super::Reader = super::Reader {
+    format: &FORMAT,
+    is_applicable,
+    input: super::Input::Database(parse_named),
+};
+
 /// Does `head` start like an SQLite database? (Whether it is an nsys export is decided by
 /// its tables, in [`parse`].)
 pub fn is_applicable(head: &[u8]) -> Option<bool> {
@@ -482,7 +499,7 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
         source: source.clone(),
         ..Default::default()
     };
-    trace.meta.format = Some(SourceFormat::Nsys);
+    trace.meta.format = Some(&FORMAT);
     // Whether the capture asked for CUDA events, and what nsys said about them: an export
     // without CUDA tables from a capture that traced CUDA saw no CUDA call, which is not the
     // same as tracing being off.

@@ -11,6 +11,23 @@ use crate::model::*;
 use quick_xml::Reader;
 use quick_xml::events::Event;
 
+/// The format.
+pub static FORMAT: SourceFormat = SourceFormat {
+    id: "smi_xml",
+    name: "nvidia-smi -q -x XML",
+    input: "XML",
+    records: "GPUs",
+    records_gpu_work: false,
+    clock_origin: None,
+};
+
+/// The reader: a small text file read whole.
+pub static READER: super::Reader = super::Reader {
+    format: &FORMAT,
+    is_applicable,
+    input: super::Input::Text(|data, source, _| parse(data, source)),
+};
+
 /// Does `head` look like nvidia-smi XML?
 pub fn is_applicable(head: &[u8]) -> Option<bool> {
     let text = String::from_utf8_lossy(head);
@@ -183,7 +200,7 @@ pub fn parse(data: &[u8], source: &str) -> Result<Trace, LoadError> {
         ..Default::default()
     };
     trace.strings.intern("");
-    trace.meta.format = Some(SourceFormat::SmiXml);
+    trace.meta.format = Some(&FORMAT);
     trace.meta.stack.driver = driver.clone();
     trace.meta.stack.driver_cuda = cuda.as_deref().and_then(|c| {
         let (a, b) = c.trim().split_once('.')?;

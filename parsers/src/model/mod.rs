@@ -130,61 +130,38 @@ impl ArgsTable {
     }
 }
 
-/// The input format a trace came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SourceFormat {
-    /// PyTorch profiler / Kineto Chrome trace JSON.
-    Kineto,
-    /// Nsight Systems SQLite export.
-    Nsys,
-    /// `nvidia-smi dmon` log.
-    Dmon,
-    /// `nvidia-smi --query-gpu=... --format=csv` log.
-    SmiQuery,
-    /// `nvidia-smi -q -x` XML.
-    SmiXml,
-}
-
-/// What the rest of the tool says about a format: each property in one place, so a new
-/// format is its reader, a variant here and its line in `sniff`.
-impl SourceFormat {
+/// What the rest of the tool knows about an input format. Each reader declares its own
+/// (`formats::NAME::FORMAT`) beside its code, so a new format is its module and its line in
+/// `formats::READERS`; nothing else lists the formats.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SourceFormat {
     /// The id in JSON output (`kineto`, `nsys`, `dmon`, `smi_query`, `smi_xml`).
-    pub fn id(self) -> &'static str {
-        match self {
-            SourceFormat::Kineto => "kineto",
-            SourceFormat::Nsys => "nsys",
-            SourceFormat::Dmon => "dmon",
-            SourceFormat::SmiQuery => "smi_query",
-            SourceFormat::SmiXml => "smi_xml",
-        }
-    }
-
-    /// Its name for people, and what its input is (`JSON`, `SQLite` ...).
-    pub fn describe(self) -> (&'static str, &'static str) {
-        match self {
-            SourceFormat::Kineto => ("PyTorch profiler (Kineto) trace", "JSON"),
-            SourceFormat::Nsys => ("Nsight Systems SQLite export", "SQLite"),
-            SourceFormat::Dmon => ("nvidia-smi dmon log", "text"),
-            SourceFormat::SmiQuery => ("nvidia-smi --query-gpu CSV log", "CSV"),
-            SourceFormat::SmiXml => ("nvidia-smi -q -x XML", "XML"),
-        }
-    }
-
+    pub id: &'static str,
+    /// Its name for people (`Nsight Systems SQLite export`).
+    pub name: &'static str,
+    /// What its input is (`JSON`, `SQLite`, `text` ...).
+    pub input: &'static str,
     /// What one of its input records is called (`events`, `rows`, `sample lines`, `GPUs`).
-    pub fn records(self) -> &'static str {
-        match self {
-            SourceFormat::Kineto => "events",
-            SourceFormat::Nsys => "rows",
-            SourceFormat::Dmon | SourceFormat::SmiQuery => "sample lines",
-            SourceFormat::SmiXml => "GPUs",
-        }
-    }
-
+    pub records: &'static str,
     /// Whether it records a process's GPU work (a rank of a job), rather than counters or an
     /// inventory of GPUs beside such a trace.
-    pub fn records_gpu_work(self) -> bool {
-        matches!(self, SourceFormat::Kineto | SourceFormat::Nsys)
+    pub records_gpu_work: bool,
+    /// Where the absolute time of timeline 0 comes from, when the format records it (the
+    /// field or table `tracehound info` names beside the offset).
+    pub clock_origin: Option<&'static str>,
+}
+
+impl SourceFormat {
+    /// Its name for people and what its input is, as [`Self::name`] and [`Self::input`].
+    pub fn describe(&self) -> (&'static str, &'static str) {
+        (self.name, self.input)
+    }
+}
+
+/// A format is written to JSON as its id.
+impl Serialize for SourceFormat {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.id)
     }
 }
 
@@ -207,7 +184,7 @@ pub struct GpuInfo {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct TraceMeta {
     /// The format the trace was read from.
-    pub format: Option<SourceFormat>,
+    pub format: Option<&'static SourceFormat>,
     /// Format details, e.g. `schemaVersion 1, CUPTI 28`.
     pub format_version: String,
     /// GPUs listed by the trace (every GPU visible to the process, not only the used ones).

@@ -45,9 +45,27 @@ pub fn parse(data: &[u8], source: &str) -> Result<Trace, LoadError> {
     parse_slice(data, source, None, None)
 }
 
-/// Called with each chunk of an input held in memory once it is parsed, so that a mapped
-/// file's pages can be given back as the parse moves on.
-pub type Release<'d> = &'d (dyn Fn(&[u8]) + Sync);
+pub use super::Release;
+
+/// The format.
+pub static FORMAT: SourceFormat = SourceFormat {
+    id: "kineto",
+    name: "PyTorch profiler (Kineto) trace",
+    input: "JSON",
+    records: "events",
+    records_gpu_work: true,
+    clock_origin: Some("baseTimeNanoseconds"),
+};
+
+/// The reader: streamed, mapped where it lies when the file is plain.
+pub static READER: super::Reader = super::Reader {
+    format: &FORMAT,
+    is_applicable,
+    input: super::Input::Stream {
+        slice: parse_slice,
+        stream: |r, source| parse_reader(r, source, Vec::new()),
+    },
+};
 
 /// Parses a whole Kineto trace held in memory (a mapped file): chunks of events are parsed
 /// where they lie instead of being copied, and lines are counted only to report bad JSON.
@@ -1012,7 +1030,7 @@ impl Builder {
             source: source.to_string(),
             ..Default::default()
         };
-        trace.meta.format = Some(SourceFormat::Kineto);
+        trace.meta.format = Some(&FORMAT);
         trace.strings.intern("");
         Builder {
             trace,
