@@ -226,6 +226,117 @@ fn rules_read_the_core_never_another_rule() {
     }
 }
 
+/// The readers registered in `parsers/src/formats/mod.rs`'s `READERS` (`&nsys::READER` ...).
+fn registered_readers() -> Vec<String> {
+    let text = std::fs::read_to_string(root().join("parsers/src/formats/mod.rs"))
+        .expect("parsers/src/formats/mod.rs");
+    let code = product_code(&text);
+    let list = code
+        .split_once("READERS")
+        .and_then(|(_, rest)| rest.split_once("= &["))
+        .and_then(|(_, rest)| rest.split_once("];"))
+        .map(|(list, _)| list)
+        .expect("a READERS list in formats/mod.rs");
+    list.split(',')
+        .filter_map(|item| item.trim().strip_prefix('&'))
+        .filter_map(|item| item.strip_suffix("::READER"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The source files of reader `name`: `formats/NAME.rs`, or every file of `formats/NAME/`.
+fn reader_files(name: &str) -> Vec<PathBuf> {
+    let formats = root().join("parsers/src/formats");
+    let dir = formats.join(name);
+    let mut files = Vec::new();
+    if dir.is_dir() {
+        rust_files(&dir, &mut files);
+    } else {
+        files.push(formats.join(format!("{name}.rs")));
+    }
+    files
+}
+
+#[test]
+fn the_model_imports_no_format_and_no_reader_imports_another() {
+    let readers = registered_readers();
+    assert!(
+        readers.len() >= 5 && readers.iter().any(|r| r == "kineto"),
+        "readers read from READERS: {readers:?}"
+    );
+    // The model is the floor every reader stands on: it names no format.
+    let mut model = Vec::new();
+    rust_files(&root().join("parsers/src/model"), &mut model);
+    assert!(model.len() >= 4, "model files read: {model:?}");
+    for f in &model {
+        let code = product_code(&std::fs::read_to_string(f).expect("source"));
+        assert!(
+            !code.contains("formats::")
+                && readers
+                    .iter()
+                    .all(|r| !code.contains(&format!("crate::{r}"))),
+            "{} (the model) imports a format",
+            f.display()
+        );
+    }
+    for reader in &readers {
+        let files = reader_files(reader);
+        for f in &files {
+            let code = product_code(
+                &std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display())),
+            );
+            for other in readers.iter().filter(|o| *o != reader) {
+                for pattern in [
+                    format!("super::{other}::"),
+                    format!("formats::{other}"),
+                    format!("crate::{other}::"),
+                ] {
+                    assert!(
+                        !code.contains(&pattern),
+                        "{} (the {reader} reader) imports another reader: {pattern}",
+                        f.display()
+                    );
+                }
+            }
+        }
+        // Its descriptor and reader sit beside its code.
+        let all: String = files
+            .iter()
+            .map(|f| std::fs::read_to_string(f).expect("source"))
+            .collect();
+        for item in [
+            "pub static FORMAT: SourceFormat",
+            "pub static READER: super::Reader",
+        ] {
+            assert!(
+                all.contains(item),
+                "the {reader} reader declares no `{item}`"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_read_trace_is_finished_in_one_place() {
+    // Every reader hands over a `Parsed` trace; `Parsed::finish` in the model is the one
+    // place a trace is finished and its capture described, so no reader can forget either.
+    let mut files = Vec::new();
+    rust_files(&root().join("parsers/src"), &mut files);
+    let mut callers = Vec::new();
+    for f in &files {
+        let code = product_code(&std::fs::read_to_string(f).expect("source"));
+        if code.contains("Capture::from_events(") || code.contains("trace.finish()") {
+            callers.push(
+                f.strip_prefix(root())
+                    .expect("under the root")
+                    .display()
+                    .to_string(),
+            );
+        }
+    }
+    assert_eq!(callers, ["parsers/src/model/mod.rs"]);
+}
+
 #[test]
 fn the_python_package_calls_the_pipeline_not_the_command_line() {
     let mut files = Vec::new();

@@ -240,7 +240,7 @@ fn read_file(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> {
     if let Some(r) = formats::recognise(&magic[..got])
         && let Input::Database(open) = r.input
     {
-        return open(path, name);
+        return open(path, name).map(Parsed::finish);
     }
     use std::io::Seek;
     file.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
@@ -291,14 +291,14 @@ fn read_file(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> {
             if !gz && let Some(map) = map_read_only(path) {
                 let progress = options.progress.as_deref();
                 let release = |chunk: &[u8]| release_pages(&map, chunk);
-                let t = slice(&map, &name, progress, Some(&release));
+                let t = slice(&map, &name, progress, Some(&release)).map(Parsed::finish);
                 if let Some(c) = progress {
                     c.fetch_max(map.len() as u64, std::sync::atomic::Ordering::Relaxed);
                 }
                 return t;
             }
             let chained = Box::new(std::io::Cursor::new(head).chain(reader));
-            return match stream(chained, &name) {
+            return match stream(chained, &name).map(Parsed::finish) {
                 Ok(mut t) => {
                     if let Some(i) = &mut t.stats.incomplete {
                         i.compressed = gz;
@@ -329,7 +329,7 @@ fn read_file(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> {
         Err(e) if gz => return Err(gzip_err(e)),
         Err(e) => return Err(io(e)),
     }
-    let mut trace = text(&data, &name, &options)?;
+    let mut trace = text(&data, &name, &options)?.finish();
     if stream_cut || trace.stats.incomplete.is_some() {
         trace.stats.truncated = true;
         let i = trace.stats.incomplete.get_or_insert_with(|| Incomplete {
@@ -368,7 +368,7 @@ fn gunzipped_sqlite(
     head: Vec<u8>,
     mut rest: Box<dyn Read + Send>,
     limit: budget::MemoryLimit,
-    open: fn(&Path, String) -> Result<Trace, LoadError>,
+    open: fn(&Path, String) -> Result<Parsed, LoadError>,
 ) -> Result<Trace, LoadError> {
     use std::io::Write;
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -394,7 +394,7 @@ fn gunzipped_sqlite(
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
             let inflated = std::fs::metadata(&tmp.0).map_or(0, |m| m.len());
-            let of = match nsys::declared_size(&head) {
+            let of = match formats::sqlite::declared_size(&head) {
                 Some(d) => format!(
                     "{inflated} bytes of the SQLite database, of the {d} its header declares ({:.1}%)",
                     100.0 * inflated as f64 / d.max(1) as f64
@@ -418,7 +418,7 @@ fn gunzipped_sqlite(
     drop(out);
     let len = std::fs::metadata(&tmp.0).map_or(0, |m| m.len());
     check_memory(path, name, len, &head[..head.len().min(16)], limit)?;
-    let mut trace = open(&tmp.0, name.to_string())?;
+    let mut trace = open(&tmp.0, name.to_string())?.finish();
     trace.stats.notes.push(format!(
         "decompressed from gzip into a temporary file ({})",
         fmt_bytes(len)

@@ -108,7 +108,7 @@ pub(crate) fn counter_trace(
     bad: &[usize],
     clock: CounterClock,
     builder: SeriesBuilder,
-) -> Trace {
+) -> Parsed {
     let mut trace = Trace {
         source: source.to_string(),
         ..Default::default()
@@ -130,17 +130,18 @@ pub(crate) fn counter_trace(
     }
     trace.counter_clock = Some(clock);
     trace.counters = builder.finish();
-    trace.finish();
-    let mut capture = Capture::from_events(&trace);
-    capture.counter_period = Some(
-        match clock {
-            CounterClock::Wall { .. } => measured_period(&trace.counters),
-            CounterClock::Relative { .. } => None,
-        }
-        .unwrap_or_else(CounterPeriod::assumed),
-    );
-    trace.meta.capture = capture;
-    trace
+    Parsed {
+        trace,
+        declare: Box::new(move |trace, capture| {
+            capture.counter_period = Some(
+                match clock {
+                    CounterClock::Wall { .. } => measured_period(&trace.counters),
+                    CounterClock::Relative { .. } => None,
+                }
+                .unwrap_or_else(CounterPeriod::assumed),
+            );
+        }),
+    }
 }
 
 /// The sampling interval the timestamps show: the median step between consecutive samples of

@@ -28,7 +28,7 @@ pub static READER: super::Reader = super::Reader {
     format: &FORMAT,
     is_applicable,
     input: super::Input::Text(|data, source, o| {
-        parse(
+        read(
             data,
             source,
             ClockOptions {
@@ -53,6 +53,11 @@ pub fn is_applicable(head: &[u8]) -> Option<bool> {
 
 /// Parses a dmon log.
 pub fn parse(data: &[u8], source: &str, clock: ClockOptions) -> Result<Trace, LoadError> {
+    read(data, source, clock).map(Parsed::finish)
+}
+
+/// [`parse`], before the trace is finished.
+pub fn read(data: &[u8], source: &str, clock: ClockOptions) -> Result<Parsed, LoadError> {
     let text = String::from_utf8_lossy(data);
     let offset = clock.utc_offset_s.unwrap_or(0);
     let mut names: Vec<String> = Vec::new();
@@ -170,7 +175,7 @@ pub fn parse(data: &[u8], source: &str, clock: ClockOptions) -> Result<Trace, Lo
             interval_ns: 1_000_000_000,
         }
     };
-    let mut trace = counter_trace(
+    let mut parsed = counter_trace(
         source,
         &FORMAT,
         format!("columns: {}", names.join(" ")),
@@ -180,13 +185,14 @@ pub fn parse(data: &[u8], source: &str, clock: ClockOptions) -> Result<Trace, Lo
         counter_clock,
         builder,
     );
-    trace.stats.notes = notes;
+    parsed.trace.stats.notes = notes;
     if wall && relative {
-        trace
+        parsed
+            .trace
             .warnings
             .push("some lines have dates and some do not: only dated lines are aligned".into());
     }
-    Ok(trace)
+    Ok(parsed)
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! them. A reader declares its format ([`SourceFormat`]: id, name, what it records, where its
 //! clock starts), how to recognise it from a file's first bytes and how it takes its input;
 //! it imports no other reader. What two readers share is a helper module here
-//! ([`counter_log`]), not a reader.
+//! ([`counter_log`], [`sqlite`]), not a reader.
 
 pub mod counter_log;
 pub mod dmon;
@@ -10,9 +10,10 @@ pub mod kineto;
 pub mod nsys;
 pub mod smi_query;
 pub mod smi_xml;
+pub mod sqlite;
 
 use crate::error::LoadError;
-use crate::model::{SourceFormat, Trace};
+use crate::model::{Parsed, SourceFormat};
 use std::path::Path;
 
 /// Every reader, in the order their recognisers are asked: the exact signatures (SQLite's
@@ -25,7 +26,8 @@ pub static READERS: &[&Reader] = &[
     &smi_query::READER,
 ];
 
-/// One input format's reader.
+/// One input format's reader. Its functions hand over a [`Parsed`] trace, which `load`
+/// finishes.
 pub struct Reader {
     /// What the format is, as the rest of the tool sees it.
     pub format: &'static SourceFormat,
@@ -47,13 +49,13 @@ pub type ReadSlice = for<'d> fn(
     &str,
     Option<&'d std::sync::atomic::AtomicU64>,
     Option<Release<'d>>,
-) -> Result<Trace, LoadError>;
+) -> Result<Parsed, LoadError>;
 
 /// How a reader takes its input: the three ways differ in what `load` must prepare.
 pub enum Input {
     /// A database opened in place by path (a compressed one is inflated to a temporary file
     /// first); the name is the one to show for it.
-    Database(fn(&Path, String) -> Result<Trace, LoadError>),
+    Database(fn(&Path, String) -> Result<Parsed, LoadError>),
     /// Streamed: a plain file mapped and read where it lies (`slice`: the bytes, the name,
     /// the progress counter raised as chunks are handed out, the page release), a compressed
     /// one read through (`stream`: the reader, the name).
@@ -61,11 +63,11 @@ pub enum Input {
         /// A whole input held in memory.
         slice: ReadSlice,
         /// An input read as it is decompressed.
-        stream: fn(Box<dyn std::io::Read + Send>, &str) -> Result<Trace, LoadError>,
+        stream: fn(Box<dyn std::io::Read + Send>, &str) -> Result<Parsed, LoadError>,
     },
     /// Small text read whole: the bytes, the name, the options that change how it is read
     /// (the UTC offset of wall-clock logs).
-    Text(fn(&[u8], &str, &crate::LoadOptions) -> Result<Trace, LoadError>),
+    Text(fn(&[u8], &str, &crate::LoadOptions) -> Result<Parsed, LoadError>),
 }
 
 /// The reader whose recogniser says yes to `head`, asked in [`READERS`] order.

@@ -38,7 +38,7 @@ pub static FORMAT: SourceFormat = SourceFormat {
 pub static READER: super::Reader = super::Reader {
     format: &FORMAT,
     is_applicable,
-    input: super::Input::Database(parse_named),
+    input: super::Input::Database(read_named),
 };
 
 /// Does `head` start like an SQLite database? (Whether it is an nsys export is decided by
@@ -401,37 +401,6 @@ pub fn split_global_tid(g: i64) -> (i64, i64) {
     ((g >> 24) & 0xFF_FFFF, g & 0xFF_FFFF)
 }
 
-/// The size in bytes a SQLite database's header declares (page size times pages), when the
-/// header says it (the page count is valid only where the change counter matches the
-/// version-valid-for number, as SQLite itself checks).
-pub fn declared_size(header: &[u8]) -> Option<u64> {
-    let be32 = |at: usize| -> Option<u32> {
-        Some(u32::from_be_bytes(header.get(at..at + 4)?.try_into().ok()?))
-    };
-    let page = match u16::from_be_bytes(header.get(16..18)?.try_into().ok()?) {
-        1 => 65_536,
-        p => u64::from(p),
-    };
-    let pages = be32(28)?;
-    (pages > 0 && be32(24)? == be32(92)? && page >= 512).then(|| page * u64::from(pages))
-}
-
-/// Why a database file cannot be read in full: it is shorter than its header declares.
-fn cut_short(path: &Path) -> Option<String> {
-    use std::io::Read;
-    let mut header = [0u8; 100];
-    let mut f = std::fs::File::open(path).ok()?;
-    f.read_exact(&mut header).ok()?;
-    let declared = declared_size(&header)?;
-    let len = f.metadata().ok()?.len();
-    (len < declared).then(|| {
-        format!(
-            "the SQLite database is cut short: the file holds {len} of the {declared} bytes its header declares ({:.1}%), as when an export is copied while nsys still writes it; a database cannot be read in part (its tables' pages point past the cut): export it again (nsys export --type sqlite)",
-            100.0 * len as f64 / declared as f64
-        )
-    })
-}
-
 /// Loads an Nsight Systems SQLite export.
 pub fn parse(path: &Path) -> Result<Trace, LoadError> {
     parse_named(path, path.display().to_string())
@@ -440,7 +409,12 @@ pub fn parse(path: &Path) -> Result<Trace, LoadError> {
 /// [`parse`] of a database at `path` that the user knows as `source` (a `.sqlite.gz` they
 /// gave, decompressed to a temporary file): messages and the trace name `source`.
 pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
-    if let Some(why) = cut_short(path) {
+    read_named(path, source).map(Parsed::finish)
+}
+
+/// [`parse_named`], before the trace is finished.
+pub fn read_named(path: &Path, source: String) -> Result<Parsed, LoadError> {
+    if let Some(why) = super::sqlite::cut_short(path) {
         return Err(LoadError::Cut { path: source, why });
     }
     let uri = uri_path(path);
@@ -1043,37 +1017,45 @@ pub fn parse_named(path: &Path, source: String) -> Result<Trace, LoadError> {
         })?;
     }
     clock.mark("nsys: samples, memory, threads");
-    trace.finish();
-    clock.mark("nsys: finish");
     // What was traced is declared by the tables the export holds.
-    let mut capture = Capture::from_events(&trace);
-    capture.kernels = db.has("CUPTI_ACTIVITY_KIND_KERNEL");
-    capture.launch_geometry =
-        kernel_geometry && trace.gpu_ops.iter().any(|o| o.kind == GpuOpKind::Kernel);
-    capture.api_calls = db.has("CUPTI_ACTIVITY_KIND_RUNTIME");
-    capture.annotations = db.has("NVTX_EVENTS");
-    capture.os_calls = db.has("OSRT_API");
-    capture.cpu_samples = db.has("COMPOSITE_EVENTS") && db.has("SAMPLING_CALLCHAINS");
-    capture.memory_events = db.has("CUDA_GPU_MEMORY_USAGE_EVENTS");
-    capture.name_threads(
-        thread_names
-            .iter()
-            .map(|(pid, tid, n)| (*pid, *tid, n.as_str())),
-    );
-    capture.no_cpu_data = "this export has no CPU-side data; capture with `-t cuda,nvtx,osrt -s cpu`, and `--pytorch=autograd-nvtx` for a PyTorch program".into();
-    if no_gpu_data.is_empty() && capture.api_calls && trace.gpu_ops.is_empty() {
-        let calls = trace
-            .host_spans
-            .iter()
-            .filter(|s| matches!(s.kind, HostKind::Runtime | HostKind::Driver))
-            .count();
-        no_gpu_data = format!(
-            "CUDA tracing was on and recorded {calls} runtime calls, none of which ran a kernel or a copy: the program did no GPU work while the capture ran"
+    let kernels = db.has("CUPTI_ACTIVITY_KIND_KERNEL");
+    let api_calls = db.has("CUPTI_ACTIVITY_KIND_RUNTIME");
+    let annotations = db.has("NVTX_EVENTS");
+    let os_calls = db.has("OSRT_API");
+    let cpu_samples = db.has("COMPOSITE_EVENTS") && db.has("SAMPLING_CALLCHAINS");
+    let memory_events = db.has("CUDA_GPU_MEMORY_USAGE_EVENTS");
+    let declare = move |trace: &mut Trace, capture: &mut Capture| {
+        clock.mark("nsys: finish");
+        capture.kernels = kernels;
+        capture.launch_geometry =
+            kernel_geometry && trace.gpu_ops.iter().any(|o| o.kind == GpuOpKind::Kernel);
+        capture.api_calls = api_calls;
+        capture.annotations = annotations;
+        capture.os_calls = os_calls;
+        capture.cpu_samples = cpu_samples;
+        capture.memory_events = memory_events;
+        capture.name_threads(
+            thread_names
+                .iter()
+                .map(|(pid, tid, n)| (*pid, *tid, n.as_str())),
         );
-    }
-    capture.no_gpu_data = no_gpu_data;
-    trace.meta.capture = capture;
-    Ok(trace)
+        capture.no_cpu_data = "this export has no CPU-side data; capture with `-t cuda,nvtx,osrt -s cpu`, and `--pytorch=autograd-nvtx` for a PyTorch program".into();
+        if no_gpu_data.is_empty() && capture.api_calls && trace.gpu_ops.is_empty() {
+            let calls = trace
+                .host_spans
+                .iter()
+                .filter(|s| matches!(s.kind, HostKind::Runtime | HostKind::Driver))
+                .count();
+            no_gpu_data = format!(
+                "CUDA tracing was on and recorded {calls} runtime calls, none of which ran a kernel or a copy: the program did no GPU work while the capture ran"
+            );
+        }
+        capture.no_gpu_data = no_gpu_data;
+    };
+    Ok(Parsed {
+        trace,
+        declare: Box::new(declare),
+    })
 }
 
 #[cfg(test)]

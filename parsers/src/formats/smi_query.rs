@@ -23,7 +23,7 @@ pub static READER: super::Reader = super::Reader {
     format: &FORMAT,
     is_applicable,
     input: super::Input::Text(|data, source, o| {
-        parse(
+        read(
             data,
             source,
             ClockOptions {
@@ -72,6 +72,11 @@ fn metric(field: &str) -> (&str, &str) {
 
 /// Parses a `--query-gpu` CSV log.
 pub fn parse(data: &[u8], source: &str, clock: ClockOptions) -> Result<Trace, LoadError> {
+    read(data, source, clock).map(Parsed::finish)
+}
+
+/// [`parse`], before the trace is finished.
+pub fn read(data: &[u8], source: &str, clock: ClockOptions) -> Result<Parsed, LoadError> {
     let text = String::from_utf8_lossy(data);
     let offset = clock.utc_offset_s.unwrap_or(0);
     let mut header: Vec<(String, String)> = Vec::new();
@@ -157,7 +162,7 @@ pub fn parse(data: &[u8], source: &str, clock: ClockOptions) -> Result<Trace, Lo
             interval_ns: 1_000_000_000,
         }
     };
-    let mut trace = counter_trace(
+    let mut parsed = counter_trace(
         source,
         &FORMAT,
         format!("{} fields", header.len()),
@@ -167,8 +172,8 @@ pub fn parse(data: &[u8], source: &str, clock: ClockOptions) -> Result<Trace, Lo
         counter_clock,
         builder,
     );
-    trace.stats.notes = notes;
-    Ok(trace)
+    parsed.trace.stats.notes = notes;
+    Ok(parsed)
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ pub static FORMAT: SourceFormat = SourceFormat {
 pub static READER: super::Reader = super::Reader {
     format: &FORMAT,
     is_applicable,
-    input: super::Input::Text(|data, source, _| parse(data, source)),
+    input: super::Input::Text(|data, source, _| read(data, source)),
 };
 
 /// Does `head` look like nvidia-smi XML?
@@ -124,6 +124,11 @@ fn set(inv: &mut GpuInventory, path: &str, v: &str) {
 
 /// Parses an `nvidia-smi -q -x` file.
 pub fn parse(data: &[u8], source: &str) -> Result<Trace, LoadError> {
+    read(data, source).map(Parsed::finish)
+}
+
+/// [`parse`], before the trace is finished.
+pub fn read(data: &[u8], source: &str) -> Result<Parsed, LoadError> {
     let mut reader = Reader::from_reader(data);
     reader.config_mut().trim_text(true);
     let mut stack: Vec<String> = Vec::new();
@@ -244,8 +249,7 @@ pub fn parse(data: &[u8], source: &str) -> Result<Trace, LoadError> {
         });
     }
     trace.inventory = gpus;
-    trace.finish();
-    Ok(trace)
+    Ok(Parsed::events_only(trace))
 }
 
 #[cfg(test)]

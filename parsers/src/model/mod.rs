@@ -165,6 +165,43 @@ impl Serialize for SourceFormat {
     }
 }
 
+/// A trace as a reader hands it over: the events in the order they were read, and what the
+/// reader knows of the capture beyond them. [`Parsed::finish`] is the one place a read trace
+/// is finished and its capture described, for every reader, so a new reader cannot leave a
+/// trace unsorted or a capture undescribed.
+pub struct Parsed {
+    /// The trace as read, before [`Trace::finish`].
+    pub trace: Trace,
+    /// What the reader says about the capture beyond its events (the tables an export
+    /// declares, the threads it names), given the finished trace and the capture its events
+    /// show.
+    pub declare: Declare,
+}
+
+/// A reader's part of describing a capture (see [`Parsed::declare`]).
+pub type Declare = Box<dyn FnOnce(&mut Trace, &mut Capture) + Send>;
+
+impl Parsed {
+    /// A trace whose events say everything about its capture.
+    pub fn events_only(trace: Trace) -> Parsed {
+        Parsed {
+            trace,
+            declare: Box::new(|_, _| {}),
+        }
+    }
+
+    /// Finishes the trace ([`Trace::finish`]), describes the capture from its events
+    /// ([`Capture::from_events`]) and lets the reader add what it declares.
+    pub fn finish(self) -> Trace {
+        let Parsed { mut trace, declare } = self;
+        trace.finish();
+        let mut capture = Capture::from_events(&trace);
+        declare(&mut trace, &mut capture);
+        trace.meta.capture = capture;
+        trace
+    }
+}
+
 /// One GPU as the trace describes it.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct GpuInfo {
@@ -1155,8 +1192,8 @@ impl Trace {
         self.api_names = names;
     }
 
-    /// Sorts the event vectors, detects steps and builds the indexes.
-    /// Parsers call it once after filling the vectors.
+    /// Sorts the event vectors, detects steps and builds the indexes: once, after the
+    /// vectors are filled ([`Parsed::finish`] for a reader's trace).
     pub fn finish(&mut self) {
         use rayon::slice::ParallelSliceMut;
         let mut clock = crate::timing::Phases::start();

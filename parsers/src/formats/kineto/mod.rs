@@ -45,6 +45,16 @@ pub fn parse(data: &[u8], source: &str) -> Result<Trace, LoadError> {
     parse_slice(data, source, None, None)
 }
 
+/// [`read_slice`], finished.
+pub fn parse_slice<'d>(
+    data: &'d [u8],
+    source: &str,
+    progress: Option<&'d std::sync::atomic::AtomicU64>,
+    release: Option<Release<'d>>,
+) -> Result<Trace, LoadError> {
+    read_slice(data, source, progress, release).map(Parsed::finish)
+}
+
 pub use super::Release;
 
 /// The format.
@@ -62,8 +72,8 @@ pub static READER: super::Reader = super::Reader {
     format: &FORMAT,
     is_applicable,
     input: super::Input::Stream {
-        slice: parse_slice,
-        stream: |r, source| parse_reader(r, source, Vec::new()),
+        slice: read_slice,
+        stream: |r, source| parse_input(Input::Stream(r), source, Vec::new()),
     },
 };
 
@@ -71,12 +81,12 @@ pub static READER: super::Reader = super::Reader {
 /// where they lie instead of being copied, and lines are counted only to report bad JSON.
 /// `progress` is raised to the end of each chunk handed to the parsers; `release` is given
 /// each chunk parsed where it lies.
-pub fn parse_slice<'d>(
+pub fn read_slice<'d>(
     data: &'d [u8],
     source: &str,
     progress: Option<&'d std::sync::atomic::AtomicU64>,
     release: Option<Release<'d>>,
-) -> Result<Trace, LoadError> {
+) -> Result<Parsed, LoadError> {
     parse_input(
         Input::<&[u8]>::Slice(data, progress, release),
         source,
@@ -405,7 +415,7 @@ pub fn parse_reader<R: std::io::Read>(
     source: &str,
     warnings: Vec<String>,
 ) -> Result<Trace, LoadError> {
-    parse_input(Input::Stream(reader), source, warnings)
+    parse_input(Input::Stream(reader), source, warnings).map(Parsed::finish)
 }
 
 /// [`parse_reader`] and [`parse_slice`]: the splitter hands chunks to worker threads (scoped,
@@ -415,7 +425,7 @@ fn parse_input<'d, R: std::io::Read>(
     input: Input<'d, R>,
     source: &str,
     warnings: Vec<String>,
-) -> Result<Trace, LoadError> {
+) -> Result<Parsed, LoadError> {
     use std::sync::Mutex;
     use std::sync::mpsc::{channel, sync_channel};
     let mut clock = crate::timing::Phases::start();
@@ -693,7 +703,7 @@ fn parse_input<'d, R: std::io::Read>(
     }
     let t = b.finish();
     clock.mark("kineto: finish");
-    if let Some(why) = foreign(&t) {
+    if let Some(why) = foreign(&t.trace) {
         return Err(LoadError::NotATrace {
             path: source.to_string(),
             why,
@@ -1338,7 +1348,7 @@ impl Builder {
         });
     }
 
-    fn finish(mut self) -> Trace {
+    fn finish(mut self) -> Parsed {
         let mut skipped: Vec<(String, u64)> = self.skipped.into_iter().collect();
         skipped.sort();
         self.trace.stats.events_total = self.events;
@@ -1373,23 +1383,24 @@ impl Builder {
                 .warnings
                 .push("the trace holds no events".to_string());
         }
-        self.trace.finish();
-        match_the_listed_gpu(&mut self.trace);
-        let mut capture = Capture::from_events(&self.trace);
-        capture.launch_geometry = self.with_geometry > 0;
-        capture.name_threads(
-            self.thread_names
-                .iter()
-                .map(|(pid, tid, n)| (*pid, *tid, n.as_str())),
-        );
-        // Kineto starts its collectors as the first profiled step begins.
-        capture.startup_hole = true;
-        capture.no_cpu_data =
-            "the trace has no CPU operators: profile with ProfilerActivity.CPU and with_stack=True"
-                .into();
-        capture.pytorch_profiler = true;
-        self.trace.meta.capture = capture;
-        self.trace
+        let geometry = self.with_geometry > 0;
+        let thread_names = self.thread_names;
+        Parsed {
+            trace: self.trace,
+            declare: Box::new(move |trace, capture| {
+                match_the_listed_gpu(trace);
+                capture.launch_geometry = geometry;
+                capture.name_threads(
+                    thread_names
+                        .iter()
+                        .map(|(pid, tid, n)| (*pid, *tid, n.as_str())),
+                );
+                // Kineto starts its collectors as the first profiled step begins.
+                capture.startup_hole = true;
+                capture.no_cpu_data = "the trace has no CPU operators: profile with ProfilerActivity.CPU and with_stack=True".into();
+                capture.pytorch_profiler = true;
+            }),
+        }
     }
 }
 
