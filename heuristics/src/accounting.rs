@@ -97,6 +97,8 @@ impl OpFamily {
         } else if has("conv") && !has("convert") {
             OpFamily::Convolution
         } else if has("::mm")
+            || has("scaled_mm")
+            || has("gemm")
             || has("matmul")
             || has("linear")
             || has("addmm")
