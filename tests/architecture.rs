@@ -338,6 +338,57 @@ fn a_read_trace_is_finished_in_one_place() {
 }
 
 #[test]
+fn every_source_file_the_architecture_doc_names_exists() {
+    // docs/architecture.md names files as `NAME.rs`, `dir/NAME.rs` or a full path: each must
+    // be a file of the project, so a moved or renamed module cannot leave the doc behind.
+    let doc = std::fs::read_to_string(root().join("docs/architecture.md")).expect("the doc");
+    let mut files = Vec::new();
+    for dir in [
+        "src",
+        "parsers/src",
+        "heuristics/src",
+        "python/src",
+        "xtask/src",
+        "tests",
+    ] {
+        let d = root().join(dir);
+        if d.is_dir() {
+            rust_files(&d, &mut files);
+        }
+    }
+    let known: Vec<String> = files
+        .iter()
+        .map(|f| {
+            f.strip_prefix(root())
+                .expect("under the root")
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    let named: BTreeSet<&str> = doc
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|t| {
+            t.ends_with(".rs") && !t.contains(' ') && !t.contains('*') && !t.contains("NAME")
+        })
+        .collect();
+    assert!(named.len() >= 30, "file names read from the doc: {named:?}");
+    let missing: Vec<&&str> = named
+        .iter()
+        .filter(|n| {
+            !known
+                .iter()
+                .any(|k| k == **n || k.ends_with(&format!("/{n}")))
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/architecture.md names files that do not exist: {missing:?}"
+    );
+}
+
+#[test]
 fn the_python_package_calls_the_pipeline_not_the_command_line() {
     let mut files = Vec::new();
     rust_files(&root().join("python/src"), &mut files);

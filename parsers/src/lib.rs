@@ -238,9 +238,9 @@ fn read_file(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> {
     check_memory(path, &name, meta.len(), &magic[..got], options.memory_limit)?;
     // A database is opened in place (SQLite: read-only, immutable), never read into memory.
     if let Some(r) = formats::recognise(&magic[..got])
-        && let Input::Database(open) = r.input
+        && let Input::Database { .. } = r.input
     {
-        return open(path, name).map(Parsed::finish);
+        return open_database(path, name).map(Parsed::finish);
     }
     use std::io::Seek;
     file.seek(std::io::SeekFrom::Start(0)).map_err(io)?;
@@ -283,8 +283,8 @@ fn read_file(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> {
         });
     };
     let text = match found.input {
-        Input::Database(open) => {
-            return gunzipped_sqlite(path, &name, head, reader, options.memory_limit, open);
+        Input::Database { .. } => {
+            return gunzipped_sqlite(path, &name, head, reader, options.memory_limit);
         }
         Input::Text(text) => text,
         Input::Stream { slice, stream } => {
@@ -350,6 +350,32 @@ fn read_file(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> {
     Ok(trace)
 }
 
+/// Opens a database at `path` (known to the user as `name`) with the reader that owns its
+/// tables: every database format shares SQLite's header, so the header cannot tell them
+/// apart.
+fn open_database(path: &Path, name: String) -> Result<Parsed, LoadError> {
+    if let Some(why) = formats::sqlite::cut_short(path) {
+        return Err(LoadError::Cut { path: name, why });
+    }
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+        | rusqlite::OpenFlags::SQLITE_OPEN_URI
+        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let not_a_trace = |why: String| LoadError::NotATrace {
+        path: name.clone(),
+        why,
+    };
+    let conn = rusqlite::Connection::open_with_flags(formats::sqlite::uri_path(path), flags)
+        .map_err(|e| not_a_trace(format!("cannot open as SQLite: {e}")))?;
+    let tables = formats::sqlite::table_names(&conn)
+        .map_err(|e| not_a_trace(format!("not a readable SQLite database: {e}")))?;
+    drop(conn);
+    let has = |t: &str| tables.iter().any(|x| x == t);
+    match formats::database_reader(&has) {
+        Ok(open) => open(path, name),
+        Err(why) => Err(not_a_trace(why)),
+    }
+}
+
 /// A temporary file that is removed when dropped (also when parsing fails).
 struct TempFile(std::path::PathBuf);
 
@@ -368,7 +394,6 @@ fn gunzipped_sqlite(
     head: Vec<u8>,
     mut rest: Box<dyn Read + Send>,
     limit: budget::MemoryLimit,
-    open: fn(&Path, String) -> Result<Parsed, LoadError>,
 ) -> Result<Trace, LoadError> {
     use std::io::Write;
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -418,7 +443,7 @@ fn gunzipped_sqlite(
     drop(out);
     let len = std::fs::metadata(&tmp.0).map_or(0, |m| m.len());
     check_memory(path, name, len, &head[..head.len().min(16)], limit)?;
-    let mut trace = open(&tmp.0, name.to_string())?.finish();
+    let mut trace = open_database(&tmp.0, name.to_string())?.finish();
     trace.stats.notes.push(format!(
         "decompressed from gzip into a temporary file ({})",
         fmt_bytes(len)

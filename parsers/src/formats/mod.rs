@@ -8,6 +8,7 @@ pub mod counter_log;
 pub mod dmon;
 pub mod kineto;
 pub mod nsys;
+pub mod rpd;
 pub mod smi_query;
 pub mod smi_xml;
 pub mod sqlite;
@@ -24,6 +25,7 @@ pub static READERS: &[&Reader] = &[
     &kineto::READER,
     &dmon::READER,
     &smi_query::READER,
+    &rpd::READER,
 ];
 
 /// One input format's reader. Its functions hand over a [`Parsed`] trace, which `load`
@@ -54,8 +56,16 @@ pub type ReadSlice = for<'d> fn(
 /// How a reader takes its input: the three ways differ in what `load` must prepare.
 pub enum Input {
     /// A database opened in place by path (a compressed one is inflated to a temporary file
-    /// first); the name is the one to show for it.
-    Database(fn(&Path, String) -> Result<Parsed, LoadError>),
+    /// first). Every database reader recognises the same SQLite header, so the tables decide
+    /// whose a database is.
+    Database {
+        /// Whether a database with these tables (asked by name) is this format's.
+        owns: Owns,
+        /// What it looks for, for the message when no reader owns a database.
+        wants: &'static str,
+        /// Opens it: the path, and the name to show for it.
+        open: OpenDatabase,
+    },
     /// Streamed: a plain file mapped and read where it lies (`slice`: the bytes, the name,
     /// the progress counter raised as chunks are handed out, the page release), a compressed
     /// one read through (`stream`: the reader, the name).
@@ -68,6 +78,30 @@ pub enum Input {
     /// Small text read whole: the bytes, the name, the options that change how it is read
     /// (the UTC offset of wall-clock logs).
     Text(fn(&[u8], &str, &crate::LoadOptions) -> Result<Parsed, LoadError>),
+}
+
+/// Whether a database with the tables a closure answers for (asked by name) is a format's.
+pub type Owns = fn(&dyn Fn(&str) -> bool) -> bool;
+
+/// Opens a database at a path, known to the user by a name.
+pub type OpenDatabase = fn(&Path, String) -> Result<Parsed, LoadError>;
+
+/// The opener of the database reader that owns a database with these tables (asked by
+/// name), or why none does.
+pub fn database_reader(has: &dyn Fn(&str) -> bool) -> Result<OpenDatabase, String> {
+    let mut wanted = Vec::new();
+    for r in READERS {
+        if let Input::Database { owns, wants, open } = r.input {
+            if owns(has) {
+                return Ok(open);
+            }
+            wanted.push(wants);
+        }
+    }
+    Err(format!(
+        "an SQLite database, but none tracehound reads: not {}",
+        wanted.join(", not ")
+    ))
 }
 
 /// The reader whose recogniser says yes to `head`, asked in [`READERS`] order.

@@ -21,9 +21,6 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use std::borrow::Cow;
 use std::path::Path;
 
-/// The 16-byte header of every SQLite 3 database.
-pub const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
-
 /// The format.
 pub static FORMAT: SourceFormat = SourceFormat {
     id: "nsys",
@@ -37,30 +34,37 @@ pub static FORMAT: SourceFormat = SourceFormat {
 /// The reader: the database is opened in place, read-only.
 pub static READER: super::Reader = super::Reader {
     format: &FORMAT,
-    is_applicable,
-    input: super::Input::Database(read_named),
+    is_applicable: super::sqlite::is_sqlite,
+    input: super::Input::Database {
+        owns,
+        wants: "an Nsight Systems export (no StringIds and CUPTI_ACTIVITY_KIND_* / NVTX_EVENTS tables)",
+        open: read_named,
+    },
 };
 
-/// Does `head` start like an SQLite database? (Whether it is an nsys export is decided by
-/// its tables, in [`parse`].)
-pub fn is_applicable(head: &[u8]) -> Option<bool> {
-    if head.len() < SQLITE_MAGIC.len() {
-        return None;
-    }
-    Some(head.starts_with(SQLITE_MAGIC))
-}
+/// The activity tables an export holds when it traced CUDA or NVTX.
+const ACTIVITY: [&str; 6] = [
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+    "NVTX_EVENTS",
+];
 
-/// Percent-encodes the characters that have a meaning in an SQLite URI.
-fn uri_path(path: &Path) -> String {
-    let mut s = String::from("file:");
-    for c in path.to_string_lossy().chars() {
-        match c {
-            '?' | '#' | '%' => s.push_str(&format!("%{:02X}", c as u32)),
-            _ => s.push(c),
-        }
-    }
-    s.push_str("?mode=ro&immutable=1");
-    s
+/// Whether a database with these tables is an Nsight Systems export: its string table and
+/// an activity table, or, for a capture that traced no CUDA, NVTX or OS-runtime activity,
+/// the export's own tables (metadata, session start): an export of nothing on the GPU, said
+/// so rather than refused.
+pub fn owns(has: &dyn Fn(&str) -> bool) -> bool {
+    let is_export = [
+        "META_DATA_EXPORT",
+        "EXPORT_META_DATA",
+        "TARGET_INFO_SESSION_START_TIME",
+    ]
+    .iter()
+    .any(|t| has(t));
+    has("StringIds") && (ACTIVITY.iter().any(|t| has(t)) || is_export)
 }
 
 struct Db {
@@ -417,7 +421,7 @@ pub fn read_named(path: &Path, source: String) -> Result<Parsed, LoadError> {
     if let Some(why) = super::sqlite::cut_short(path) {
         return Err(LoadError::Cut { path: source, why });
     }
-    let uri = uri_path(path);
+    let uri = super::sqlite::uri_path(path);
     let conn =
         Connection::open_with_flags(&uri, open_flags()).map_err(|e| LoadError::NotATrace {
             path: source.clone(),
@@ -443,31 +447,13 @@ pub fn read_named(path: &Path, source: String) -> Result<Parsed, LoadError> {
             .collect()
     };
     db.tables = tables.into_iter().collect();
-    const ACTIVITY: [&str; 6] = [
-        "CUPTI_ACTIVITY_KIND_KERNEL",
-        "CUPTI_ACTIVITY_KIND_MEMCPY",
-        "CUPTI_ACTIVITY_KIND_MEMSET",
-        "CUPTI_ACTIVITY_KIND_RUNTIME",
-        "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
-        "NVTX_EVENTS",
-    ];
-    // An export of a capture that traced no CUDA, NVTX or OS-runtime activity still has the
-    // export's own tables (metadata, session start, GPUs): it is an export, of nothing on the
-    // GPU, and is said so rather than refused.
-    let is_export = [
-        "META_DATA_EXPORT",
-        "EXPORT_META_DATA",
-        "TARGET_INFO_SESSION_START_TIME",
-    ]
-    .iter()
-    .any(|t| db.has(t));
-    let has_activity = ACTIVITY.iter().any(|t| db.has(t));
-    if !db.has("StringIds") || !(has_activity || is_export) {
+    if !owns(&|t| db.has(t)) {
         return Err(LoadError::NotATrace {
             path: source,
             why: "an SQLite database, but not an Nsight Systems export (no StringIds and CUPTI_ACTIVITY_KIND_* / NVTX_EVENTS tables)".into(),
         });
     }
+    let has_activity = ACTIVITY.iter().any(|t| db.has(t));
     let mut clock = crate::timing::Phases::start();
     let mut trace = Trace {
         source: source.clone(),
@@ -1087,13 +1073,5 @@ mod tests {
         assert_eq!(autograd_op_name("ProfilerStep#3"), None);
         assert_eq!(autograd_op_name("forward, seq = 1"), None);
         assert_eq!(autograd_op_name("my range, with a comma"), None);
-    }
-
-    #[test]
-    fn uri_escapes() {
-        assert_eq!(
-            uri_path(Path::new("/a b/c?#%.sqlite")),
-            "file:/a b/c%3F%23%25.sqlite?mode=ro&immutable=1"
-        );
     }
 }

@@ -1,8 +1,45 @@
-//! What every reader of a SQLite database needs before it opens one: the size the header
-//! declares, to tell a database cut short (copied while still being written) from a whole
-//! one. A helper of the database readers, not a reader itself.
+//! What every reader of a SQLite database needs: the header's signature, the size the header
+//! declares (to tell a database cut short, copied while still being written, from a whole
+//! one), a read-only URI and the table names that tell whose a database is. A helper of the
+//! database readers, not a reader itself.
 
 use std::path::Path;
+
+/// The first bytes of every SQLite database file.
+pub const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
+
+/// Does `head` start like an SQLite database? (Whose it is, the tables decide:
+/// `formats::database_reader`.)
+pub fn is_sqlite(head: &[u8]) -> Option<bool> {
+    if head.len() < SQLITE_MAGIC.len() {
+        return None;
+    }
+    Some(head.starts_with(SQLITE_MAGIC))
+}
+
+/// The URI that opens `path` read-only and immutable, with the characters that have a
+/// meaning in an SQLite URI percent-encoded.
+pub fn uri_path(path: &Path) -> String {
+    let mut s = String::from("file:");
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '?' | '#' | '%' => s.push_str(&format!("%{:02X}", c as u32)),
+            _ => s.push(c),
+        }
+    }
+    s.push_str("?mode=ro&immutable=1");
+    s
+}
+
+/// The names of a database's tables.
+pub fn table_names(conn: &rusqlite::Connection) -> Result<Vec<String>, rusqlite::Error> {
+    let mut st = conn.prepare("SELECT name FROM sqlite_master WHERE type = 'table'")?;
+    let names = st
+        .query_map([], |r| r.get::<_, String>(0))?
+        .filter_map(Result::ok)
+        .collect();
+    Ok(names)
+}
 
 /// The size in bytes a SQLite database's header declares (page size times pages), when the
 /// header says it (the page count is valid only where the change counter matches the
@@ -33,4 +70,17 @@ pub fn cut_short(path: &Path) -> Option<String> {
             100.0 * len as f64 / declared as f64
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uri_escapes() {
+        assert_eq!(
+            uri_path(Path::new("/a b/c?#%.sqlite")),
+            "file:/a b/c%3F%23%25.sqlite?mode=ro&immutable=1"
+        );
+    }
 }
