@@ -110,8 +110,15 @@ enum Command {
 #[derive(clap::Args, Clone)]
 struct AnalysisArgs {
     /// GPU idle intervals at least this long (µs) count as gaps.
-    #[arg(long, default_value_t = 100.0, value_name = "US")]
+    #[arg(long, default_value_t = Options::default().gap_threshold_us, value_name = "US")]
     gap_threshold_us: f64,
+    /// Run only these rules (ids, comma-separated: `--rules idle_gaps,copy_hotspots`; the
+    /// ids are the RULE column of the report and the README's rule table).
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    rules: Option<Vec<String>>,
+    /// Do not run these rules (ids, comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    skip_rules: Vec<String>,
     /// Analyse only this window, in ms from the first event of the trace (e.g. --window 100 350).
     #[arg(long, num_args = 2, value_names = ["START_MS", "END_MS"])]
     window: Option<Vec<f64>>,
@@ -128,6 +135,8 @@ impl AnalysisArgs {
             gap_threshold_us: self.gap_threshold_us,
             window_ms: self.window.as_ref().map(|w| (w[0], w[1])),
             utc_offset_h: self.utc_offset,
+            rules: self.rules.clone(),
+            skip_rules: self.skip_rules.clone(),
             ..base
         }
     }

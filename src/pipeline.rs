@@ -68,6 +68,10 @@ pub struct Options {
     pub utc_offset_h: Option<f64>,
     /// Refuse a file estimated to need more memory than this.
     pub memory_limit: MemoryLimit,
+    /// Run only these rules (ids); None runs every rule.
+    pub rules: Option<Vec<String>>,
+    /// Do not run these rules (ids).
+    pub skip_rules: Vec<String>,
 }
 
 impl Default for Options {
@@ -78,6 +82,8 @@ impl Default for Options {
             window_ms: None,
             utc_offset_h: None,
             memory_limit: MemoryLimit::default(),
+            rules: None,
+            skip_rules: Vec::new(),
         }
     }
 }
@@ -100,6 +106,26 @@ impl Options {
     pub fn check(&self) -> Result<()> {
         self.gap_threshold_ns()?;
         self.utc_offset_s()?;
+        let ids: Vec<&str> = tracehound_heuristics::rules::all()
+            .iter()
+            .map(|r| r.id())
+            .collect();
+        for (flag, py, list) in [
+            (
+                "--rules",
+                "rules",
+                self.rules.as_deref().unwrap_or_default(),
+            ),
+            ("--skip-rules", "skip_rules", self.skip_rules.as_slice()),
+        ] {
+            if let Some(bad) = list.iter().find(|r| !ids.contains(&r.as_str())) {
+                return Err(Error::Usage(format!(
+                    "{}: there is no rule `{bad}`; the rules are {}",
+                    self.name(flag, py),
+                    ids.join(", ")
+                )));
+            }
+        }
         if let Some((a, b)) = self.window_ms
             && !(a.is_finite() && b.is_finite() && a < b)
         {
@@ -148,6 +174,8 @@ impl Options {
         self.check()?;
         let mut config = Config {
             gap_threshold_ns: self.gap_threshold_ns()?,
+            rules: self.rules.clone(),
+            skip_rules: self.skip_rules.clone(),
             ..Config::default()
         };
         if let Some((a, b)) = self.window_ms {

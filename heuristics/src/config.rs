@@ -21,6 +21,20 @@ pub struct Config {
     /// Unallocated share of reserved memory at the reserved peak from which the allocator is
     /// reported as fragmented (default 0.30).
     pub fragmentation_share: f64,
+    /// Run only the rules with these ids (`--rules`); None runs every rule.
+    pub rules: Option<Vec<String>>,
+    /// Do not run the rules with these ids (`--skip-rules`).
+    pub skip_rules: Vec<String>,
+}
+
+impl Config {
+    /// Whether the rule with this id runs under `--rules` and `--skip-rules`.
+    pub fn runs_rule(&self, id: &str) -> bool {
+        self.rules
+            .as_ref()
+            .is_none_or(|only| only.iter().any(|r| r == id))
+            && !self.skip_rules.iter().any(|r| r == id)
+    }
 }
 
 impl Default for Config {
@@ -33,6 +47,8 @@ impl Default for Config {
             max_instances: 5,
             max_rows: 6,
             fragmentation_share: 0.30,
+            rules: None,
+            skip_rules: Vec::new(),
         }
     }
 }

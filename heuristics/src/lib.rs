@@ -52,6 +52,11 @@ pub struct Analysis {
     /// (the TUI's timeline); the findings keep only the worst.
     #[serde(skip)]
     pub idle: Vec<idle::DeviceIdle>,
+    /// The rules that did not run, with why: left out by `--rules` / `--skip-rules`, or
+    /// needing a whole timeline on a file cut short. A report that lists rules (JUnit) must
+    /// not show them as passed.
+    #[serde(skip)]
+    pub not_run: Vec<(&'static str, &'static str)>,
 }
 
 /// Runs every rule over `trace` and ranks the findings.
@@ -66,7 +71,10 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
     use rayon::prelude::*;
     let all = rules::all();
     // A file cut short is judged only on what its records show, never on their absence.
-    let runs = |r: &dyn rules::Rule| !(trace.stats.truncated && r.needs_whole_timeline());
+    // Rules left out by `--rules` / `--skip-rules` do not run at all.
+    let runs = |r: &dyn rules::Rule| {
+        config.runs_rule(r.id()) && !(trace.stats.truncated && r.needs_whole_timeline())
+    };
     let (early, ()) = rayon::join(
         || {
             let early: Vec<usize> = (0..all.len())
@@ -122,10 +130,23 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
             100.0 * top.impact_share
         );
     }
+    let not_run = all
+        .iter()
+        .filter(|r| !runs(r.as_ref()))
+        .map(|r| {
+            let why = if config.runs_rule(r.id()) {
+                "not run: the file is cut short, and this rule judges what the GPU did not record"
+            } else {
+                "not run: left out by --rules / --skip-rules"
+            };
+            (r.id(), why)
+        })
+        .collect();
     Analysis {
         findings,
         summary,
         idle: cx.into_idle(),
+        not_run,
     }
 }
 

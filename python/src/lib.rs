@@ -33,21 +33,27 @@ fn err(msg: impl std::fmt::Display) -> PyErr {
 /// The pipeline's options from the keyword arguments every entry point takes, named as
 /// Python names them in messages.
 fn options(
-    gap_threshold_us: f64,
+    gap_threshold_us: Option<f64>,
     window_ms: Option<(f64, f64)>,
     utc_offset_h: Option<f64>,
     max_memory: Option<String>,
+    rules: Option<Vec<String>>,
+    skip_rules: Option<Vec<String>>,
 ) -> PyResult<Options> {
     let memory_limit = match &max_memory {
         None => Default::default(),
         Some(s) => pipeline::parse_memory_limit(s).map_err(|e| err(format!("max_memory: {e}")))?,
     };
+    let defaults = Options::default();
     Ok(Options {
         front: Front::Python,
-        gap_threshold_us,
+        // None: the command line's default, written once in `Options::default`.
+        gap_threshold_us: gap_threshold_us.unwrap_or(defaults.gap_threshold_us),
         window_ms,
         utc_offset_h,
         memory_limit,
+        rules,
+        skip_rules: skip_rules.unwrap_or_default(),
     })
 }
 
@@ -215,16 +221,26 @@ fn to_arrow(t: tables::Table<'_>) -> Result<RecordBatch, String> {
 
 /// Loads and analyses one trace (with the nvidia-smi logs beside it, when given).
 #[pyfunction]
-#[pyo3(signature = (paths, gap_threshold_us = 100.0, window_ms = None, utc_offset = None, max_memory = None))]
+#[pyo3(signature = (paths, gap_threshold_us = None, window_ms = None, utc_offset = None, max_memory = None, rules = None, skip_rules = None))]
+#[allow(clippy::too_many_arguments)]
 fn load(
     py: Python<'_>,
     paths: Vec<PathBuf>,
-    gap_threshold_us: f64,
+    gap_threshold_us: Option<f64>,
     window_ms: Option<(f64, f64)>,
     utc_offset: Option<f64>,
     max_memory: Option<String>,
+    rules: Option<Vec<String>>,
+    skip_rules: Option<Vec<String>>,
 ) -> PyResult<NativeTrace> {
-    let opts = options(gap_threshold_us, window_ms, utc_offset, max_memory)?;
+    let opts = options(
+        gap_threshold_us,
+        window_ms,
+        utc_offset,
+        max_memory,
+        rules,
+        skip_rules,
+    )?;
     let (mut traces, warnings) = py.detach(|| load_analyzed(&paths, &opts))?;
     if traces.len() != 1 {
         return Err(err(format!(
@@ -243,17 +259,27 @@ fn load(
 /// `tracehound analyze --format json`: the report of the files, or of a job directory. Returns
 /// the document and the warnings.
 #[pyfunction]
-#[pyo3(signature = (paths, gap_threshold_us = 100.0, window_ms = None, utc_offset = None, max_memory = None, top = None))]
+#[pyo3(signature = (paths, gap_threshold_us = None, window_ms = None, utc_offset = None, max_memory = None, top = None, rules = None, skip_rules = None))]
+#[allow(clippy::too_many_arguments)]
 fn analyze_json(
     py: Python<'_>,
     paths: Vec<PathBuf>,
-    gap_threshold_us: f64,
+    gap_threshold_us: Option<f64>,
     window_ms: Option<(f64, f64)>,
     utc_offset: Option<f64>,
     max_memory: Option<String>,
     top: Option<usize>,
+    rules: Option<Vec<String>>,
+    skip_rules: Option<Vec<String>>,
 ) -> PyResult<(String, Vec<String>)> {
-    let opts = options(gap_threshold_us, window_ms, utc_offset, max_memory)?;
+    let opts = options(
+        gap_threshold_us,
+        window_ms,
+        utc_offset,
+        max_memory,
+        rules,
+        skip_rules,
+    )?;
     py.detach(|| {
         if let Some(dir) = opts.job_dir(&paths).map_err(err)? {
             let config = opts.config(None).map_err(err)?;
@@ -287,15 +313,15 @@ fn analyze_json(
 /// `tracehound analyze TRACE --rank-summary`: the rank summary of one trace (JSON text), the
 /// map of a job analysis.
 #[pyfunction]
-#[pyo3(signature = (path, rank = None, gap_threshold_us = 100.0, max_memory = None))]
+#[pyo3(signature = (path, rank = None, gap_threshold_us = None, max_memory = None))]
 fn rank_summary(
     py: Python<'_>,
     path: PathBuf,
     rank: Option<i64>,
-    gap_threshold_us: f64,
+    gap_threshold_us: Option<f64>,
     max_memory: Option<String>,
 ) -> PyResult<String> {
-    let opts = options(gap_threshold_us, None, None, max_memory)?;
+    let opts = options(gap_threshold_us, None, None, max_memory, None, None)?;
     py.detach(|| summarise(&path, &opts, rank))?.map_err(err)
 }
 
@@ -305,15 +331,15 @@ fn rank_summary(
 /// gave the task; None: every core), so that tasks packed onto a node do not each start one
 /// thread per core.
 #[pyfunction]
-#[pyo3(signature = (path, gap_threshold_us = 100.0, max_memory = None, threads = None))]
+#[pyo3(signature = (path, gap_threshold_us = None, max_memory = None, threads = None))]
 fn map_rank(
     py: Python<'_>,
     path: PathBuf,
-    gap_threshold_us: f64,
+    gap_threshold_us: Option<f64>,
     max_memory: Option<String>,
     threads: Option<usize>,
 ) -> PyResult<(Option<String>, Option<String>)> {
-    let opts = options(gap_threshold_us, None, None, max_memory)?;
+    let opts = options(gap_threshold_us, None, None, max_memory, None, None)?;
     let run = || summarise(&path, &opts, None);
     let outcome = py.detach(|| match threads {
         Some(n) => rayon::ThreadPoolBuilder::new()

@@ -88,6 +88,24 @@ def test_polars_and_pandas_read_the_tables():
     assert isinstance(pdf, pd.DataFrame) and len(pdf) == kernels.num_rows
 
 
+def test_rule_selection_is_the_clis(cli):
+    assert tracehound.analyze(TF32, rules=["tensor_cores"]) == cli_json(
+        cli, "analyze", TF32, "--rules", "tensor_cores"
+    )
+    skipped = tracehound.analyze(TF32, skip_rules=("tensor_cores", "roofline"))
+    assert skipped == cli_json(cli, "analyze", TF32, "--skip-rules", "tensor_cores,roofline")
+    assert all(
+        f["rule"] not in ("tensor_cores", "roofline") for f in skipped["traces"][0]["findings"]
+    )
+    # The default threshold is the CLI's, not a second copy of it.
+    assert tracehound.analyze(TF32) == cli_json(cli, "analyze", TF32, "--gap-threshold-us", "100")
+    code, _, err = cli("analyze", TF32, "--rules", "tensor_core")
+    assert code == 2
+    with pytest.raises(tracehound.TracehoundError) as e:
+        tracehound.analyze(TF32, rules=["tensor_core"])
+    assert "rules: there is no rule `tensor_core`" in str(e.value)
+
+
 def test_errors_carry_the_clis_message(cli, tmp_path):
     notes = tmp_path / "job" / "notes.txt"
     notes.parent.mkdir()

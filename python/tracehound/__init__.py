@@ -53,17 +53,20 @@ def _warn(messages: Iterable[str]) -> None:
 def analyze(
     path: Union[PathLike, Sequence[PathLike]],
     *,
-    gap_threshold_us: float = 100.0,
+    gap_threshold_us: Optional[float] = None,
     window_ms: Optional[Tuple[float, float]] = None,
     utc_offset: Optional[float] = None,
     max_memory: Optional[str] = None,
     top: Optional[int] = None,
+    rules: Optional[Sequence[str]] = None,
+    skip_rules: Optional[Sequence[str]] = None,
 ) -> Dict[str, Any]:
     """The report of ``tracehound analyze --format json``, as a dict.
 
     ``path`` is a trace (Kineto JSON, plain or gzip; Nsight Systems SQLite), a list of files
     (a trace with the nvidia-smi logs recorded beside it), or one directory holding the rank
-    traces of a job (the job report). Options are the CLI's flags. Raises
+    traces of a job (the job report). Options are the CLI's flags (``gap_threshold_us=None``
+    is the CLI's default, 100 µs; ``rules`` and ``skip_rules`` are rule ids). Raises
     :class:`TracehoundError` with the CLI's message for a file it cannot read.
     """
     doc, notes = _native.analyze_json(
@@ -73,6 +76,8 @@ def analyze(
         utc_offset=utc_offset,
         max_memory=max_memory,
         top=top,
+        rules=None if rules is None else list(rules),
+        skip_rules=None if skip_rules is None else list(skip_rules),
     )
     _warn(notes)
     return json.loads(doc)
@@ -142,19 +147,23 @@ class Trace:
 def load(
     path: Union[PathLike, Sequence[PathLike]],
     *,
-    gap_threshold_us: float = 100.0,
+    gap_threshold_us: Optional[float] = None,
     window_ms: Optional[Tuple[float, float]] = None,
     utc_offset: Optional[float] = None,
     max_memory: Optional[str] = None,
+    rules: Optional[Sequence[str]] = None,
+    skip_rules: Optional[Sequence[str]] = None,
 ) -> Trace:
     """Loads and analyses one trace (with the nvidia-smi logs beside it, given as a list).
-    The GIL is released while it reads and analyses."""
+    Options are :func:`analyze`'s. The GIL is released while it reads and analyses."""
     native = _native.load(
         _paths(path),
         gap_threshold_us=gap_threshold_us,
         window_ms=window_ms,
         utc_offset=utc_offset,
         max_memory=max_memory,
+        rules=None if rules is None else list(rules),
+        skip_rules=None if skip_rules is None else list(skip_rules),
     )
     _warn(native.warnings)
     return Trace(native)
@@ -164,7 +173,7 @@ def rank_summary(
     path: PathLike,
     rank: Optional[int] = None,
     *,
-    gap_threshold_us: float = 100.0,
+    gap_threshold_us: Optional[float] = None,
     max_memory: Optional[str] = None,
 ) -> str:
     """One rank's summary (JSON text), as ``tracehound analyze TRACE --rank-summary OUT``

@@ -23,28 +23,32 @@ class NativeTrace:
 
 def load(
     paths: Sequence[str],
-    gap_threshold_us: float = 100.0,
+    gap_threshold_us: Optional[float] = None,
     window_ms: Optional[Tuple[float, float]] = None,
     utc_offset: Optional[float] = None,
     max_memory: Optional[str] = None,
+    rules: Optional[Sequence[str]] = None,
+    skip_rules: Optional[Sequence[str]] = None,
 ) -> NativeTrace: ...
 def analyze_json(
     paths: Sequence[str],
-    gap_threshold_us: float = 100.0,
+    gap_threshold_us: Optional[float] = None,
     window_ms: Optional[Tuple[float, float]] = None,
     utc_offset: Optional[float] = None,
     max_memory: Optional[str] = None,
     top: Optional[int] = None,
+    rules: Optional[Sequence[str]] = None,
+    skip_rules: Optional[Sequence[str]] = None,
 ) -> Tuple[str, List[str]]: ...
 def rank_summary(
     path: str,
     rank: Optional[int] = None,
-    gap_threshold_us: float = 100.0,
+    gap_threshold_us: Optional[float] = None,
     max_memory: Optional[str] = None,
 ) -> str: ...
 def map_rank(
     path: str,
-    gap_threshold_us: float = 100.0,
+    gap_threshold_us: Optional[float] = None,
     max_memory: Optional[str] = None,
     threads: Optional[int] = None,
 ) -> Tuple[Optional[str], Optional[str]]: ...

@@ -44,7 +44,7 @@ def job_files(paths_or_glob: Union[str, "os.PathLike[str]", Sequence[str]]) -> T
 
 
 def _map_rank(
-    path: str, gap_threshold_us: float, max_memory: Optional[str], threads: int
+    path: str, gap_threshold_us: Optional[float], max_memory: Optional[str], threads: int
 ) -> Tuple[Optional[str], Optional[str]]:
     return _native.map_rank(
         path, gap_threshold_us=gap_threshold_us, max_memory=max_memory, threads=threads
@@ -55,7 +55,7 @@ def analyze_job(
     paths_or_glob: Union[str, "os.PathLike[str]", Sequence[str]],
     address: Optional[str] = None,
     *,
-    gap_threshold_us: float = 100.0,
+    gap_threshold_us: Optional[float] = None,
     max_memory: Optional[str] = None,
     cpus_per_task: int = 1,
     format: str = "json",

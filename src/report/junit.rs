@@ -40,6 +40,7 @@ pub fn render(reports: &[TraceReport], fail_at: Severity) -> String {
         suite.push_attribute(("tests", (1 + all_rules.len()).to_string().as_str()));
         let failures: usize = cut(r) + all_rules.iter().map(|rule| failing(r, rule)).sum::<usize>();
         suite.push_attribute(("failures", failures.to_string().as_str()));
+        suite.push_attribute(("skipped", r.analysis.not_run.len().to_string().as_str()));
         let _ = w.write_event(Event::Start(suite));
         let mut case = BytesStart::new("testcase");
         case.push_attribute(("classname", "tracehound"));
@@ -72,6 +73,15 @@ pub fn render(reports: &[TraceReport], fail_at: Severity) -> String {
                 .iter()
                 .filter(|f| f.rule == *rule && f.severity >= fail_at)
                 .collect();
+            if let Some((_, why)) = r.analysis.not_run.iter().find(|(id, _)| id == rule) {
+                // A rule that did not run has not passed.
+                let _ = w.write_event(Event::Start(case));
+                let mut skipped = BytesStart::new("skipped");
+                skipped.push_attribute(("message", *why));
+                let _ = w.write_event(Event::Empty(skipped));
+                let _ = w.write_event(Event::End(BytesEnd::new("testcase")));
+                continue;
+            }
             if found.is_empty() {
                 let _ = w.write_event(Event::Empty(case));
                 continue;
