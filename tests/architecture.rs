@@ -175,6 +175,89 @@ fn no_import_circles_in_any_crate() {
     }
 }
 
+/// The modules of one folder (`src/tui/`: `app`, `memory` ...) and which siblings each names
+/// (`super::app`, `crate::tui::memory`).
+fn folder_graph(krate: &Path, folder: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let entries: Vec<PathBuf> = std::fs::read_dir(folder)
+        .unwrap_or_else(|e| panic!("{}: {e}", folder.display()))
+        .map(|e| e.expect("directory entry").path())
+        .collect();
+    let module = |p: &Path| -> String {
+        p.file_stem()
+            .expect("a name")
+            .to_string_lossy()
+            .into_owned()
+    };
+    let siblings: BTreeSet<String> = entries
+        .iter()
+        .filter(|p| p.is_dir() || p.extension().is_some_and(|x| x == "rs"))
+        .map(|p| module(p))
+        .filter(|m| m != "mod" && m != "tests" && m != "testutil")
+        .collect();
+    let folder_path = folder
+        .strip_prefix(krate)
+        .expect("folder in the crate")
+        .to_string_lossy()
+        .replace('/', "::");
+    for p in &entries {
+        let m = module(p);
+        if !siblings.contains(&m) {
+            continue;
+        }
+        let mut files = Vec::new();
+        if p.is_dir() {
+            rust_files(p, &mut files);
+        } else {
+            files.push(p.clone());
+        }
+        let refs = graph.entry(m.clone()).or_default();
+        for f in files {
+            let code = product_code(&std::fs::read_to_string(&f).expect("source"));
+            for other in siblings.iter().filter(|o| **o != m) {
+                let direct = format!("super::{other}");
+                let full = format!("crate::{folder_path}::{other}");
+                let named = |pat: &str| {
+                    code.match_indices(pat).any(|(k, _)| {
+                        !code[k + pat.len()..]
+                            .chars()
+                            .next()
+                            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                    })
+                };
+                if (!p.is_dir() && named(&direct)) || named(&full) {
+                    refs.insert(other.clone());
+                }
+            }
+        }
+    }
+    graph
+}
+
+#[test]
+fn no_import_circles_inside_any_folder_module() {
+    // The top-level check sees `tui` as one module; its screens and its state must not
+    // import each other in a circle either (the memory screen and the app state did).
+    let mut folders = 0;
+    for krate in ["src", "parsers/src", "heuristics/src"] {
+        let root_dir = root().join(krate);
+        let mut dirs = vec![root_dir.clone()];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).expect("dir") {
+                let p = e.expect("entry").path();
+                if p.is_dir() {
+                    dirs.push(p.clone());
+                    folders += 1;
+                    if let Some(cycle) = find_cycle(&folder_graph(&root_dir, &p)) {
+                        panic!("{}: import circle {}", p.display(), cycle.join(" -> "));
+                    }
+                }
+            }
+        }
+    }
+    assert!(folders >= 6, "folders read: {folders}");
+}
+
 #[test]
 fn the_circle_check_sees_a_circle() {
     let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();

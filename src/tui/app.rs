@@ -92,7 +92,7 @@ pub struct Loaded {
     pub gaps: Vec<(i32, i64, i64, String)>,
     pub kernels: Vec<TimeRow>,
     pub operators: Vec<TimeRow>,
-    pub memory: Vec<super::memory::MemoryView>,
+    pub memory: Vec<super::memory_view::MemoryView>,
 }
 
 impl Loaded {
@@ -230,7 +230,7 @@ impl Loaded {
             .collect();
         let kernels = tracehound_heuristics::tables::kernel_summary(&trace, Some(&w));
         let operators = tracehound_heuristics::tables::operator_summary(&trace, Some(&w));
-        let memory = super::memory::build(&trace, &w);
+        let memory = super::memory_view::build(&trace, &w);
         Loaded {
             trace,
             analysis,

@@ -12,6 +12,7 @@ mod findings;
 mod job;
 pub mod keys;
 mod memory;
+mod memory_view;
 mod style;
 mod tables;
 mod timeline;
