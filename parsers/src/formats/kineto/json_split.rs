@@ -105,6 +105,14 @@ pub struct Splitter {
     pub last_complete_offset: u64,
     /// True once the events array was entered.
     pub saw_events: bool,
+    /// In [`Splitter::split_slice`], cut a file in another layout than torch's at the first
+    /// `}`, `,`, `{`, `"` past the chunk size, without walking the text before it. Such a cut
+    /// can be wrong (inside a string, or between objects nested in an event), and then the
+    /// chunk before it does not parse: the caller must read the input again without
+    /// speculating when parsing fails and [`Splitter::speculated`] is set.
+    pub speculate: bool,
+    /// A speculative cut was made.
+    pub speculated: bool,
 }
 
 impl Splitter {
@@ -133,6 +141,8 @@ impl Splitter {
             offset: 0,
             last_complete_offset: 0,
             saw_events: false,
+            speculate: false,
+            speculated: false,
         }
     }
 
@@ -450,6 +460,38 @@ impl Splitter {
             self.bracket_pending = first;
             self.fast_from = 0;
             self.complete = 0;
+        } else if self.phase == Phase::Inside && self.bracket_pending {
+            // Any other layout (one line, any indent, one event per line): the events are
+            // cut where they lie too, at the first event end past the chunk size, found by
+            // walking strings and brackets from the array's `[`. Nothing is copied, and each
+            // chunk's pages are given back once it is parsed, as in torch's layout.
+            let open = fed - self.pending.len();
+            let mut cut = |start, end| emit(SlicePiece::Borrowed { start, end });
+            let (start, first) = if self.speculate {
+                let (start, first) = speculate_events(data, open, self.chunk_bytes, &mut cut);
+                self.speculated = !first;
+                (start, first)
+            } else {
+                walk_events(data, open, self.chunk_bytes, &mut cut)
+            };
+            if !first {
+                self.last_complete_offset = start as u64;
+            }
+            // The rest (the last events, the array's end, the text after it, or where the
+            // input stops) is read by the state machine from the known state between two
+            // events, or just after the array's `[`.
+            self.in_str = false;
+            self.escape = false;
+            self.collecting_key = false;
+            self.depth = self.events_depth;
+            self.pending.clear();
+            self.pending.extend_from_slice(&data[start..]);
+            self.offset = data.len() as u64;
+            self.pending_offset = start as u64;
+            self.bracket_pending = first;
+            self.complete = 0;
+            let from = usize::from(first);
+            self.scan(from, &mut |p| emit(SlicePiece::Piece(p)));
         } else {
             while fed < data.len() {
                 let end = data.len().min(fed + BLOCK);
@@ -478,6 +520,124 @@ impl Splitter {
     pub fn offset(&self) -> u64 {
         self.offset
     }
+}
+
+/// Cuts the events array of `data`, whose `[` is at `open`, as [`walk_events`] does, but at
+/// the first `}` past each chunk size that is followed by `,`, `{` and `"` (whitespace
+/// between them allowed): between two events in any layout, found without reading the text
+/// before it. Inside a string or between objects nested in an event the same bytes can
+/// occur; such a cut leaves the chunk before it unbalanced, so it fails to parse (see
+/// [`Splitter::speculate`]).
+fn speculate_events(
+    data: &[u8],
+    open: usize,
+    chunk_bytes: usize,
+    cut: &mut impl FnMut(usize, usize),
+) -> (usize, bool) {
+    let n = data.len();
+    let skip_ws = |mut p: usize| {
+        while p < n && data[p].is_ascii_whitespace() {
+            p += 1;
+        }
+        p
+    };
+    let mut start = open;
+    let mut first = true;
+    loop {
+        let mut i = start.saturating_add(chunk_bytes.max(1));
+        let comma = loop {
+            let Some(k) = data.get(i..).and_then(|rest| memchr::memchr(b'}', rest)) else {
+                break None;
+            };
+            let after = i + k + 1;
+            let c = skip_ws(after);
+            if c < n && data[c] == b',' {
+                let o = skip_ws(c + 1);
+                if o < n && data[o] == b'{' {
+                    let q = skip_ws(o + 1);
+                    if q < n && data[q] == b'"' {
+                        break Some(c);
+                    }
+                }
+            }
+            i = after;
+        };
+        let Some(c) = comma else {
+            break;
+        };
+        cut(start, c);
+        start = c;
+        first = false;
+    }
+    (start, first)
+}
+
+/// Walks the events array of `data`, whose `[` is at `open`, and calls `cut(start, end)` for
+/// each run of whole events of at least `chunk_bytes` (the first run starting at the `[`, the
+/// others at the `,` after the previous run's last event, each ending before that comma).
+/// Stops before the last run, which holds the array's end, or where the input stops; returns
+/// where the uncut rest starts and whether no run was cut (the rest still starts at `[`).
+fn walk_events(
+    data: &[u8],
+    open: usize,
+    chunk_bytes: usize,
+    cut: &mut impl FnMut(usize, usize),
+) -> (usize, bool) {
+    let n = data.len();
+    let mut start = open;
+    let mut first = true;
+    // Depth below the array: 0 between events.
+    let mut depth = 0u32;
+    let mut i = open + 1;
+    while i < n {
+        let b = data[i];
+        if !STRUCTURAL[b as usize] {
+            i += 1;
+            continue;
+        }
+        match b {
+            b'"' => {
+                // To the closing quote, over escapes.
+                let mut j = i + 1;
+                loop {
+                    match memchr2(b'"', b'\\', &data[j.min(n)..]) {
+                        Some(k) if data[j + k] == b'\\' => j += k + 2,
+                        Some(k) => {
+                            j += k;
+                            break;
+                        }
+                        None => return (start, first),
+                    }
+                }
+                i = j + 1;
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            _ => {
+                if depth == 0 {
+                    // The array closes: its end goes with the last run.
+                    break;
+                }
+                depth -= 1;
+                if depth == 0 && i + 1 - start >= chunk_bytes {
+                    // An event ended past the chunk size: cut before the comma after it.
+                    let mut k = i + 1;
+                    while k < n && data[k].is_ascii_whitespace() {
+                        k += 1;
+                    }
+                    if k < n && data[k] == b',' {
+                        cut(start, k);
+                        start = k;
+                        first = false;
+                        i = k + 1;
+                        continue;
+                    }
+                }
+            }
+        }
+        i += 1;
+    }
+    (start, first)
 }
 
 #[cfg(test)]

@@ -73,7 +73,7 @@ pub static READER: super::Reader = super::Reader {
     is_applicable,
     input: super::Input::Stream {
         slice: read_slice,
-        stream: |r, source| parse_input(Input::Stream(r), source, Vec::new()),
+        stream: |r, source| parse_input(Input::Stream(r), source, Vec::new(), None),
     },
 };
 
@@ -87,11 +87,25 @@ pub fn read_slice<'d>(
     progress: Option<&'d std::sync::atomic::AtomicU64>,
     release: Option<Release<'d>>,
 ) -> Result<Parsed, LoadError> {
-    parse_input(
+    // A file in another layout than torch's is first cut where its events probably end
+    // (`Splitter::speculate`); when that fails to parse, the cuts may be what is wrong, and
+    // the file is read again with every cut found by walking the text.
+    let speculated = std::cell::Cell::new(false);
+    let first = parse_input(
         Input::<&[u8]>::Slice(data, progress, release),
         source,
         Vec::new(),
-    )
+        Some(&speculated),
+    );
+    match first {
+        Err(_) if speculated.get() => parse_input(
+            Input::<&[u8]>::Slice(data, progress, release),
+            source,
+            Vec::new(),
+            None,
+        ),
+        result => result,
+    }
 }
 
 /// Where [`parse_input`] reads the trace from.
@@ -415,7 +429,7 @@ pub fn parse_reader<R: std::io::Read>(
     source: &str,
     warnings: Vec<String>,
 ) -> Result<Trace, LoadError> {
-    parse_input(Input::Stream(reader), source, warnings).map(Parsed::finish)
+    parse_input(Input::Stream(reader), source, warnings, None).map(Parsed::finish)
 }
 
 /// [`parse_reader`] and [`parse_slice`]: the splitter hands chunks to worker threads (scoped,
@@ -425,6 +439,7 @@ fn parse_input<'d, R: std::io::Read>(
     input: Input<'d, R>,
     source: &str,
     warnings: Vec<String>,
+    speculate: Option<&std::cell::Cell<bool>>,
 ) -> Result<Parsed, LoadError> {
     use std::sync::Mutex;
     use std::sync::mpsc::{channel, sync_channel};
@@ -438,6 +453,7 @@ fn parse_input<'d, R: std::io::Read>(
         Input::Stream(_) => (None, None, None),
     };
     let mut splitter = self::json_split::Splitter::new(CHUNK);
+    splitter.speculate = speculate.is_some();
     let mut outer: Vec<u8> = Vec::new();
     let mut read_error: Option<std::io::Error> = None;
     let mut bytes_total = 0u64;
@@ -598,6 +614,9 @@ fn parse_input<'d, R: std::io::Read>(
         // reuse, so they do not sit beside the model while it is merged and indexed.
         drop(free_chunk_rx);
         splitter.release_buffers();
+        if let Some(c) = speculate {
+            c.set(splitter.speculated);
+        }
         work(free_here);
     });
     let queue = merger
@@ -2060,6 +2079,107 @@ impl<'de: 'a, 'a> Deserialize<'de> for Element<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A trace in one line (json.dump's layout) of more than two chunks, each event mostly
+    /// `trap`: text where a speculative cut finds `}`, `,`, `{`, `"` and no cut may be.
+    fn trapped_trace(events: usize, trap: &str) -> Vec<u8> {
+        let mut s = String::from(r#"{"schemaVersion": 1, "traceEvents": ["#);
+        for i in 0..events {
+            if i > 0 {
+                s.push_str(", ");
+            }
+            s.push_str(&format!(
+                r#"{{"ph": "X", "cat": "cpu_op", {trap}, "pid": 1, "tid": 1, "ts": {}, "dur": 1, "args": {{"External id": {i}}}}}"#,
+                10 * i
+            ));
+        }
+        s.push_str(r#"], "traceName": "t"}"#);
+        s.into_bytes()
+    }
+
+    /// Reads `doc` speculatively (which must fail: its cuts land inside events), then as the
+    /// loader does, and checks that the loader's reading is the walking one.
+    fn read_past_wrong_cuts(doc: &[u8], events: usize) -> Trace {
+        assert!(doc.len() > 2 * CHUNK, "{} bytes", doc.len());
+        let speculated = std::cell::Cell::new(false);
+        let first = parse_input(
+            Input::<&[u8]>::Slice(doc, None, None),
+            "t",
+            Vec::new(),
+            Some(&speculated),
+        );
+        assert!(speculated.get() && first.is_err());
+        let walked = parse_input(
+            Input::<&[u8]>::Slice(doc, None, None),
+            "t",
+            Vec::new(),
+            None,
+        )
+        .expect("walked")
+        .finish();
+        let read = parse(doc, "t").expect("read");
+        assert_eq!(read.host_spans.len(), events);
+        assert_eq!(read.host_spans, walked.host_spans);
+        read
+    }
+
+    #[test]
+    fn speculative_cuts_inside_a_string_are_read_again_by_walking() {
+        // Long names made of `a},{`, ending `},{` just before the closing quote.
+        let name = format!(r#""name": "{}""#, "a},{".repeat(500));
+        let read = read_past_wrong_cuts(&trapped_trace(5_000, &name), 5_000);
+        assert!(read.str(read.host_spans[7].name).ends_with("a},{"));
+    }
+
+    #[test]
+    fn speculative_cuts_between_nested_objects_are_read_again_by_walking() {
+        // Events whose args hold long lists of objects.
+        let list = format!(
+            r#""name": "op", "list": [{}{{"b": 2}}]"#,
+            r#"{"a": 1}, "#.repeat(800)
+        );
+        read_past_wrong_cuts(&trapped_trace(1_500, &list), 1_500);
+    }
+
+    #[test]
+    fn speculative_cuts_between_events_read_a_layout_the_same_as_walking() {
+        // Without traps every cut is right: the speculative reading succeeds and equals the
+        // walking one.
+        let mut s = String::from(r#"{"traceEvents": ["#);
+        for i in 0..120_000 {
+            if i > 0 {
+                s.push_str(",\n");
+            }
+            s.push_str(&format!(
+                r#"{{"name": "op{}", "ph": "X", "cat": "cpu_op", "ts": {}, "dur": 2, "pid": 1, "tid": 1, "args": {{"External id": {i}}}}}"#,
+                i % 5,
+                10 * i
+            ));
+        }
+        s.push_str("]}");
+        let doc = s.into_bytes();
+        assert!(doc.len() > 2 * CHUNK);
+        let speculated = std::cell::Cell::new(false);
+        let fast = parse_input(
+            Input::<&[u8]>::Slice(&doc, None, None),
+            "t",
+            Vec::new(),
+            Some(&speculated),
+        )
+        .expect("speculative")
+        .finish();
+        assert!(speculated.get());
+        let walked = parse_input(
+            Input::<&[u8]>::Slice(&doc, None, None),
+            "t",
+            Vec::new(),
+            None,
+        )
+        .expect("walked")
+        .finish();
+        assert_eq!(fast.host_spans.len(), 120_000);
+        assert_eq!(fast.host_spans, walked.host_spans);
+    }
 
     #[test]
     fn parsed_chunks_wait_for_the_one_before_them_in_a_bounded_queue() {
