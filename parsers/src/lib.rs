@@ -298,7 +298,30 @@ fn read_file(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> {
                 return t;
             }
             let chained = Box::new(std::io::Cursor::new(head).chain(reader));
-            return match stream(chained, &name).map(Parsed::finish) {
+            // A reader that cut the input speculatively and then failed to parse it reads it
+            // once more from the start, cutting only where it knows it may.
+            let speculated = std::cell::Cell::new(false);
+            let first = stream(chained, &name, Some(&speculated));
+            let result = match first {
+                Err(_) if speculated.get() => {
+                    count.store(0, std::sync::atomic::Ordering::Relaxed);
+                    let file = std::fs::File::open(path).map_err(io)?;
+                    let file: Box<dyn Read + Send> = Box::new(Counting {
+                        inner: file,
+                        count: std::sync::Arc::clone(&count),
+                    });
+                    let again: Box<dyn Read + Send> = if gz {
+                        Box::new(flate2::read::MultiGzDecoder::new(
+                            std::io::BufReader::with_capacity(1 << 20, file),
+                        ))
+                    } else {
+                        file
+                    };
+                    stream(again, &name, None)
+                }
+                result => result,
+            };
+            return match result.map(Parsed::finish) {
                 Ok(mut t) => {
                     if let Some(i) = &mut t.stats.incomplete {
                         i.compressed = gz;

@@ -53,6 +53,13 @@ pub type ReadSlice = for<'d> fn(
     Option<Release<'d>>,
 ) -> Result<Parsed, LoadError>;
 
+/// Reads an input as it is decompressed (see [`Input::Stream`]).
+pub type ReadStream = fn(
+    Box<dyn std::io::Read + Send>,
+    &str,
+    Option<&std::cell::Cell<bool>>,
+) -> Result<Parsed, LoadError>;
+
 /// How a reader takes its input: the three ways differ in what `load` must prepare.
 pub enum Input {
     /// A database opened in place by path (a compressed one is inflated to a temporary file
@@ -72,8 +79,10 @@ pub enum Input {
     Stream {
         /// A whole input held in memory.
         slice: ReadSlice,
-        /// An input read as it is decompressed.
-        stream: fn(Box<dyn std::io::Read + Send>, &str) -> Result<Parsed, LoadError>,
+        /// An input read as it is decompressed. With a flag given, a reader may cut the
+        /// input where it only probably may be cut, and sets the flag when it did: the
+        /// caller then reads the input again without a flag if it fails to parse.
+        stream: ReadStream,
     },
     /// Small text read whole: the bytes, the name, the options that change how it is read
     /// (the UTC offset of wall-clock logs).

@@ -113,6 +113,10 @@ pub struct Splitter {
     pub speculate: bool,
     /// A speculative cut was made.
     pub speculated: bool,
+    /// Cutting speculatively in a stream (`fast` is then set too).
+    speculating: bool,
+    /// Inside [`Splitter::split_slice`], which speculates on its own.
+    in_slice: bool,
 }
 
 impl Splitter {
@@ -143,6 +147,8 @@ impl Splitter {
             saw_events: false,
             speculate: false,
             speculated: false,
+            speculating: false,
+            in_slice: false,
         }
     }
 
@@ -220,16 +226,27 @@ impl Splitter {
         loop {
             let n = buf.len();
             if self.fast {
-                // Between events by construction: jump to the first separator past the chunk size.
+                // Between events by construction: jump to the first separator past the chunk
+                // size (torch's, or a speculative cut's).
                 let start = i
                     .max(self.fast_from)
                     .max(self.chunk_bytes.saturating_sub(TORCH_SEP.len()));
-                match (start < n)
-                    .then(|| memchr::memmem::find(&buf[start..], TORCH_SEP))
-                    .flatten()
-                {
-                    Some(k) => {
-                        let end = start + k + 4;
+                let found = if start >= n {
+                    None
+                } else if self.speculating {
+                    match speculative_cut(&buf, start) {
+                        Ok(c) => Some(c),
+                        Err(resume) => {
+                            self.fast_from = resume;
+                            break;
+                        }
+                    }
+                } else {
+                    memchr::memmem::find(&buf[start..], TORCH_SEP).map(|k| start + k + 4)
+                };
+                match found {
+                    Some(end) => {
+                        self.speculated |= self.speculating;
                         self.complete = end;
                         self.last_complete_offset = base + end as u64;
                         self.pending = buf;
@@ -323,6 +340,11 @@ impl Splitter {
                     self.bracket_pending = true;
                     // torch's writer: `[` then each event on `\n  {\n    "`.
                     self.fast = buf[1..].starts_with(b"\n  {\n    \"");
+                    // Another layout read as a stream: cut speculatively when asked.
+                    if !self.fast && self.speculate && !self.in_slice {
+                        self.fast = true;
+                        self.speculating = true;
+                    }
                     if self.fast {
                         i = 1;
                         continue;
@@ -381,7 +403,9 @@ impl Splitter {
             let mut from = usize::from(self.bracket_pending);
             // Whole events up to the last separator are cut as they are, so that only the
             // last event and the text after the array are read byte by byte.
-            if let Some(k) = memchr::memmem::rfind(&self.pending[from..], TORCH_SEP) {
+            let torch = !self.speculating;
+            self.speculating = false;
+            if torch && let Some(k) = memchr::memmem::rfind(&self.pending[from..], TORCH_SEP) {
                 let end = from + k + 4;
                 let base = self.offset - self.pending.len() as u64;
                 self.complete = end;
@@ -425,6 +449,7 @@ impl Splitter {
         const HEAD: usize = 1 << 16;
         const BLOCK: usize = 1 << 20;
         self.count_lines = false;
+        self.in_slice = true;
         self.pending_line = 1;
         let step = HEAD.min(self.chunk_bytes / 2).max(1);
         let mut fed = 0;
@@ -520,6 +545,43 @@ impl Splitter {
     pub fn offset(&self) -> u64 {
         self.offset
     }
+}
+
+/// In a stream's buffer, the comma of the first `}` `,` `{` `"` at or after `from` (see
+/// [`speculate_events`]); else where to resume the search once more bytes arrive (a match
+/// may begin at a `}` near the end).
+fn speculative_cut(buf: &[u8], from: usize) -> Result<usize, usize> {
+    let n = buf.len();
+    let skip_ws = |mut p: usize| {
+        while p < n && buf[p].is_ascii_whitespace() {
+            p += 1;
+        }
+        p
+    };
+    let mut i = from;
+    while let Some(k) = buf.get(i..).and_then(|rest| memchr::memchr(b'}', rest)) {
+        let at = i + k;
+        let c = skip_ws(at + 1);
+        let o = if c < n && buf[c] == b',' {
+            skip_ws(c + 1)
+        } else {
+            c
+        };
+        let q = if o < n && buf[o] == b'{' {
+            skip_ws(o + 1)
+        } else {
+            o
+        };
+        if q >= n {
+            // The bytes after this `}` have not all arrived.
+            return Err(at);
+        }
+        if buf[c] == b',' && buf[o] == b'{' && buf[q] == b'"' {
+            return Ok(c);
+        }
+        i = at + 1;
+    }
+    Err(n)
 }
 
 /// Cuts the events array of `data`, whose `[` is at `open`, as [`walk_events`] does, but at

@@ -73,7 +73,7 @@ pub static READER: super::Reader = super::Reader {
     is_applicable,
     input: super::Input::Stream {
         slice: read_slice,
-        stream: |r, source| parse_input(Input::Stream(r), source, Vec::new(), None),
+        stream: |r, source, speculate| parse_input(Input::Stream(r), source, Vec::new(), speculate),
     },
 };
 
@@ -2123,6 +2123,43 @@ mod tests {
         read
     }
 
+    /// [`read_past_wrong_cuts`] for a stream: the speculative reading fails and sets its flag,
+    /// and the loader, given the file gzip-compressed, reads it again to the walking result.
+    fn stream_past_wrong_cuts(doc: &[u8], events: usize) {
+        use std::io::Write;
+        let speculated = std::cell::Cell::new(false);
+        let first = parse_input(
+            Input::Stream(std::io::Cursor::new(doc)),
+            "t",
+            Vec::new(),
+            Some(&speculated),
+        );
+        assert!(speculated.get() && first.is_err());
+        let walked = parse_reader(std::io::Cursor::new(doc), "t", Vec::new()).expect("walked");
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let path = dir.path().join("t.json.gz");
+        let mut gz = flate2::write::GzEncoder::new(
+            std::fs::File::create(&path).expect("create"),
+            flate2::Compression::fast(),
+        );
+        gz.write_all(doc).expect("write");
+        gz.finish().expect("finish");
+        let read = crate::load(&path).expect("loaded");
+        assert_eq!(read.host_spans.len(), events);
+        assert_eq!(read.host_spans, walked.host_spans);
+    }
+
+    #[test]
+    fn speculative_cuts_in_a_stream_are_read_again_from_the_start() {
+        let name = format!(r#""name": "{}""#, "a},{".repeat(500));
+        stream_past_wrong_cuts(&trapped_trace(5_000, &name), 5_000);
+        let list = format!(
+            r#""name": "op", "list": [{}{{"b": 2}}]"#,
+            r#"{"a": 1}, "#.repeat(800)
+        );
+        stream_past_wrong_cuts(&trapped_trace(1_500, &list), 1_500);
+    }
+
     #[test]
     fn speculative_cuts_inside_a_string_are_read_again_by_walking() {
         // Long names made of `a},{`, ending `},{` just before the closing quote.
@@ -2179,6 +2216,17 @@ mod tests {
         .finish();
         assert_eq!(fast.host_spans.len(), 120_000);
         assert_eq!(fast.host_spans, walked.host_spans);
+        let streamed = std::cell::Cell::new(false);
+        let stream = parse_input(
+            Input::Stream(std::io::Cursor::new(&doc)),
+            "t",
+            Vec::new(),
+            Some(&streamed),
+        )
+        .expect("speculative stream")
+        .finish();
+        assert!(streamed.get());
+        assert_eq!(stream.host_spans, walked.host_spans);
     }
 
     #[test]
