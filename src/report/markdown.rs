@@ -1,12 +1,13 @@
 //! Markdown output, to paste into a performance review or a pull request.
 
+use super::words::md;
 use super::{TraceReport, gpu_names, words};
 use std::fmt::Write;
 use tracehound_heuristics::finding::fmt_ns;
 use tracehound_heuristics::summary::short_kernel;
 
 fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+    md(s).replace('|', "\\|").replace('\n', " ")
 }
 
 pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
@@ -23,7 +24,7 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
             fmt_ns(w.len()),
             w.describe()
         );
-        let _ = writeln!(s, "**Verdict:** {}\n", a.summary.verdict);
+        let _ = writeln!(s, "**Verdict:** {}\n", md(&a.summary.verdict));
         let shown: Vec<_> = a.findings.iter().take(top.unwrap_or(usize::MAX)).collect();
         if shown.is_empty() {
             let _ = writeln!(s, "No findings.\n");
@@ -47,7 +48,7 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
             }
             let _ = writeln!(s);
             for (i, f) in shown.iter().enumerate() {
-                let _ = writeln!(s, "## {}. {}\n", i + 1, f.title);
+                let _ = writeln!(s, "## {}. {}\n", i + 1, md(&f.title));
                 let _ = writeln!(
                     s,
                     "*{}* · `{}` · confidence {:?}\n",
@@ -55,7 +56,7 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
                     f.rule,
                     f.confidence
                 );
-                let _ = writeln!(s, "{}\n", f.evidence);
+                let _ = writeln!(s, "{}\n", md(&f.evidence));
                 if !f.breakdown.is_empty() {
                     let _ = writeln!(s, "| Breakdown | Count | Time | Bytes | Python frame |");
                     let _ = writeln!(s, "|---|---:|---:|---:|---|");
@@ -79,14 +80,19 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
                 }
                 let _ = writeln!(s, "**Fix:**\n");
                 for adv in &f.advice {
-                    let _ = writeln!(s, "- {adv}");
+                    let _ = writeln!(s, "- {}", md(adv));
                 }
                 let _ = writeln!(s);
             }
         }
         let _ = writeln!(s, "## Summary\n");
         for d in &a.summary.devices {
-            let _ = writeln!(s, "- {}, {}", words::device_busy(d), words::device_ops(d));
+            let _ = writeln!(
+                s,
+                "- {}, {}",
+                md(&words::device_busy(d)),
+                md(&words::device_ops(d))
+            );
         }
         if let Some(k) = &a.summary.top_kernel {
             let _ = writeln!(
@@ -104,8 +110,8 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
                 let _ = writeln!(
                     s,
                     "- {}: {}{}",
-                    f.item,
-                    f.value,
+                    md(f.item),
+                    md(&f.value),
                     f.warning
                         .as_deref()
                         .map(|w| format!(" **({w})**"))

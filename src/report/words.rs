@@ -52,11 +52,69 @@ pub struct Markdown;
 
 impl Markup for Markdown {
     fn text(&self, s: &str) -> String {
-        s.to_string()
+        md(s)
     }
     fn code(&self, s: &str) -> String {
         format!("`{s}`")
     }
+}
+
+/// Prose for Markdown: code-like words (`__next__`, `aten::copy_`, `*args`,
+/// `bn_bw<…>(…)`) in code spans, so that a renderer shows them as written instead of reading
+/// `__x__` as bold, `*` as emphasis or `<…>` as HTML. Code spans already in the text stay.
+pub fn md(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    for (k, part) in text.split('`').enumerate() {
+        if k > 0 {
+            out.push('`');
+        }
+        if k % 2 == 1 {
+            // Inside a code span the text already has.
+            out.push_str(part);
+            continue;
+        }
+        let mut word = String::new();
+        for c in part.chars().chain(std::iter::once(' ')) {
+            if c.is_whitespace() {
+                out.push_str(&code_like(&word));
+                word.clear();
+                out.push(c);
+            } else {
+                word.push(c);
+            }
+        }
+        out.pop();
+    }
+    out
+}
+
+/// One whitespace-delimited word, in a code span when Markdown would read it as markup
+/// (`_` or `*` runs as emphasis, `<` as HTML, `\\` as an escape, `~` as strikethrough); the
+/// punctuation around it stays outside, a closing bracket only when the word does not open it
+/// (`f(x),` keeps its `)`).
+fn code_like(word: &str) -> String {
+    let lead = word
+        .find(|c: char| !"(\"'[".contains(c))
+        .unwrap_or(word.len());
+    let mut trail = word.len();
+    while trail > lead {
+        let c = word[..trail].chars().next_back().unwrap_or(' ');
+        let core = &word[lead..trail];
+        let unopened = |open: char, close: char| {
+            c == close && core.matches(close).count() > core.matches(open).count()
+        };
+        if ",.;:!?\"'".contains(c) || unopened('(', ')') || unopened('[', ']') {
+            trail -= c.len_utf8();
+        } else {
+            break;
+        }
+    }
+    let core = &word[lead..trail];
+    let markup = core.contains(['_', '*', '<', '\\', '~']) || core.contains("::");
+    if core.is_empty() || !markup {
+        return word.to_string();
+    }
+    format!("{}`{core}`{}", &word[..lead], &word[trail..])
 }
 
 /// HTML: escaped, names in `<code>`.
@@ -196,7 +254,8 @@ mod tests {
         let i = inst();
         assert_eq!(
             instance(&i, &Markdown, true),
-            "at +1.50 ms, 2.0 ms: gap <x> — `aten::item` @ `train.py(3): step`"
+            // `<x>` would be an HTML tag to a Markdown renderer: a code span keeps it.
+            "at +1.50 ms, 2.0 ms: gap `<x>` — `aten::item` @ `train.py(3): step`"
         );
         assert_eq!(
             instance(&i, &Html, true),
