@@ -231,6 +231,9 @@ enum ReportFormat {
     Json,
     Html,
     Junit,
+    /// The trace with tracehound's tracks added (idle gaps by cause, findings, flows), for
+    /// ui.perfetto.dev and chrome://tracing; gzip when the path ends in .gz.
+    Perfetto,
 }
 
 #[derive(clap::Args)]
@@ -238,7 +241,8 @@ struct ReportArgs {
     /// Trace files (and nvidia-smi logs beside them).
     #[arg(required = true)]
     files: Vec<PathBuf>,
-    /// Where to write the report (.md, .json, .html, .xml).
+    /// Where to write the report (.md, .json, .html, .xml; .perfetto.json or .perfetto.json.gz
+    /// for the Perfetto overlay).
     #[arg(short, long, value_name = "PATH")]
     output: PathBuf,
     /// The format, when the extension does not say it.
@@ -687,15 +691,26 @@ fn report_cmd(args: ReportArgs, base: Options) -> Result<i32> {
         .output
         .extension()
         .map(|e| e.to_string_lossy().to_ascii_lowercase());
+    let file_name = args
+        .output
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
     let format = match (args.format, ext.as_deref()) {
         (Some(f), _) => f,
+        (None, _)
+            if file_name.ends_with(".perfetto.json")
+                || file_name.ends_with(".perfetto.json.gz") =>
+        {
+            ReportFormat::Perfetto
+        }
         (None, Some("md" | "markdown")) => ReportFormat::Md,
         (None, Some("json")) => ReportFormat::Json,
         (None, Some("html" | "htm")) => ReportFormat::Html,
         (None, Some("xml")) => ReportFormat::Junit,
         _ => {
             return Err(Error::Usage(format!(
-                "{}: say the format with --format md|json|html|junit, or end the path in .md, .json, .html or .xml",
+                "{}: say the format with --format md|json|html|junit|perfetto, or end the path in .md, .json, .html, .xml or .perfetto.json(.gz)",
                 args.output.display()
             )));
         }
@@ -707,6 +722,30 @@ fn report_cmd(args: ReportArgs, base: Options) -> Result<i32> {
         ReportFormat::Json => Format::Json,
         ReportFormat::Html => Format::Html,
         ReportFormat::Junit => Format::Junit(args.fail_on.map_or(Severity::Low, FailOn::severity)),
+        ReportFormat::Perfetto => {
+            let [r] = reports.as_slice() else {
+                return Err(Error::Usage(format!(
+                    "{}: the Perfetto overlay is of one trace (with the logs beside it); {} given",
+                    args.output.display(),
+                    reports.len()
+                )));
+            };
+            let n = report::perfetto::write(&args.output, r.trace, &r.analysis)
+                .with_context(|| format!("writing {}", args.output.display()))?;
+            eprintln!(
+                "tracehound: wrote {}: the trace's {} events, {} idle gaps, {} finding instances, {} flows; open it at https://ui.perfetto.dev",
+                args.output.display(),
+                n.original,
+                n.gaps,
+                n.instances,
+                n.flows
+            );
+            return Ok(gate(
+                args.fail_on,
+                opened.iter().any(pipeline::Opened::incomplete),
+                reports.iter().flat_map(|r| r.analysis.findings.iter()),
+            ));
+        }
     };
     let text = report::render(&reports, fmt, None);
     report::write_atomic(&args.output, text.as_bytes())

@@ -113,6 +113,16 @@ fn the_html_report_is_self_contained_and_renders() {
     ] {
         assert!(page.contains(needle), "{needle}");
     }
+    // The verdict and the ranked findings come first, the charts behind them; the page says
+    // how to see the findings on the timeline.
+    let findings = page.find("<h2>Findings</h2>").expect("a findings table");
+    let first_chart = page.find("<svg").expect("a chart");
+    assert!(
+        findings < first_chart,
+        "findings at {findings}, first chart at {first_chart}"
+    );
+    assert!(page.find("Verdict:").is_some_and(|v| v < findings));
+    assert!(page.contains("-o run.perfetto.json.gz") && page.contains("ui.perfetto.dev"));
     // Nothing from elsewhere: no scripts, no external styles, fonts or images.
     for banned in ["<script", "<link", "src=\"http", "@import", "url(http"] {
         assert!(!page.contains(banned), "{banned}");

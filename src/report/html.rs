@@ -330,9 +330,10 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
     s
 }
 
-/// One trace's part of the report: its sections, then its first `top` findings.
+/// One trace's part of the report: its header and verdict, its first `top` findings (what a
+/// reader came for, at the top), then the charts and tables behind them.
 fn report_sections(s: &mut String, r: &TraceReport, top: Option<usize>) {
-    trace_section(s, r);
+    trace_header(s, r);
     let shown: Vec<&Finding> = r
         .analysis
         .findings
@@ -340,10 +341,11 @@ fn report_sections(s: &mut String, r: &TraceReport, top: Option<usize>) {
         .take(top.unwrap_or(usize::MAX))
         .collect();
     findings_section(s, &shown);
+    trace_charts(s, r);
 }
 
-/// The trace's header, verdict, charts and tables: everything but the findings.
-fn trace_section(s: &mut String, r: &TraceReport) {
+/// The trace's header and verdict, and how to see the findings on its timeline.
+fn trace_header(s: &mut String, r: &TraceReport) {
     let t = r.trace;
     let a = &r.analysis;
     let w = &a.summary.window;
@@ -369,6 +371,18 @@ fn trace_section(s: &mut String, r: &TraceReport) {
         "<p class=\"verdict\"><b>Verdict:</b> {}</p>",
         esc(&a.summary.verdict)
     );
+    let _ = writeln!(
+        s,
+        "<p>On the timeline: <code>tracehound report {} -o run.perfetto.json.gz</code> writes the trace with tracehound's tracks (idle gaps by cause, the findings' worst instances, arrows from the call that drained the queue); open that file at <a href=\"https://ui.perfetto.dev\">ui.perfetto.dev</a> or in chrome://tracing.</p>",
+        esc(&t.source)
+    );
+}
+
+/// The trace's charts and tables: the timeline, idle causes, memory, roofline, accounting.
+fn trace_charts(s: &mut String, r: &TraceReport) {
+    let t = r.trace;
+    let a = &r.analysis;
+    let w = &a.summary.window;
     timeline(s, r);
     if let Some(idle) = a.findings.iter().find(|f| f.rule == idle_gaps::ID) {
         let rows: Vec<(String, f64, String, &str)> = idle

@@ -8,6 +8,7 @@ pub mod job;
 pub(crate) mod json;
 mod junit;
 mod markdown;
+pub mod perfetto;
 mod table;
 pub mod tables;
 pub mod words;
