@@ -159,6 +159,18 @@ enum OutFormat {
     Md,
 }
 
+/// `--color`: colour the table's severities and verdict.
+#[derive(Clone, Copy, ValueEnum, Default)]
+enum ColorChoice {
+    /// On a terminal, unless NO_COLOR is set.
+    #[default]
+    Auto,
+    /// Always, also into a pipe or a file.
+    Always,
+    /// Never.
+    Never,
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum FailOn {
     Low,
@@ -190,6 +202,10 @@ struct AnalyzeArgs {
     /// Show at most N findings per trace.
     #[arg(long, value_name = "N")]
     top: Option<usize>,
+    /// Colour severities and the verdict in the table: auto (on a terminal, unless NO_COLOR
+    /// is set), always, never. On a terminal the table is also wrapped at its width.
+    #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
+    color: ColorChoice,
     /// Exit with code 1 when a finding of this severity or higher is found, and with code 3
     /// when an input is cut short (its findings cover only what the file kept).
     #[arg(long, value_enum, value_name = "SEVERITY")]
@@ -427,7 +443,12 @@ fn analyze(args: AnalyzeArgs, base: Options) -> Result<i32> {
         report::write_atomic(out, text.as_bytes())
             .with_context(|| format!("writing {}", out.display()))?;
     }
-    let text = report::render(&reports, format, args.top);
+    let mut text = report::render(&reports, format, args.top);
+    if matches!(format, Format::Table)
+        && let Some(term) = terminal(args.color)
+    {
+        text = report::table::for_terminal(&text, term);
+    }
     clock.mark("cli: render");
     write_stdout(&text, "writing the report")?;
     let code = gate(
@@ -459,6 +480,45 @@ fn reports(opened: &[pipeline::Opened]) -> Vec<TraceReport<'_>> {
             })
         })
         .collect()
+}
+
+/// How the table is shown when standard output is a terminal: its width (`COLUMNS`, else
+/// the terminal's own, else 100) and whether to colour (`--color`, and `NO_COLOR` for auto).
+/// None for a pipe or a file, which get the plain table, unless `--color always`.
+fn terminal(color: ColorChoice) -> Option<report::table::Terminal> {
+    use std::io::IsTerminal;
+    let tty = std::io::stdout().is_terminal();
+    let colour = match color {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+    };
+    if !tty && !colour {
+        return None;
+    }
+    let width = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse::<usize>().ok())
+        .or_else(terminal_width)
+        .unwrap_or(100);
+    Some(report::table::Terminal {
+        width: if tty { width } else { usize::MAX },
+        colour,
+    })
+}
+
+/// The terminal's width in columns, when the TUI's terminal library is built in.
+fn terminal_width() -> Option<usize> {
+    #[cfg(feature = "tui")]
+    {
+        crossterm::terminal::size()
+            .ok()
+            .map(|(w, _)| usize::from(w))
+    }
+    #[cfg(not(feature = "tui"))]
+    {
+        None
+    }
 }
 
 fn write_stdout(text: &str, what: &'static str) -> Result<()> {

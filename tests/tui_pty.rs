@@ -120,3 +120,69 @@ fn a_file_that_does_not_load_fails_like_analyze() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent/trace.json"), "{err}");
 }
+
+#[test]
+fn the_table_wraps_at_the_terminal_width_with_colour() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping: tmux is not installed (.ci/run installs it)");
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_tracehound");
+    let trace = own("h200_resnet_unpinned_sync.pt.trace.json.gz");
+    // The plain table, as a pipe gets it: its words are what the terminal must show.
+    let plain = String::from_utf8(
+        Command::new(bin)
+            .args(["analyze", "--top", "3", trace.to_str().expect("UTF-8 path")])
+            .output()
+            .expect("runs")
+            .stdout,
+    )
+    .expect("UTF-8");
+    assert!(!plain.contains('\x1b'), "a pipe gets no colour");
+    assert!(plain.lines().any(|l| l.chars().count() > 130));
+    for width in [80usize, 120] {
+        let tmux = Tmux {
+            socket: format!("tracehound-wrap-{}-{width}", std::process::id()),
+        };
+        let script = format!(
+            "COLUMNS={width} '{bin}' analyze --top 3 '{}'; echo DONE-DONE; sleep 60",
+            trace.display()
+        );
+        tmux.cmd(&[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            &width.to_string(),
+            "-y",
+            "200",
+            "sh",
+            "-c",
+            &script,
+        ]);
+        tmux.wait_for("DONE-DONE");
+        // The pane with its colour codes (-e), and the whole history.
+        let coloured = tmux.cmd(&["capture-pane", "-p", "-e", "-S", "-", "-t", "t"]);
+        // Bold red (tmux writes it back as two codes).
+        assert!(coloured.contains("\x1b[31mhigh"), "{coloured}");
+        let text = tmux.cmd(&["capture-pane", "-p", "-S", "-", "-t", "t"]);
+        // Each line fits, so the terminal broke none: every token of the table is whole.
+        for l in text.lines() {
+            assert!(l.chars().count() <= width, "{width}: {l:?}");
+        }
+        let finding = "GPU 0 idle 82% of the window: 88 gaps ≥ 100 µs cost 359.4 ms";
+        let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(joined.contains(finding), "{width}: {text}");
+        // A number keeps its unit, and a sign its number, on one line.
+        assert!(text.contains("≥ 100 µs"), "{width}: {text}");
+        let top3: String = plain
+            .lines()
+            .take_while(|l| !l.contains("summary"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        for word in top3.split_whitespace().take(200) {
+            assert!(joined.contains(word), "{width}: {word:?} missing");
+        }
+    }
+}

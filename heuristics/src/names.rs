@@ -68,6 +68,67 @@ pub fn short_name(name: &str, max: usize) -> String {
     clip(out.trim().trim_start_matches("void "), max)
 }
 
+/// `name` with its template arguments kept and its parameter list elided:
+/// `cudnn::bn_bw_1C11_kernel_new<float, float, float2, 128, 1, 1>(…)`.
+fn with_templates(name: &str) -> String {
+    let mut out = String::new();
+    let (mut angle, mut paren) = (0i32, 0i32);
+    for c in name.chars() {
+        match c {
+            '(' if angle == 0 => {
+                if paren == 0 {
+                    out.push_str("(…)");
+                }
+                paren += 1;
+            }
+            ')' if angle == 0 => paren -= 1,
+            _ if paren > 0 => {}
+            '<' => {
+                angle += 1;
+                out.push(c);
+            }
+            '>' => {
+                angle -= 1;
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out.trim().trim_start_matches("void ").to_string()
+}
+
+/// Short names for the kernels of one table or chart, shortened only as far as they stay
+/// distinct: each as [`short_name`] gives it; where two different names would read the same
+/// (two instantiations of one template), with their template arguments; where even those are
+/// the same, whole.
+pub fn distinct_short_names(names: &[&str], max: usize) -> Vec<String> {
+    let short: Vec<String> = names.iter().map(|n| short_name(n, max)).collect();
+    let clash = |forms: &[String], i: usize| {
+        forms
+            .iter()
+            .enumerate()
+            .any(|(j, f)| j != i && *f == forms[i] && names[j] != names[i])
+    };
+    let templated: Vec<String> = (0..names.len())
+        .map(|i| {
+            if clash(&short, i) {
+                with_templates(names[i])
+            } else {
+                short[i].clone()
+            }
+        })
+        .collect();
+    (0..names.len())
+        .map(|i| {
+            if clash(&templated, i) {
+                names[i].trim().to_string()
+            } else {
+                templated[i].clone()
+            }
+        })
+        .collect()
+}
+
 /// `text` cut to `max` characters, the last an ellipsis when it was longer.
 pub fn clip(text: &str, max: usize) -> String {
     if text.chars().count() > max {
@@ -99,6 +160,31 @@ pub(crate) fn most_common<S: AsRef<str>>(items: &[Option<S>]) -> Option<String> 
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn kernel_names_stay_distinct() {
+        let a =
+            "void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 128, 1, 1>(float, float, int)";
+        let b =
+            "void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 512, 1, 1>(float, float, int)";
+        let c = "void at::native::elementwise_kernel<128, 4>(int)";
+        let names = super::distinct_short_names(&[a, b, c, a], 70);
+        assert_eq!(
+            names[0],
+            "cudnn::bn_bw_1C11_kernel_new<float, float, float2, 128, 1, 1>(…)"
+        );
+        assert_eq!(
+            names[1],
+            "cudnn::bn_bw_1C11_kernel_new<float, float, float2, 512, 1, 1>(…)"
+        );
+        assert_eq!(names[2], "at::native::elementwise_kernel<…>(…)");
+        assert_eq!(names[3], names[0]);
+        // Same templates, different parameters: whole.
+        let d = "k<int>(float)";
+        let e = "k<int>(double)";
+        assert_eq!(super::distinct_short_names(&[d, e], 70), [d, e]);
+    }
+
     use super::*;
 
     #[test]

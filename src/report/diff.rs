@@ -1,7 +1,7 @@
 //! `tracehound diff`'s printers: text, Markdown, HTML and JSON of the comparisons made by
 //! [`tracehound_heuristics::diff`].
 
-use tracehound_heuristics::diff::{Change, Diff};
+use tracehound_heuristics::diff::{Change, Diff, Status};
 use tracehound_heuristics::finding::{fmt_bytes, fmt_ns};
 
 /// Output formats.
@@ -44,6 +44,41 @@ fn pct(c: &Change) -> String {
     format!("{:+.1}%", c.change_pct)
 }
 
+/// A change of time with its sign always written: `+12.3 ms`, `-4.0 µs`, `0 ns`.
+fn signed_ns(ns: i64) -> String {
+    match ns {
+        0 => fmt_ns(0),
+        n if n > 0 => format!("+{}", fmt_ns(n)),
+        n => format!("-{}", fmt_ns(-n)),
+    }
+}
+
+/// The diff in one line: faster, slower or about the same (by the median step, else by the
+/// idle time in gaps, a 2% change counting as none), and the findings resolved and new.
+pub fn verdict(d: &Diff) -> String {
+    let (what, c) = match &d.step_ns {
+        Some(c) => ("median step", c),
+        None => ("idle in gaps (no step markers in both)", &d.idle_gap_ns),
+    };
+    let word = if c.change_pct <= -2.0 {
+        "better"
+    } else if c.change_pct >= 2.0 {
+        "worse"
+    } else {
+        "about the same"
+    };
+    let count = |st: Status| d.findings.iter().filter(|f| f.status == st).count();
+    format!(
+        "{word}: {what} {} -> {} ({}); findings {} resolved, {} new, {} in both",
+        fmt_ns(c.before as i64),
+        fmt_ns(c.after as i64),
+        pct(c),
+        count(Status::Resolved),
+        count(Status::New),
+        count(Status::Changed)
+    )
+}
+
 /// The diff as plain text (`html` false) or Markdown.
 fn text(d: &Diff, markdown: bool) -> String {
     use std::fmt::Write;
@@ -58,11 +93,19 @@ fn text(d: &Diff, markdown: bool) -> String {
     if markdown {
         let _ = writeln!(
             s,
-            "# tracehound diff\n\nbefore: `{}`  \nafter: `{}`",
-            d.before, d.after
+            "# tracehound diff\n\nbefore: `{}`  \nafter: `{}`\n\n**Verdict:** {}",
+            d.before,
+            d.after,
+            verdict(d)
         );
     } else {
-        let _ = writeln!(s, "before: {}\nafter:  {}", d.before, d.after);
+        let _ = writeln!(
+            s,
+            "before: {}\nafter:  {}\nverdict: {}",
+            d.before,
+            d.after,
+            verdict(d)
+        );
     }
     h(&mut s, "Time");
     let line = |s: &mut String, what: &str, b: String, a: String, p: String| {
@@ -107,7 +150,7 @@ fn text(d: &Diff, markdown: bool) -> String {
             &format!("  idle: {}", c.name),
             fmt_ns(c.before_ns),
             fmt_ns(c.after_ns),
-            fmt_ns(c.delta_ns),
+            signed_ns(c.delta_ns),
         );
     }
     for (what, c) in [
@@ -151,15 +194,16 @@ fn text(d: &Diff, markdown: bool) -> String {
         ("Operators by change", &d.operators),
     ] {
         h(&mut s, t);
-        for r in rows {
-            let name = tracehound_heuristics::summary::short_kernel(&r.name);
+        let all: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+        let names = tracehound_heuristics::names::distinct_short_names(&all, 70);
+        for (r, name) in rows.iter().zip(names) {
             if markdown {
                 let _ = writeln!(
                     s,
                     "- `{name}`: {} -> {} ({})",
                     fmt_ns(r.before_ns),
                     fmt_ns(r.after_ns),
-                    fmt_ns(r.delta_ns)
+                    signed_ns(r.delta_ns)
                 );
             } else {
                 let _ = writeln!(
@@ -167,7 +211,7 @@ fn text(d: &Diff, markdown: bool) -> String {
                     "    {:>10} -> {:>10} ({:>10})  {name}",
                     fmt_ns(r.before_ns),
                     fmt_ns(r.after_ns),
-                    fmt_ns(r.delta_ns)
+                    signed_ns(r.delta_ns)
                 );
             }
         }

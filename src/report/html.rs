@@ -9,7 +9,6 @@ use tracehound_heuristics::Finding;
 use tracehound_heuristics::finding::fmt_ns;
 use tracehound_heuristics::idle::CauseKind;
 use tracehound_heuristics::rules::idle_gaps;
-use tracehound_heuristics::summary::short_kernel;
 use tracehound_parsers::Trace;
 
 /// Escapes text for HTML.
@@ -402,12 +401,14 @@ fn trace_charts(s: &mut String, r: &TraceReport) {
         bars(s, "Where the GPU's idle time went: measured causes", &rows);
     }
     let kernels = tracehound_heuristics::tables::kernel_summary(t, Some(w));
+    let top: Vec<&str> = kernels.iter().take(10).map(|k| k.name.as_str()).collect();
+    let knames = tracehound_heuristics::names::distinct_short_names(&top, 70);
     let krows: Vec<(String, f64, String, &str)> = kernels
         .iter()
-        .take(10)
-        .map(|k| {
+        .zip(&knames)
+        .map(|(k, name)| {
             (
-                format!("{} ×{}", short_kernel(&k.name), k.instances),
+                format!("{name} ×{}", k.instances),
                 k.total_ns as f64,
                 fmt_ns(k.total_ns),
                 "#2b9348",

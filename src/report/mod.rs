@@ -9,7 +9,7 @@ pub(crate) mod json;
 mod junit;
 mod markdown;
 pub mod perfetto;
-mod table;
+pub mod table;
 pub mod tables;
 pub mod words;
 

@@ -3,7 +3,6 @@
 
 use std::fmt::Write;
 use tracehound_heuristics::finding::fmt_ns;
-use tracehound_heuristics::summary::short_kernel;
 use tracehound_heuristics::tables::TimeRow;
 
 fn csv_field(s: &str) -> String {
@@ -71,7 +70,9 @@ pub fn text(
         "  {:>6} {:>10} {:>8} {:>9} {:>9} {:>9}  KERNEL",
         "TIME%", "TOTAL", "CALLS", "AVG", "MIN", "MAX"
     );
-    for r in kernels.iter().take(top) {
+    let shown: Vec<&str> = kernels.iter().take(top).map(|r| r.name.as_str()).collect();
+    let names = tracehound_heuristics::names::distinct_short_names(&shown, 70);
+    for (r, name) in kernels.iter().zip(&names) {
         let _ = writeln!(
             s,
             "  {:>5.1}% {:>10} {:>8} {:>9} {:>9} {:>9}  {}",
@@ -81,7 +82,7 @@ pub fn text(
             fmt_ns(r.avg_ns as i64),
             fmt_ns(r.min_ns),
             fmt_ns(r.max_ns),
-            short_kernel(&r.name)
+            name
         );
     }
     if kernels.len() > top {

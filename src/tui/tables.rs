@@ -24,11 +24,14 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         Cell::from("share"),
     ])
     .style(Style::default().add_modifier(Modifier::BOLD));
+    let all: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+    let names = tracehound_heuristics::names::distinct_short_names(&all, 120);
     let body: Vec<Row> = rows
         .iter()
-        .map(|r| {
+        .zip(names)
+        .map(|(r, name)| {
             Row::new(vec![
-                Cell::from(tracehound_heuristics::names::short_name(&r.name, 120)),
+                Cell::from(name),
                 Cell::from(fmt_ns(r.total_ns)),
                 Cell::from(r.instances.to_string()),
                 Cell::from(fmt_ns(r.avg_ns as i64)),
