@@ -96,6 +96,14 @@ enum Command {
         #[command(flatten)]
         analysis: AnalysisArgs,
     },
+    /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell):
+    /// `tracehound completions bash > ~/.local/share/bash-completion/completions/tracehound`.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff): `tracehound man > tracehound.1 && man ./tracehound.1`.
+    Man,
     /// Show what was detected and loaded from each file.
     Info {
         /// Trace files (Kineto JSON, plain or gzip; Nsight Systems SQLite).
@@ -315,6 +323,22 @@ pub fn main() -> i32 {
     let result = match cli.command {
         Command::Analyze(args) => analyze(args, base),
         Command::Info { files, analysis } => info(files, &analysis.options(base)),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "tracehound", &mut out);
+            write_bytes(&out, "writing the completion script").map(|()| 0)
+        }
+        Command::Man => {
+            use clap::CommandFactory;
+            let mut out = Vec::new();
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut out)
+                .context("rendering the manual page")
+                .map_err(Error::from)
+                .and_then(|()| write_bytes(&out, "writing the manual page"))
+                .map(|()| 0)
+        }
         Command::Merge(args) => merge(args),
         Command::Report(args) => report_cmd(args, base),
         Command::Sql {
@@ -519,6 +543,11 @@ fn terminal_width() -> Option<usize> {
     {
         None
     }
+}
+
+fn write_bytes(bytes: &[u8], what: &'static str) -> Result<()> {
+    std::io::stdout().lock().write_all(bytes).context(what)?;
+    Ok(())
 }
 
 fn write_stdout(text: &str, what: &'static str) -> Result<()> {
