@@ -272,6 +272,9 @@ struct ReportArgs {
     /// The format, when the extension does not say it.
     #[arg(long, value_enum)]
     format: Option<ReportFormat>,
+    /// Show at most N findings per trace (as `analyze --top`).
+    #[arg(long, value_name = "N")]
+    top: Option<usize>,
     /// Exit with code 1 when a finding of this severity or higher is found (3 when an input
     /// is cut short); in JUnit, the severity from which a finding fails its test case
     /// (default low).
@@ -836,7 +839,7 @@ fn report_cmd(args: ReportArgs, base: Options) -> Result<i32> {
             ));
         }
     };
-    let text = report::render(&reports, fmt, None);
+    let text = report::render(&reports, fmt, args.top);
     report::write_atomic(&args.output, text.as_bytes())
         .with_context(|| format!("writing {}", args.output.display()))?;
     eprintln!("tracehound: wrote {}", args.output.display());

@@ -262,3 +262,23 @@ fn diff_of_the_kineto_docs_pair_and_of_job_directories() {
         assert_eq!(d["idle_gap_ns"]["change_pct"], 0.0);
     }
 }
+
+#[test]
+fn report_takes_top_as_analyze_does() {
+    let tmp = tmpdir("report-top");
+    let md = tmp.path().join("review.md");
+    let (code, err) = report(&[
+        own(UNPINNED).to_str().unwrap(),
+        "-o",
+        md.to_str().unwrap(),
+        "--top",
+        "2",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        text.contains("\n## 1. ") && text.contains("\n## 2. "),
+        "{text}"
+    );
+    assert!(!text.contains("\n## 3. "), "{text}");
+}
