@@ -14,10 +14,10 @@ use tracehound_heuristics::finding::fmt_ns;
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let Some(l) = &app.loaded else {
-        f.render_widget(
-            Paragraph::new("No trace open: pick a rank on the Job screen (6) and press Enter."),
-            area,
-        );
+        match &app.job {
+            Some((dir, ranks, findings)) => job_findings(f, app, area, dir, ranks.len(), findings),
+            None => f.render_widget(Paragraph::new("No trace open."), area),
+        }
         return;
     };
     let findings = &l.analysis.findings;
@@ -129,5 +129,49 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             )),
         ),
         cols[1],
+    );
+}
+
+/// A job directory before a rank is opened: the job's own findings (stragglers, waits,
+/// exposed communication), each with its evidence.
+fn job_findings(
+    f: &mut Frame,
+    app: &App,
+    area: Rect,
+    dir: &str,
+    ranks: usize,
+    findings: &[tracehound_heuristics::Finding],
+) {
+    let mut lines: Vec<Line> = Vec::new();
+    if findings.is_empty() {
+        lines.push(Line::from("No job findings: the ranks agree."));
+    }
+    for (k, fi) in findings.iter().enumerate() {
+        lines.push(Line::from(vec![
+            Span::raw(format!("{:>2} ", k + 1)),
+            Span::styled(
+                format!("{:<6} ", fi.severity.label()),
+                style::severity(app, fi.severity),
+            ),
+            Span::raw(format!("{:>10}  {:<22} ", fmt_ns(fi.impact_ns), fi.rule)),
+            Span::styled(
+                fi.title.clone(),
+                Style::default().add_modifier(Modifier::BOLD),
+            ),
+        ]));
+        lines.push(Line::from(format!("     {}", fi.evidence)));
+        if let Some(a) = fi.advice.first() {
+            lines.push(Line::from(format!("     fix: {a}")));
+        }
+    }
+    let title = format!(
+        " job {dir}: {} findings across {ranks} ranks · a rank's own: Job screen (6), Enter ",
+        findings.len()
+    );
+    f.render_widget(
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::default().borders(Borders::ALL).title(title)),
+        area,
     );
 }

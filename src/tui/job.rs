@@ -27,6 +27,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         .split(area);
     let header = Row::new(vec![
         "rank",
+        "file",
         "steps",
         "step time",
         "busy",
@@ -39,6 +40,11 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         .map(|r| {
             Row::new(vec![
                 Cell::from(r.rank.to_string()),
+                Cell::from(
+                    std::path::Path::new(&r.source)
+                        .file_name()
+                        .map_or_else(|| r.source.clone(), |n| n.to_string_lossy().into_owned()),
+                ),
                 Cell::from(r.steps.to_string()),
                 Cell::from(fmt_ns(r.step_ns)),
                 Cell::from(format!("{:.0}%", 100.0 * r.busy_share)),
@@ -55,6 +61,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         rows,
         [
             Constraint::Length(5),
+            Constraint::Length(24),
             Constraint::Length(6),
             Constraint::Length(10),
             Constraint::Length(6),

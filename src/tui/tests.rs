@@ -215,6 +215,15 @@ fn job_screen_lists_the_ranks_and_the_straggler() {
         screen.contains("straggler_rank: rank 1 arrives last"),
         "{screen}"
     );
+    // The rank files are named.
+    assert!(screen.contains("rank1.pt.trace.json"), "{screen}");
+    // Before a rank is opened, the Findings screen shows the job's findings.
+    a.screen = Screen::Findings;
+    let findings = text(&render(&a, 120, 30));
+    assert!(!findings.contains("No trace open"), "{findings}");
+    assert!(findings.contains("straggler_rank"), "{findings}");
+    assert!(findings.contains("across 2 ranks"), "{findings}");
+    a.screen = Screen::Job;
     a.apply(Action::Down, 10);
     a.apply(Action::Enter, 10);
     assert!(
