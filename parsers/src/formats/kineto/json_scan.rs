@@ -167,6 +167,9 @@ struct Marks {
     open: u64,
     /// `]` and `}`.
     close: u64,
+    /// Bytes above `@` (letters, `_`, brackets and braces, UTF-8): with `close` taken out,
+    /// what valid JSON never has right after a string's closing quote.
+    word: u64,
 }
 
 /// Marks the structural bytes of `block` (64 bytes; more are ignored, fewer are a bug the
@@ -202,6 +205,7 @@ fn classify_64(block: &[u8; 64]) -> Marks {
         let fold = _mm_set1_epi8(0x20);
         let open = _mm_set1_epi8(b'{' as i8);
         let close = _mm_set1_epi8(b'}' as i8);
+        let at = _mm_set1_epi8(b'@' as i8);
         for k in 0..4 {
             let v = _mm_loadu_si128(block.as_ptr().add(16 * k).cast::<__m128i>());
             let f = _mm_or_si128(v, fold);
@@ -210,6 +214,8 @@ fn classify_64(block: &[u8; 64]) -> Marks {
             m.backslash |= mask(_mm_cmpeq_epi8(v, backslash));
             m.open |= mask(_mm_cmpeq_epi8(f, open));
             m.close |= mask(_mm_cmpeq_epi8(f, close));
+            // Signed: bytes 0x80 and up (UTF-8) are negative, so not above `@`.
+            m.word |= mask(_mm_cmpgt_epi8(v, at));
         }
     }
     m
@@ -228,7 +234,7 @@ fn classify_64(block: &[u8; 64]) -> Marks {
 fn classify_64_portable(block: &[u8; 64]) -> Marks {
     let mut m = Marks::default();
     for k in 0..4 {
-        let (mut q, mut s, mut o, mut c) = (0u16, 0u16, 0u16, 0u16);
+        let (mut q, mut s, mut o, mut c, mut w) = (0u16, 0u16, 0u16, 0u16, 0u16);
         for i in 0..16 {
             let x = block[16 * k + i];
             let f = x | 0x20;
@@ -236,13 +242,24 @@ fn classify_64_portable(block: &[u8; 64]) -> Marks {
             s |= u16::from(x == b'\\') << i;
             o |= u16::from(f == b'{') << i;
             c |= u16::from(f == b'}') << i;
+            w |= u16::from((x as i8) > b'@' as i8) << i;
         }
         m.quote |= u64::from(q) << (16 * k);
         m.backslash |= u64::from(s) << (16 * k);
         m.open |= u64::from(o) << (16 * k);
         m.close |= u64::from(c) << (16 * k);
+        m.word |= u64::from(w) << (16 * k);
     }
     m
+}
+
+/// Whether the byte at `at`, just after a string's closing quote, may follow a string in
+/// JSON: anything but a letter, `_`, `{`, `[` or another byte from `A` (0x41) to 0x7F other
+/// than `]` and `}` (the bytes [`Marks::word`] marks, less [`Marks::close`]).
+#[inline]
+fn after_string_ok(b: &[u8], at: usize) -> bool {
+    b.get(at)
+        .is_none_or(|&c| !(c > b'@' && c < 0x80 && c != b']' && c != b'}'))
 }
 
 /// Bit `i` of the result is the XOR of bits `0..=i` of `x`: over quote marks, the bytes from
@@ -672,9 +689,20 @@ impl<'a> Scan<'a> {
                 let m = classify(block);
                 if m.backslash == 0 {
                     let in_str = prefix_xor(m.quote);
+                    // A letter right after a closing quote is no JSON: a quote inside a
+                    // string that was not escaped. Skipping on would read the rest of the
+                    // text with strings and structure swapped and lose events in silence;
+                    // serde then says where the text is wrong.
+                    // (Only bytes inside the container count: it may end in this block.)
+                    let closing = m.quote & !in_str;
+                    let bad = (closing << 1) & m.word & !m.close;
+                    let bad_next = closing >> 63 == 1 && !after_string_ok(b, at + 64);
                     let open = m.open & !in_str;
                     let close = m.close & !in_str;
                     if depth > close.count_ones() && depth + open.count_ones() <= MAX_DEPTH {
+                        if bad != 0 || bad_next {
+                            return Err(Bail);
+                        }
                         depth = depth + open.count_ones() - close.count_ones();
                     } else {
                         let mut bits = open | close;
@@ -689,16 +717,25 @@ impl<'a> Scan<'a> {
                             } else {
                                 depth = depth.checked_sub(1).ok_or(Bail)?;
                                 if depth == 0 {
+                                    if bad & ((1u64 << i) - 1) != 0 {
+                                        return Err(Bail);
+                                    }
                                     self.pos = at + i as usize + 1;
                                     return Ok(());
                                 }
                             }
+                        }
+                        if bad != 0 || bad_next {
+                            return Err(Bail);
                         }
                     }
                     at += 64;
                     if in_str >> 63 == 1 {
                         // A string runs on past the block: find its end (escapes and all).
                         at = string_end(b, at)?;
+                        if !after_string_ok(b, at) {
+                            return Err(Bail);
+                        }
                     }
                     continue;
                 }
@@ -721,7 +758,12 @@ impl<'a> Scan<'a> {
                         return Ok(());
                     }
                 }
-                b'"' => at = string_end(b, at + 1)?,
+                b'"' => {
+                    at = string_end(b, at + 1)?;
+                    if !after_string_ok(b, at) {
+                        return Err(Bail);
+                    }
+                }
                 _ => at += 1,
             }
         }
@@ -1076,6 +1118,12 @@ mod tests {
                         }
                     }
                     pos = at + 1;
+                    // A letter right after a closing quote is no JSON.
+                    if b.get(pos)
+                        .is_some_and(|&c| c > b'@' && c < 0x80 && c != b']' && c != b'}')
+                    {
+                        return Err(Bail);
+                    }
                 }
                 _ => pos += 1,
             }
@@ -1146,6 +1194,7 @@ mod tests {
             assert_eq!(bit(m.backslash), c == b'\\', "{i}");
             assert_eq!(bit(m.open), c == b'[' || c == b'{', "{i}");
             assert_eq!(bit(m.close), c == b']' || c == b'}', "{i}");
+            assert_eq!(bit(m.word), c > b'@' && c < 0x80, "{i}");
         }
         assert_eq!(prefix_xor(0b1001_0010), 0b1110 | (!0u64 << 7));
     }
