@@ -13,6 +13,26 @@ struct Tmux {
 }
 
 impl Tmux {
+    /// A detached session `t` of `width` x `height` running `script` in sh.
+    fn start(socket: String, width: usize, height: usize, script: &str) -> Tmux {
+        let tmux = Tmux { socket };
+        let (w, h) = (width.to_string(), height.to_string());
+        tmux.cmd(&[
+            "new-session",
+            "-d",
+            "-s",
+            "t",
+            "-x",
+            &w,
+            "-y",
+            &h,
+            "sh",
+            "-c",
+            script,
+        ]);
+        tmux
+    }
+
     fn cmd(&self, args: &[&str]) -> String {
         let out = Command::new("tmux")
             .args(["-L", &self.socket])
@@ -65,26 +85,16 @@ fn a_session_in_a_real_terminal() {
     }
     let bin = env!("CARGO_BIN_EXE_tracehound");
     let trace = own("h200_resnet_unpinned_sync.pt.trace.json.gz");
-    let tmux = Tmux {
-        socket: format!("tracehound-test-{}", std::process::id()),
-    };
     let script = format!(
         "'{bin}' tui '{}'; echo EXITED rc=$?; stty -a | tr ' ' '\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '; echo STTY-DONE; sleep 60",
         trace.display()
     );
-    tmux.cmd(&[
-        "new-session",
-        "-d",
-        "-s",
-        "t",
-        "-x",
-        "110",
-        "-y",
-        "32",
-        "sh",
-        "-c",
+    let tmux = Tmux::start(
+        format!("tracehound-test-{}", std::process::id()),
+        110,
+        32,
         &script,
-    ]);
+    );
     let s = tmux.wait_for("1 Findings");
     assert!(s.contains("GPU 0 idle 82% of the window"), "{s}");
     assert!(s.contains("input-bound"), "{s}");
@@ -141,26 +151,16 @@ fn the_table_wraps_at_the_terminal_width_with_colour() {
     assert!(!plain.contains('\x1b'), "a pipe gets no colour");
     assert!(plain.lines().any(|l| l.chars().count() > 130));
     for width in [80usize, 120] {
-        let tmux = Tmux {
-            socket: format!("tracehound-wrap-{}-{width}", std::process::id()),
-        };
         let script = format!(
             "COLUMNS={width} '{bin}' analyze --top 3 '{}'; echo DONE-DONE; sleep 60",
             trace.display()
         );
-        tmux.cmd(&[
-            "new-session",
-            "-d",
-            "-s",
-            "t",
-            "-x",
-            &width.to_string(),
-            "-y",
-            "200",
-            "sh",
-            "-c",
+        let tmux = Tmux::start(
+            format!("tracehound-wrap-{}-{width}", std::process::id()),
+            width,
+            200,
             &script,
-        ]);
+        );
         tmux.wait_for("DONE-DONE");
         // The pane with its colour codes (-e), and the whole history.
         let coloured = tmux.cmd(&["capture-pane", "-p", "-e", "-S", "-", "-t", "t"]);

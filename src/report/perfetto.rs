@@ -229,6 +229,15 @@ fn model_events(
             ),
         )?;
     }
+    // A complete event as a PyTorch profiler writes it, with its correlation id.
+    let x = |cat: &str, name: &str, pid: i64, tid: i64, start: i64, dur: i64, corr: u64| {
+        format!(
+            r#"{{"ph": "X", "cat": "{cat}", "name": {}, "pid": {pid}, "tid": {tid}, "ts": {}, "dur": {}, "args": {{"correlation": {corr}}}}}"#,
+            js(name),
+            us(start),
+            us(dur)
+        )
+    };
     for op in &t.gpu_ops {
         let cat = match op.kind {
             GpuOpKind::Kernel => "kernel",
@@ -236,19 +245,16 @@ fn model_events(
             GpuOpKind::Memset => "gpu_memset",
             GpuOpKind::Sync => continue,
         };
-        event(
-            w,
-            first,
-            &format!(
-                r#"{{"ph": "X", "cat": "{cat}", "name": {}, "pid": {}, "tid": {}, "ts": {}, "dur": {}, "args": {{"correlation": {}}}}}"#,
-                js(t.str(op.name)),
-                op.device,
-                op.stream,
-                us(op.start),
-                us(op.dur()),
-                op.correlation
-            ),
-        )?;
+        let e = x(
+            cat,
+            t.str(op.name),
+            i64::from(op.device),
+            op.stream,
+            op.start,
+            op.dur(),
+            op.correlation,
+        );
+        event(w, first, &e)?;
         n.original += 1;
     }
     for s in &t.host_spans {
@@ -260,19 +266,16 @@ fn model_events(
             HostKind::Python => "python_function",
             _ => continue,
         };
-        event(
-            w,
-            first,
-            &format!(
-                r#"{{"ph": "X", "cat": "{cat}", "name": {}, "pid": {}, "tid": {}, "ts": {}, "dur": {}, "args": {{"correlation": {}}}}}"#,
-                js(t.str(s.name)),
-                s.pid,
-                s.tid,
-                us(s.start),
-                us(s.dur()),
-                s.correlation
-            ),
-        )?;
+        let e = x(
+            cat,
+            t.str(s.name),
+            s.pid,
+            s.tid,
+            s.start,
+            s.dur(),
+            s.correlation,
+        );
+        event(w, first, &e)?;
         n.original += 1;
     }
     Ok(())

@@ -596,37 +596,10 @@ fn speculate_events(
     chunk_bytes: usize,
     cut: &mut impl FnMut(usize, usize),
 ) -> (usize, bool) {
-    let n = data.len();
-    let skip_ws = |mut p: usize| {
-        while p < n && data[p].is_ascii_whitespace() {
-            p += 1;
-        }
-        p
-    };
     let mut start = open;
     let mut first = true;
-    loop {
-        let mut i = start.saturating_add(chunk_bytes.max(1));
-        let comma = loop {
-            let Some(k) = data.get(i..).and_then(|rest| memchr::memchr(b'}', rest)) else {
-                break None;
-            };
-            let after = i + k + 1;
-            let c = skip_ws(after);
-            if c < n && data[c] == b',' {
-                let o = skip_ws(c + 1);
-                if o < n && data[o] == b'{' {
-                    let q = skip_ws(o + 1);
-                    if q < n && data[q] == b'"' {
-                        break Some(c);
-                    }
-                }
-            }
-            i = after;
-        };
-        let Some(c) = comma else {
-            break;
-        };
+    // The whole input is here: a search that runs off its end found nothing.
+    while let Ok(c) = speculative_cut(data, start.saturating_add(chunk_bytes.max(1))) {
         cut(start, c);
         start = c;
         first = false;
