@@ -69,5 +69,30 @@ fn a_rocm_profile_data_trace_is_refused_as_another_tool() {
         err.contains(&format!("none of its {} events", ev.len())),
         "{err}"
     );
-    assert!(err.contains("tracehound reads PyTorch profiler"), "{err}");
+    // What it does read, the .rpd database this was converted from among them.
+    assert!(err.contains("tracehound reads: "), "{err}");
+    assert!(err.contains("PyTorch profiler (Kineto) trace"), "{err}");
+    assert!(err.contains("rocmProfileData (RPD) capture"), "{err}");
+}
+
+#[test]
+fn torch_compile_chromium_events_are_named_and_refused() {
+    // Written here from the format torch/_dynamo/utils.py gives each chromium event it logs
+    // to TORCH_TRACE (name, ts in µs, args, ph B/E, cat "dynamo_timed", pid 0, tid 0), as
+    // users gather them from the logs into one JSON list for chrome://tracing.
+    let p = foreign("torch_trace_dynamo_chromium_events_sample.json");
+    let ev = events(&p);
+    assert!(
+        ev.iter()
+            .all(|e| e["cat"] == "dynamo_timed" && matches!(e["ph"].as_str(), Some("B" | "E")))
+    );
+    let err = refused(&p);
+    assert!(err.contains("torch.compile's own timings"), "{err}");
+    assert!(
+        err.contains(&format!("`dynamo_timed` {}", ev.len())),
+        "{err}"
+    );
+    assert!(!err.contains("GPU tracing was off"), "{err}");
+    // What it does read, from the list of readers.
+    assert!(err.contains("rocmProfileData (RPD) capture"), "{err}");
 }

@@ -306,6 +306,10 @@ impl Builder {
                 } else {
                     match ph {
                         "s" | "f" | "t" => SKIP_FLOW,
+                        // Begin/end pairs the profiler never writes: counted under their
+                        // category, so that a file of only such events (torch.compile's own
+                        // timings) is told apart from a capture with GPU tracing off.
+                        "B" | "E" if !cat_s.is_empty() => cat_s,
                         _ => SKIP_OTHER_PH,
                     }
                 };

@@ -484,6 +484,11 @@ fn foreign(t: &Trace) -> Option<String> {
     other.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     let tool = if other.iter().any(|x| x.0 == "Op") {
         "a TensorFlow timeline (its ops are of category `Op`)"
+    } else if other
+        .iter()
+        .any(|x| x.0.starts_with("dynamo") || x.0.starts_with("inductor"))
+    {
+        "torch.compile's own timings (TORCH_TRACE chromium events: compile phases, no GPU work)"
     } else {
         "a Chrome trace-event file from another tool"
     };
@@ -496,9 +501,14 @@ fn foreign(t: &Trace) -> Option<String> {
         cats.push(format!("no category {uncategorised}"));
     }
     Some(format!(
-        "{tool}, not a PyTorch profiler trace: none of its {} events is of a category the PyTorch profiler writes (kernel, cpu_op, cuda_runtime, gpu_memcpy ...); what it holds: {}. tracehound reads PyTorch profiler (Kineto) traces, Nsight Systems SQLite exports and nvidia-smi logs",
+        "{tool}, not a PyTorch profiler trace: none of its {} events is of a category the PyTorch profiler writes (kernel, cpu_op, cuda_runtime, gpu_memcpy ...); what it holds: {}. tracehound reads: {}",
         t.stats.events_total,
-        cats.join(", ")
+        cats.join(", "),
+        super::READERS
+            .iter()
+            .map(|r| r.format.name)
+            .collect::<Vec<_>>()
+            .join(", ")
     ))
 }
 
