@@ -123,6 +123,27 @@ fn the_html_report_is_self_contained_and_renders() {
     );
     assert!(page.find("Verdict:").is_some_and(|v| v < findings));
     assert!(page.contains("-o run.perfetto.json.gz") && page.contains("ui.perfetto.dev"));
+    // Rule names stay whole, and no breakdown table has a column no row fills: the idle
+    // breakdown moves no bytes, so it has no Bytes column.
+    assert!(page.contains("<code class=\"rule\">idle_gaps</code>"));
+    assert!(page.contains("code.rule{word-break:normal;white-space:nowrap}"));
+    for table in page.split("<table><tr><th>Breakdown</th>").skip(1) {
+        let table = &table[..table.find("</table>").expect("table ends")];
+        let header = &table[..table.find("</tr>").expect("header")];
+        if header.contains(">Bytes<") {
+            assert!(
+                table
+                    .lines()
+                    .skip(1)
+                    .any(|r| !r.contains("<td class=\"num\"></td>")),
+                "{table}"
+            );
+        }
+        if !header.contains(">Bytes<") && !header.contains("Python frame") {
+            // Breakdown (split off above), Count, Time.
+            assert_eq!(header.matches("<th").count(), 2, "{header}");
+        }
+    }
     // Nothing from elsewhere: no scripts, no external styles, fonts or images.
     for banned in ["<script", "<link", "src=\"http", "@import", "url(http"] {
         assert!(!page.contains(banned), "{banned}");

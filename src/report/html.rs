@@ -34,7 +34,7 @@ table{border-collapse:collapse;width:100%;font-size:.9em;display:block;overflow-
 .verdict{background:#f4f6f8;border-left:4px solid #0969da;padding:8px 12px}
 svg{width:100%;height:auto;background:#fff}figure{margin:1em 0}figcaption{font-size:.85em;color:#555}
 .legend span{display:inline-block;margin-right:12px;font-size:.85em}.sw{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
-code{font-size:.9em;word-break:break-all}li{margin:.2em 0}
+code{font-size:.9em;word-break:break-all}code.rule{word-break:normal;white-space:nowrap}li{margin:.2em 0}
 @media print{body{max-width:none}h2{page-break-after:avoid}figure,table{page-break-inside:avoid}}";
 
 /// [`STYLE`] confined to an element of class `tracehound`, for HTML placed inside another page
@@ -467,7 +467,7 @@ fn findings_section(s: &mut String, shown: &[&Finding]) {
         for (i, f) in shown.iter().enumerate() {
             let _ = writeln!(
                 s,
-                "<tr><td>{}</td><td class=\"sev-{}\">{}</td><td><code>{}</code></td><td class=\"num\">{}</td><td class=\"num\">{:.1}%</td><td><a href=\"#f{}\">{}</a></td></tr>",
+                "<tr><td>{}</td><td class=\"sev-{}\">{}</td><td><code class=\"rule\">{}</code></td><td class=\"num\">{}</td><td class=\"num\">{:.1}%</td><td><a href=\"#f{}\">{}</a></td></tr>",
                 i + 1,
                 f.severity.label(),
                 f.severity.label(),
@@ -494,14 +494,40 @@ fn findings_section(s: &mut String, shown: &[&Finding]) {
                 esc(&f.evidence)
             );
             if !f.breakdown.is_empty() {
-                s.push_str("<table><tr><th>Breakdown</th><th class=\"num\">Count</th><th class=\"num\">Time</th><th class=\"num\">Bytes</th><th>Python frame</th></tr>\n");
-                for row in &f.breakdown {
-                    let [label, count, time, bytes, frame] = words::row_cells(row);
+                let cells: Vec<[String; 5]> = f.breakdown.iter().map(words::row_cells).collect();
+                // A column no row fills (bytes of idle time, frames of a trace without stacks)
+                // is left out rather than drawn empty.
+                let bytes_col = cells.iter().any(|c| !c[3].is_empty());
+                let frame_col = cells.iter().any(|c| !c[4].is_empty());
+                let _ = writeln!(
+                    s,
+                    "<table><tr><th>Breakdown</th><th class=\"num\">Count</th><th class=\"num\">Time</th>{}{}</tr>",
+                    if bytes_col {
+                        "<th class=\"num\">Bytes</th>"
+                    } else {
+                        ""
+                    },
+                    if frame_col {
+                        "<th>Python frame</th>"
+                    } else {
+                        ""
+                    }
+                );
+                for [label, count, time, bytes, frame] in &cells {
                     let _ = writeln!(
                         s,
-                        "<tr><td>{}</td><td class=\"num\">{count}</td><td class=\"num\">{time}</td><td class=\"num\">{bytes}</td><td><code>{}</code></td></tr>",
-                        esc(&label),
-                        esc(&frame)
+                        "<tr><td>{}</td><td class=\"num\">{count}</td><td class=\"num\">{time}</td>{}{}</tr>",
+                        esc(label),
+                        if bytes_col {
+                            format!("<td class=\"num\">{bytes}</td>")
+                        } else {
+                            String::new()
+                        },
+                        if frame_col {
+                            format!("<td><code>{}</code></td>", esc(frame))
+                        } else {
+                            String::new()
+                        }
                     );
                 }
                 s.push_str("</table>\n");
