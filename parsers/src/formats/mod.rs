@@ -18,7 +18,9 @@ use crate::model::{Parsed, SourceFormat};
 use std::path::Path;
 
 /// Every reader, in the order their recognisers are asked: the exact signatures (SQLite's
-/// header, XML's declaration) before the loose ones (a JSON brace, a `#` line).
+/// header, XML's declaration) before the loose ones (a JSON brace, a `#` line). The database
+/// readers share SQLite's header and are told apart by their tables ([`database_reader`]),
+/// so their place in the list does not matter.
 pub static READERS: &[&Reader] = &[
     &nsys::READER,
     &smi_xml::READER,

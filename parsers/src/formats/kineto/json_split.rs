@@ -105,8 +105,9 @@ pub struct Splitter {
     pub last_complete_offset: u64,
     /// True once the events array was entered.
     pub saw_events: bool,
-    /// In [`Splitter::split_slice`], cut a file in another layout than torch's at the first
-    /// `}`, `,`, `{`, `"` past the chunk size, without walking the text before it. Such a cut
+    /// Cut an input in another layout than torch's (held in memory, [`Splitter::split_slice`],
+    /// or streamed) at the first `}`, `,`, `{`, `"` past the chunk size, without walking the
+    /// text before it. Such a cut
     /// can be wrong (inside a string, or between objects nested in an event), and then the
     /// chunk before it does not parse: the caller must read the input again without
     /// speculating when parsing fails and [`Splitter::speculated`] is set.
@@ -435,11 +436,13 @@ impl Splitter {
         truncated
     }
 
-    /// Splits an input held in memory (a mapped file). Chunks of a file in torch's layout are
-    /// handed out as ranges of `data` ([`SlicePiece::Borrowed`]), cut where the streaming path
-    /// cuts them (at the first event separator past the chunk size), so nothing is copied;
-    /// the text before the events array, the last events and files in any other layout go
-    /// through the copying state machine as a stream would. No lines are counted: every
+    /// Splits an input held in memory (a mapped file). Chunks are handed out as ranges of
+    /// `data` ([`SlicePiece::Borrowed`]), so nothing is copied: in torch's layout cut where
+    /// the streaming path cuts them (at the first event separator past the chunk size), in
+    /// any other layout at the first event end past the chunk size, guessed
+    /// ([`Splitter::speculate`]) or found by walking strings and brackets. The text before
+    /// the events array and the last events go through the copying state machine as a
+    /// stream would. No lines are counted: every
     /// [`Piece::Events`] says line 1, and a reader that reports an error counts the lines
     /// before the piece's offset. Returns true when the input ended inside the events array
     /// (as [`Splitter::finish`]).
