@@ -109,9 +109,21 @@ enum Command {
         /// Trace files (Kineto JSON, plain or gzip; Nsight Systems SQLite).
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// Output format: the text, or JSON (what was read, as data).
+        #[arg(long, value_enum, default_value = "table")]
+        format: InfoFormat,
         #[command(flatten)]
         analysis: AnalysisArgs,
     },
+}
+
+/// `info --format`.
+#[derive(Clone, Copy, ValueEnum)]
+enum InfoFormat {
+    /// Text for people.
+    Table,
+    /// JSON: each file's format, metadata, what the capture recorded, counts and load stats.
+    Json,
 }
 
 /// The options of the analysis every command that reads traces takes, declared once.
@@ -325,7 +337,11 @@ pub fn main() -> i32 {
     };
     let result = match cli.command {
         Command::Analyze(args) => analyze(args, base),
-        Command::Info { files, analysis } => info(files, &analysis.options(base)),
+        Command::Info {
+            files,
+            format,
+            analysis,
+        } => info(files, format, &analysis.options(base)),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             let mut out = Vec::new();
@@ -932,15 +948,23 @@ fn tui(_: Vec<PathBuf>, _: Options) -> Result<i32> {
     ))
 }
 
-fn info(files: Vec<PathBuf>, opts: &Options) -> Result<i32> {
+fn info(files: Vec<PathBuf>, format: InfoFormat, opts: &Options) -> Result<i32> {
     let how = pipeline::How {
         sessions: false,
         analyse: false,
     };
     let opened = open(&files, opts, how)?;
     let mut out = String::new();
-    for o in &opened {
-        out.push_str(&report::info(&o.trace));
+    match format {
+        InfoFormat::Table => {
+            for o in &opened {
+                out.push_str(&report::info(&o.trace));
+            }
+        }
+        InfoFormat::Json => {
+            let traces: Vec<&tracehound_parsers::Trace> = opened.iter().map(|o| &o.trace).collect();
+            out = report::info_json(&traces);
+        }
     }
     write_stdout(&out, "writing the report")?;
     leave_to_exit(opened);

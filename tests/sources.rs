@@ -205,3 +205,40 @@ fn summary_csv_matches_nsys_stats_layout() {
     let theirs: Vec<&str> = reference.lines().take(2).collect();
     assert_eq!(ours, theirs);
 }
+
+#[test]
+fn info_as_json_says_what_the_text_says() {
+    for p in [
+        common::own("h200_resnet_unpinned_sync.pt.trace.json.gz"),
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("sample-traces/field/rocm/rpd_ROCm-rocmProfileData_matmul_result.rpd"),
+    ] {
+        let path = p.to_str().expect("UTF-8 path");
+        let text = common::success(&common::run(&["info", path]));
+        let doc: serde_json::Value = serde_json::from_str(&common::success(&common::run(&[
+            "info", "--format", "json", path,
+        ])))
+        .expect("JSON");
+        let f = &doc["files"][0];
+        assert_eq!(f["source"], path);
+        let ops = &f["gpu_ops"];
+        let line = format!(
+            "GPU ops: {} kernels, {} memcpys",
+            ops["kernels"], ops["memcpys"]
+        );
+        assert!(text.contains(&line), "{line}\n{text}");
+        assert!(
+            text.contains(&format!(
+                "{} runtime calls",
+                f["host_spans"]["runtime_calls"]
+            )),
+            "{text}"
+        );
+        // The format's name in the text, its id in the JSON; what the capture recorded.
+        assert!(
+            f["format"].is_string() && f["meta"]["capture"]["kernels"] == true,
+            "{f}"
+        );
+        assert!(f["stats"]["events_total"].as_u64().is_some_and(|n| n > 0));
+    }
+}

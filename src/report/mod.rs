@@ -391,6 +391,50 @@ fn capture_lines(c: &tracehound_parsers::Capture) -> String {
     s
 }
 
+/// `tracehound info --format json`: per file, what was detected and loaded, as data: the
+/// format, the trace's metadata (GPUs, rank, clock, capture options, software stack, what the
+/// capture recorded), the events by kind, the span and the load's stats and warnings.
+pub fn info_json(traces: &[&Trace]) -> String {
+    let files: Vec<serde_json::Value> = traces
+        .iter()
+        .map(|t| {
+            let ops = |k: GpuOpKind| t.gpu_ops.iter().filter(|o| o.kind == k).count();
+            let spans = |k: HostKind| t.host_spans.iter().filter(|o| o.kind == k).count();
+            serde_json::json!({
+                "source": t.source,
+                "format": t.meta.format.map(|f| f.id),
+                "meta": t.meta,
+                "span_ns": t.span().map(|(a, b)| b - a),
+                "gpu_ops": {
+                    "kernels": ops(GpuOpKind::Kernel),
+                    "memcpys": ops(GpuOpKind::Memcpy),
+                    "memsets": ops(GpuOpKind::Memset),
+                    "syncs": ops(GpuOpKind::Sync),
+                },
+                "host_spans": {
+                    "cpu_ops": spans(HostKind::CpuOp),
+                    "runtime_calls": spans(HostKind::Runtime),
+                    "driver_calls": spans(HostKind::Driver),
+                    "python_frames": spans(HostKind::Python),
+                    "annotations": spans(HostKind::Annotation),
+                },
+                "memory_events": t.memory.len(),
+                "steps": t.steps.len(),
+                "stats": t.stats,
+                "warnings": t.warnings,
+            })
+        })
+        .collect();
+    let mut s = serde_json::to_string_pretty(&serde_json::json!({
+        "schema_version": JSON_SCHEMA_VERSION,
+        "tool": "tracehound",
+        "files": files,
+    }))
+    .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    s.push('\n');
+    s
+}
+
 /// `tracehound info`: what was detected and loaded.
 pub fn info(t: &Trace) -> String {
     use std::fmt::Write;
