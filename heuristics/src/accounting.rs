@@ -98,7 +98,6 @@ impl OpFamily {
             OpFamily::Convolution
         } else if has("::mm")
             || has("scaled_mm")
-            || has("gemm")
             || has("matmul")
             || has("linear")
             || has("addmm")
@@ -803,4 +802,25 @@ fn frames_of(holders: &[Holder], total: i64) -> Vec<FrameTime> {
         .collect();
     out.sort_by(|a, b| b.gpu_ns.cmp(&a.gpu_ns).then(a.frame.cmp(&b.frame)));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OpFamily;
+
+    #[test]
+    fn scaled_matrix_products_are_matrix_work_and_fbgemm_is_not_by_its_name() {
+        // vLLM's FP8 GEMMs (an RPD capture of AMD's raptor tests).
+        assert!(matches!(OpFamily::of("aten::_scaled_mm"), OpFamily::Matmul));
+        // fbgemm names a library, not a GEMM: its embedding and permute operators (DLRM
+        // traces) are what their names say.
+        assert!(!matches!(
+            OpFamily::of("fbgemm::permute_2D_sparse_data"),
+            OpFamily::Matmul
+        ));
+        assert!(matches!(
+            OpFamily::of("fbgemm::split_embedding_codegen_lookup_sgd_function"),
+            OpFamily::Index
+        ));
+    }
 }
