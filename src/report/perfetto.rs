@@ -127,10 +127,11 @@ fn copy_events(
     first: &mut bool,
     n: &mut Written,
 ) -> std::io::Result<Option<serde_json::Value>> {
-    let file = std::fs::File::open(path)?;
+    use std::io::{Read, Seek};
+    let mut file = std::fs::File::open(path)?;
     let mut head = [0u8; 2];
-    let got = std::io::Read::read(&mut &file, &mut head)?;
-    let file = std::fs::File::open(path)?;
+    let got = file.read(&mut head)?;
+    file.rewind()?;
     let mut reader: Box<dyn std::io::Read> = if got == 2 && head == [0x1f, 0x8b] {
         Box::new(flate2::read::MultiGzDecoder::new(std::io::BufReader::new(
             file,
@@ -308,11 +309,7 @@ fn drain_call(t: &Trace, drained_by: &str, next_op: u32, gap_start: i64) -> Opti
         return None;
     }
     let l = t.host_spans.get(launch as usize)?;
-    let (_, calls) = t
-        .index
-        .calls_by_thread
-        .iter()
-        .find(|(k, _)| *k == (l.pid, l.tid))?;
+    let calls = t.thread_calls((l.pid, l.tid));
     let before = calls.partition_point(|&i| t.host_spans[i as usize].start < gap_start);
     calls[..before]
         .iter()

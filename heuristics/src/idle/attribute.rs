@@ -988,12 +988,7 @@ impl<'t> Attributor<'t> {
     /// its first half: the work it launched next waits on that event.
     fn event_wait_before(&self, thread: ThreadKey, a: i64, b: i64) -> Option<u32> {
         let t = self.trace;
-        let calls = &t
-            .index
-            .calls_by_thread
-            .iter()
-            .find(|(k, _)| *k == thread)?
-            .1;
+        let calls = t.thread_calls(thread);
         let from =
             calls.partition_point(|&i| t.host_spans[i as usize].start < a - EVENT_WAIT_LEAD_NS);
         calls[from..]

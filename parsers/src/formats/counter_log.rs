@@ -63,6 +63,14 @@ pub struct ClockOptions {
     pub utc_offset_s: Option<i64>,
 }
 
+impl From<&crate::LoadOptions> for ClockOptions {
+    fn from(o: &crate::LoadOptions) -> Self {
+        ClockOptions {
+            utc_offset_s: o.utc_offset_s,
+        }
+    }
+}
+
 /// (unit, samples) of one (GPU, metric).
 type Samples = (String, Vec<(i64, f64)>);
 

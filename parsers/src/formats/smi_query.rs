@@ -22,15 +22,7 @@ pub static FORMAT: SourceFormat = SourceFormat {
 pub static READER: super::Reader = super::Reader {
     format: &FORMAT,
     is_applicable,
-    input: super::Input::Text(|data, source, o| {
-        read(
-            data,
-            source,
-            ClockOptions {
-                utc_offset_s: o.utc_offset_s,
-            },
-        )
-    }),
+    input: super::Input::Text(|data, source, o| read(data, source, o.into())),
 };
 
 /// Does `head` look like a `--query-gpu` CSV log?

@@ -21,6 +21,15 @@ impl Trace {
         }
     }
 
+    /// Runtime and driver calls of a thread, sorted by start (empty for an unknown thread).
+    pub fn thread_calls(&self, thread: ThreadKey) -> &[u32] {
+        let idx = &self.index.calls_by_thread;
+        match idx.binary_search_by_key(&thread, |(k, _)| *k) {
+            Ok(p) => &idx[p].1,
+            Err(_) => &[],
+        }
+    }
+
     /// The spans of a thread (`spans`, sorted by start) around time `at`: the last one
     /// starting at or before it and its ancestors, innermost first, with the index in
     /// `spans` of the first span starting after `at`. Under proper nesting every span that
