@@ -47,14 +47,25 @@ pub struct Starved {
     pub op: u32,
     /// The idle time before it, ns (`start - busy end`).
     pub gap_ns: i64,
-    /// When the GPU went idle (the end of its last work before the kernel).
-    pub idle_from: i64,
-    /// When the kernel ended.
-    pub end: i64,
     /// Runtime call start to kernel start, ns (the launch path alone, since nothing was queued).
     pub latency_ns: i64,
     /// The synchronising runtime call (host span) that drained the queue, or [`NONE`].
     pub drained_by: u32,
+}
+
+// When the GPU went idle and when the kernel ended are read from the kernel, not kept: a
+// starved kernel is a quarter of a million of them on the 1 GB benchmark trace, kept while
+// every rule runs.
+impl Starved {
+    /// When the GPU went idle (the end of its last work before the kernel).
+    pub fn idle_from(&self, trace: &Trace) -> i64 {
+        trace.gpu_ops[self.op as usize].start - self.gap_ns
+    }
+
+    /// The kernel.
+    pub fn kernel<'t>(&self, trace: &'t Trace) -> &'t tracehound_parsers::GpuOp {
+        &trace.gpu_ops[self.op as usize]
+    }
 }
 
 /// The starved kernels of one device.
@@ -288,8 +299,6 @@ pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
             dev.starved.push(Starved {
                 op: i,
                 gap_ns: gap,
-                idle_from: busy_end,
-                end: op.end,
                 latency_ns: op.start - launch_start,
                 drained_by,
             });

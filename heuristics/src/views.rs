@@ -1,7 +1,7 @@
 //! Views of the analysed window that printers draw (the HTML report's charts, the TUI's
 //! screens): computed here from the model, so that no printer does analysis of its own.
 
-use crate::window::{Window, busy_intervals, memory_devices, memory_in_window};
+use crate::window::{Window, busy_intervals, device_memory, memory_devices};
 use tracehound_parsers::{MemorySample, Trace};
 
 /// The share of each of `columns` equal slices of the window during which `device` ran GPU
@@ -51,7 +51,7 @@ pub fn memory_series(
     memory_devices(trace)
         .into_iter()
         .map(|device| {
-            let samples: Vec<&MemorySample> = memory_in_window(trace, window, device).collect();
+            let samples = device_memory(trace, window, device);
             let stride = max_points.map_or(1, |m| (samples.len() / m.max(1)).max(1));
             let pick = |f: &dyn Fn(&MemorySample) -> Option<i64>| {
                 samples

@@ -229,10 +229,10 @@ pub(super) struct Memo<'t> {
     /// A gap's slices by key ([`RawKey`]), to the position of their sum: cleared per gap.
     slices: FxHashMap<RawKey, usize>,
     /// The leaves and frames handed out, one copy of each text (kept across gaps).
-    shared: rustc_hash::FxHashSet<std::sync::Arc<str>>,
+    shared: rustc_hash::FxHashSet<SharedText>,
     /// Each leaf's words, spelled once (kept across gaps: a trace's gaps repeat a few
     /// hundred leaves). All but [`Leaf::Drained`], whose words are the gap's own.
-    words: FxHashMap<Leaf, std::sync::Arc<str>>,
+    words: FxHashMap<Leaf, SharedText>,
     /// Where the last search of each thread's spans, and of the device's operations, ended
     /// (kept across gaps): a worker takes the gaps in time order, so the next answer lies a
     /// few spans on and is found by galloping from there ([`tracehound_parsers::activity::partition_near`]).
@@ -249,12 +249,12 @@ pub(super) struct Memo<'t> {
 
 impl Memo<'_> {
     /// `text`, shared with the gaps that already said it.
-    fn share(&mut self, text: String) -> std::sync::Arc<str> {
+    fn share(&mut self, text: String) -> SharedText {
         match self.shared.get(text.as_str()) {
-            Some(s) => std::sync::Arc::clone(s),
+            Some(s) => s.clone(),
             None => {
-                let s: std::sync::Arc<str> = text.into();
-                self.shared.insert(std::sync::Arc::clone(&s));
+                let s = SharedText::from(text);
+                self.shared.insert(s.clone());
                 s
             }
         }
@@ -273,9 +273,9 @@ impl Memo<'_> {
     }
 
     /// [`Memo::share`] of borrowed text.
-    fn share_str(&mut self, text: &str) -> std::sync::Arc<str> {
+    fn share_str(&mut self, text: &str) -> SharedText {
         match self.shared.get(text) {
-            Some(s) => std::sync::Arc::clone(s),
+            Some(s) => s.clone(),
             None => self.share(text.to_string()),
         }
     }
@@ -1427,10 +1427,10 @@ impl<'t> Attributor<'t> {
                 leaf: match r.leaf {
                     Leaf::Drained => memo.share(self.leaf_text(r.leaf, gap.drained_by.as_deref())),
                     leaf => match memo.words.get(&leaf) {
-                        Some(w) => std::sync::Arc::clone(w),
+                        Some(w) => w.clone(),
                         None => {
                             let w = memo.share(self.leaf_text(leaf, None));
-                            memo.words.insert(leaf, std::sync::Arc::clone(&w));
+                            memo.words.insert(leaf, w.clone());
                             w
                         }
                     },

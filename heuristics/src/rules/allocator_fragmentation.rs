@@ -33,14 +33,9 @@ impl Rule for AllocatorFragmentation {
 
     fn check(&self, cx: &Ctx) -> Vec<Finding> {
         let t = cx.trace;
-        let mut devices: Vec<i32> = t
-            .memory
-            .iter()
-            .filter(|m| m.device >= 0 && m.total_reserved.is_some())
-            .map(|m| m.device)
-            .collect();
-        devices.sort();
-        devices.dedup();
+        let devices = crate::window::devices_of(
+            t.memory.iter().filter(|m| m.total_reserved.is_some()),
+        );
         devices
             .into_iter()
             .filter_map(|d| device_finding(cx, d))
@@ -51,11 +46,7 @@ impl Rule for AllocatorFragmentation {
 fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
     let t = cx.trace;
     let w = &cx.window;
-    let samples: Vec<_> = t
-        .memory
-        .iter()
-        .filter(|m| m.device == device && m.ts >= w.start && m.ts <= w.end)
-        .collect();
+    let samples = crate::window::device_memory(t, w, device);
     let peak_reserved = samples.iter().filter_map(|m| m.total_reserved).max()?;
     if peak_reserved <= 0 {
         return None;

@@ -82,7 +82,8 @@ impl Rule for LaunchBound {
                 latency.push(s.latency_ns);
                 starved_ns += s.gap_ns;
                 starved_n += 1;
-                durs.push(s.end - s.idle_from - s.gap_ns);
+                let kernel = s.kernel(t);
+                durs.push(kernel.end - kernel.start);
                 // Found by the nesting pass: walking up from each launch read the spans all
                 // over the list.
                 let outer = t.index.op_outer_cpu_op[s.op as usize];
@@ -95,18 +96,19 @@ impl Rule for LaunchBound {
                 }
                 // A stretch: starved kernels back to back (each starting right after the
                 // previous starved kernel's work ended).
-                let joined = prev.is_some() && s.idle_from <= last_end;
+                let idle_from = s.idle_from(t);
+                let joined = prev.is_some() && idle_from <= last_end;
                 if !joined {
                     if run >= STRETCH_KERNELS {
                         stretches.push((run_ns, run, run_start, last_end));
                     }
                     run = 0;
                     run_ns = 0;
-                    run_start = s.idle_from;
+                    run_start = idle_from;
                 }
                 run += 1;
                 run_ns += s.gap_ns;
-                last_end = s.end;
+                last_end = kernel.end;
                 prev = Some(s.op);
             }
             if run >= STRETCH_KERNELS {

@@ -15,7 +15,7 @@
 use super::Rule;
 use crate::context::{Ctx, new_finding};
 use crate::finding::{Confidence, Finding, Severity, fmt_bytes, metrics};
-use crate::window::{memory_devices, memory_in_window};
+use crate::window::{device_memory, memory_devices};
 use tracehound_parsers::HostKind;
 
 /// The rule's id: in its findings, their stable ids and `--rules`.
@@ -53,7 +53,7 @@ impl Rule for MemoryPressure {
         let training = cx.workload() == crate::phases::Workload::Training;
         for d in devices {
             // In time order: the model sorts the allocator events.
-            let samples: Vec<_> = memory_in_window(t, w, d).collect();
+            let samples = device_memory(t, w, d);
             let capacity = t
                 .meta
                 .gpus
@@ -71,8 +71,8 @@ impl Rule for MemoryPressure {
                 .filter(|s| s.start >= w.start && s.end <= w.end)
                 .filter_map(|s| {
                     let k = samples.partition_point(|m| m.ts < s.end);
-                    samples[..k]
-                        .iter()
+                    samples
+                        .first(k)
                         .rev()
                         .take_while(|m| m.ts >= s.start)
                         .find_map(|m| m.total_allocated)

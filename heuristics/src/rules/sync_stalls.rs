@@ -81,7 +81,7 @@ impl Rule for SyncStalls {
                 p.gaps += 1;
                 p.idle_ns += s.gap_ns;
                 if s.gap_ns > p.worst.1 {
-                    p.worst = (s.idle_from, s.gap_ns, i64::from(s.op));
+                    p.worst = (s.idle_from(t), s.gap_ns, i64::from(s.op));
                 }
                 total += s.gap_ns;
                 n += 1;
