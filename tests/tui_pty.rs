@@ -62,6 +62,18 @@ impl Tmux {
         }
     }
 
+    /// Waits until the screen no longer contains `needle`.
+    fn wait_without(&self, needle: &str) {
+        let start = Instant::now();
+        while self.screen().contains(needle) {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "waited for {needle:?} to go"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "t"];
         args.extend_from_slice(keys);
@@ -108,6 +120,41 @@ fn a_session_in_a_real_terminal() {
     tmux.keys(&["/", "n", "c", "h", "w", "Enter"]);
     let s = tmux.wait_for("filter \"nchw\"");
     assert!(s.contains("nchwToNhwcKernel"), "{s}");
+
+    // cuDNN's CUTLASS kernels are recorded mangled (`_ZN17cutlass__5x_cudnn6KernelI…`): the
+    // filter finds them by their demangled text, the table tells the two convolutions apart
+    // by their GemmShape, and Enter shows the selected one whole.
+    tmux.keys(&["Escape", "/"]);
+    tmux.keys(&["-l", "cudnn::kernel<"]);
+    tmux.keys(&["Enter"]);
+    let s = tmux.wait_for("filter \"cudnn::kernel<\"");
+    assert!(s.contains(": 3 rows"), "{s}");
+    assert!(
+        s.contains("cutlass__5x_cudnn::Kernel<…GemmShape<64, 128, 16>"),
+        "{s}"
+    );
+    assert!(
+        s.contains("cutlass__5x_cudnn::Kernel<…GemmShape<64, 64, 32>"),
+        "{s}"
+    );
+    assert!(!s.contains("_ZN"), "{s}");
+    tmux.keys(&["Enter"]);
+    let s = tmux.wait_for("whole name · Enter or Esc hides it");
+    assert!(
+        s.contains(
+            "cutlass__5x_cudnn::Kernel<cutlass__5x_cudnn::conv::kernel::ImplicitGemmConvolution<"
+        ),
+        "{s}"
+    );
+    assert!(s.contains("cutlass__5x_cudnn::gemm::GemmShape<64,"), "{s}");
+    assert!(
+        s.contains(
+            "recorded as a mangled symbol of 1675 characters: _ZN17cutlass__5x_cudnn6KernelI"
+        ),
+        "{s}"
+    );
+    tmux.keys(&["Escape"]);
+    tmux.wait_without("recorded as a mangled symbol");
 
     tmux.keys(&["?"]);
     let s = tmux.wait_for("keys (any key closes)");

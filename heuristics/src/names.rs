@@ -43,11 +43,31 @@ pub fn is_sync_call(n: &str) -> bool {
         )
 }
 
-/// Shortens a kernel or operator name for a table cell: drops template and argument lists.
+/// `name` demangled when it is an Itanium C++ ABI symbol (`_Z…`), as CUPTI leaves some
+/// library kernels (cuDNN's CUTLASS convolutions: `_ZN17cutlass__5x_cudnn6KernelI…`); any
+/// other name, or a symbol that does not parse, as it is.
+pub fn demangle(name: &str) -> std::borrow::Cow<'_, str> {
+    if !name.starts_with("_Z") {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    cpp_demangle::Symbol::new(name.as_bytes())
+        .ok()
+        .and_then(|s| s.demangle().ok())
+        // Without the return type: a kernel's is `void`.
+        .map(|d| match d.strip_prefix("void ") {
+            Some(rest) => rest.to_string(),
+            None => d,
+        })
+        .map_or(std::borrow::Cow::Borrowed(name), std::borrow::Cow::Owned)
+}
+
+/// Shortens a kernel or operator name for a table cell: demangles it and drops template and
+/// argument lists.
 pub fn short_name(name: &str, max: usize) -> String {
     if name.starts_with("Memcpy") || name.starts_with("Memset") {
         return name.to_string();
     }
+    let name = demangle(name);
     let mut out = String::new();
     let mut depth = 0i32;
     for c in name.chars() {
@@ -71,6 +91,7 @@ pub fn short_name(name: &str, max: usize) -> String {
 /// `name` with its template arguments kept and its parameter list elided:
 /// `cudnn::bn_bw_1C11_kernel_new<float, float, float2, 128, 1, 1>(…)`.
 fn with_templates(name: &str) -> String {
+    let name = demangle(name);
     let mut out = String::new();
     let (mut angle, mut paren) = (0i32, 0i32);
     for c in name.chars() {
@@ -99,8 +120,10 @@ fn with_templates(name: &str) -> String {
 
 /// Short names for the kernels of one table or chart, shortened only as far as they stay
 /// distinct: each as [`short_name`] gives it; where two different names would read the same
-/// (two instantiations of one template), with their template arguments; where even those are
-/// the same, whole.
+/// (two instantiations of one template), with their template arguments, or, when those run
+/// past `max` (CUTLASS kernels carry thousands of characters of them), with the stretch of
+/// arguments where the name first parts from the others; where even those are the same, whole
+/// (demangled).
 pub fn distinct_short_names(names: &[&str], max: usize) -> Vec<String> {
     let short: Vec<String> = names.iter().map(|n| short_name(n, max)).collect();
     let clash = |forms: &[String], i: usize| {
@@ -109,24 +132,136 @@ pub fn distinct_short_names(names: &[&str], max: usize) -> Vec<String> {
             .enumerate()
             .any(|(j, f)| j != i && *f == forms[i] && names[j] != names[i])
     };
-    let templated: Vec<String> = (0..names.len())
+    let full: Vec<String> = (0..names.len())
         .map(|i| {
             if clash(&short, i) {
                 with_templates(names[i])
             } else {
+                String::new()
+            }
+        })
+        .collect();
+    let templated: Vec<String> = (0..names.len())
+        .map(|i| {
+            if !clash(&short, i) {
                 short[i].clone()
+            } else if full[i].chars().count() <= max {
+                full[i].clone()
+            } else {
+                let rivals = (0..names.len())
+                    .filter(|&j| j != i && short[j] == short[i] && names[j] != names[i])
+                    .map(|j| full[j].as_str());
+                parting(&short[i], &full[i], rivals, max)
             }
         })
         .collect();
     (0..names.len())
         .map(|i| {
             if clash(&templated, i) {
-                names[i].trim().to_string()
+                demangle(names[i].trim()).into_owned()
             } else {
                 templated[i].clone()
             }
         })
         .collect()
+}
+
+/// `short` (`ns::Kernel<…>(…)`) with the stretch of `full`'s template arguments where it parts
+/// from the rival that stays alike longest: `ns::Kernel<…GemmShape<64, 128, 32>, ns::…>(…)`,
+/// at most about `max` characters.
+fn parting<'a>(
+    short: &str,
+    full: &str,
+    rivals: impl Iterator<Item = &'a str>,
+    max: usize,
+) -> String {
+    let chars: Vec<char> = full.chars().collect();
+    let at = rivals
+        .map(|r| {
+            chars
+                .iter()
+                .zip(r.chars())
+                .take_while(|(a, b)| *a == b)
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+        .min(chars.len());
+    let head_open = chars.iter().position(|&c| c == '<');
+    let Some(head_open) = head_open else {
+        // No template: the name's start, and the stretch from the word that differs
+        // (`sm90_xmma_dgrad_…tilesize128x128x32_warpgroupsize1x1x1…`).
+        let mut from = at;
+        while from > 0 && !matches!(chars[from - 1], '_' | ' ' | ':') {
+            from -= 1;
+        }
+        let room = max.saturating_sub(2) / 2;
+        if from <= room {
+            return clip(full, max);
+        }
+        let start: String = chars[..room].iter().collect();
+        return format!(
+            "{start}…{}",
+            clip(&chars[from..].iter().collect::<String>(), room)
+        );
+    };
+    // The kernel's own template arguments end where its list closes.
+    let mut depth = 0i32;
+    let end = chars[head_open..]
+        .iter()
+        .position(|&c| {
+            match c {
+                '<' => depth += 1,
+                '>' => depth -= 1,
+                _ => {}
+            }
+            depth == 0
+        })
+        .map_or(chars.len(), |k| head_open + k);
+    let at = at.min(end);
+    // Back to the start of the template argument list the difference lies in, and of the
+    // template's name: `GemmShape<64, 128, 32>` rather than `128, 32>`. Inside the kernel's own
+    // list (its head), back to the start of the argument only.
+    let mut depth = 0i32;
+    let mut open = None;
+    for k in (head_open..at).rev() {
+        match chars[k] {
+            '>' => depth += 1,
+            '<' if depth == 0 => {
+                open = Some(k);
+                break;
+            }
+            '<' => depth -= 1,
+            _ => {}
+        }
+    }
+    let mut from = at;
+    match open {
+        Some(o) if o != head_open => {
+            from = o;
+            while from > 0 && !matches!(chars[from - 1], '<' | ',' | ' ' | ':') {
+                from -= 1;
+            }
+        }
+        _ => {
+            while from > head_open + 1 && !matches!(chars[from - 1], '<' | ',' | ' ') {
+                from -= 1;
+            }
+        }
+    }
+    let head = short.split('<').next().unwrap_or(short);
+    let room = max.saturating_sub(head.chars().count() + 6).max(12);
+    // The stretch must reach the difference: `…(cudnnKernelDataType_t)0` and `…)2` clipped
+    // before their last character would read the same.
+    from = from.max((at + 4).min(end).saturating_sub(room));
+    let stretch: String = chars[from..end].iter().take(room).collect();
+    let skipped = from > head_open + 1;
+    let more = end - from > room;
+    format!(
+        "{head}<{}{stretch}{}>(…)",
+        if skipped { "…" } else { "" },
+        if more { "…" } else { "" }
+    )
 }
 
 /// `text` cut to `max` characters, the last an ellipsis when it was longer.

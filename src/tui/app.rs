@@ -286,6 +286,9 @@ pub struct App {
     pub operators: bool,
     pub sort: SortKey,
     pub row: usize,
+    /// Whether the Kernels/Operators screen shows the selected row's whole name, demangled
+    /// (Enter): the table shortens names to a cell, and CUPTI leaves some kernels mangled.
+    pub full_name: bool,
     pub rank_row: usize,
     pub counter_gpu: usize,
     /// The search / filter text and whether it is being typed.
@@ -330,6 +333,7 @@ impl App {
             operators: false,
             sort: SortKey::Total,
             row: 0,
+            full_name: false,
             rank_row: 0,
             counter_gpu: 0,
             query: String::new(),
@@ -355,7 +359,13 @@ impl App {
         let q = self.query.to_lowercase();
         let mut rows: Vec<&TimeRow> = src
             .iter()
-            .filter(|r| q.is_empty() || r.name.to_lowercase().contains(&q))
+            .filter(|r| {
+                q.is_empty()
+                    || r.name.to_lowercase().contains(&q)
+                    || tracehound_heuristics::names::demangle(&r.name)
+                        .to_lowercase()
+                        .contains(&q)
+            })
             .collect();
         match self.sort {
             SortKey::Total => rows.sort_by_key(|r| std::cmp::Reverse(r.total_ns)),
@@ -479,7 +489,11 @@ impl App {
             self.typing = false;
         } else if enter {
             self.typing = false;
-            self.next_match(true);
+            // A table is filtered as the query is typed, its first row selected: Enter keeps
+            // the filter and the selection.
+            if self.screen != Screen::Tables {
+                self.next_match(true);
+            }
         } else if let Some(c) = c {
             self.query.push(c);
             self.row = 0;
@@ -569,6 +583,8 @@ impl App {
                 self.operators = !self.operators;
                 self.row = 0;
             }
+            Action::Enter => self.full_name = !self.full_name,
+            Action::Back if self.full_name => self.full_name = false,
             Action::Back => self.query.clear(),
             _ => self.row = step(self.row, self.table_rows().len(), a, page),
         }

@@ -65,7 +65,7 @@ pub const KEYS: &[(&str, Action, &str)] = &[
     (
         "Enter",
         Action::Enter,
-        "drill in: finding -> its instances -> the timeline at one; rank -> its findings",
+        "drill in: finding -> its instances -> the timeline at one; rank -> its findings; table row -> its whole name, demangled",
     ),
     ("Esc / Bksp", Action::Back, "back"),
     (

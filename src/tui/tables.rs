@@ -4,9 +4,9 @@
 use super::app::{App, SortKey};
 use super::style;
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Rect};
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
-use ratatui::widgets::{Block, Borders, Cell, Row, Table, TableState};
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row, Table, TableState, Wrap};
 use tracehound_heuristics::finding::fmt_ns;
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
@@ -63,7 +63,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     )
     .header(header)
     .block(Block::default().borders(Borders::ALL).title(format!(
-        " {what}: {} rows{filter} · s sort · o {} ",
+        " {what}: {} rows{filter} · s sort · o {} · Enter whole name ",
         rows.len(),
         if app.operators {
             "kernels"
@@ -76,5 +76,33 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     if !rows.is_empty() {
         state.select(Some(app.row.min(rows.len() - 1)));
     }
-    f.render_stateful_widget(table, area, &mut state);
+    let selected = rows.get(app.row.min(rows.len().saturating_sub(1)));
+    let Some(row) = selected.filter(|_| app.full_name) else {
+        f.render_stateful_widget(table, area, &mut state);
+        return;
+    };
+    let [top, bottom] =
+        Layout::vertical([Constraint::Min(6), Constraint::Percentage(40)]).areas(area);
+    f.render_stateful_widget(table, top, &mut state);
+    f.render_widget(whole_name(&row.name), bottom);
+}
+
+/// The selected row's whole name, demangled; when it was recorded mangled, first a line that
+/// says so (the symbol itself would fill the pane before the name could be read).
+fn whole_name(name: &str) -> Paragraph<'static> {
+    let shown = tracehound_heuristics::names::demangle(name);
+    let mut text = String::new();
+    if shown != name {
+        text.push_str(&format!(
+            "recorded as a mangled symbol of {} characters: {}\n\n",
+            name.chars().count(),
+            tracehound_heuristics::names::clip(name, 48)
+        ));
+    }
+    text.push_str(&shown);
+    Paragraph::new(text).wrap(Wrap { trim: false }).block(
+        Block::default()
+            .borders(Borders::ALL)
+            .title(" whole name · Enter or Esc hides it "),
+    )
 }

@@ -231,7 +231,7 @@ fn details<'a>(l: &Loaded, app: &App) -> Vec<Line<'a>> {
         out.push(Line::from(format!(
             "{:?} {} — {} on GPU {} stream {}",
             o.kind,
-            t.str(o.name),
+            tracehound_heuristics::names::demangle(t.str(o.name)),
             fmt_ns(o.dur()),
             o.device,
             o.stream
