@@ -75,8 +75,12 @@ enum Command {
         /// Trace files (Kineto JSON, plain or gzip; Nsight Systems SQLite).
         #[arg(required = true)]
         files: Vec<PathBuf>,
-        /// Print CSV: the kernel table, a blank line, the memory table.
-        #[arg(long)]
+        /// Output format: the text tables; CSV (the kernel table, a blank line, the memory
+        /// table); or JSON (per file, both tables whole, names as recorded).
+        #[arg(long, value_enum, default_value = "table")]
+        format: SummaryFormat,
+        /// The same as `--format csv`.
+        #[arg(long, conflicts_with = "format")]
         csv: bool,
         /// Only the analysed window (the profiler steps) instead of the whole trace.
         #[arg(long)]
@@ -115,6 +119,17 @@ enum Command {
         #[command(flatten)]
         analysis: AnalysisArgs,
     },
+}
+
+/// `summary --format`.
+#[derive(Clone, Copy, PartialEq, ValueEnum)]
+enum SummaryFormat {
+    /// Text tables for people.
+    Table,
+    /// CSV, the columns of `nsys stats`.
+    Csv,
+    /// JSON: per file, its kernel and memory tables.
+    Json,
 }
 
 /// `info --format`.
@@ -309,6 +324,9 @@ struct DiffArgs {
     /// PCT percent, and with code 3 when either capture is cut short.
     #[arg(long, value_name = "PCT")]
     fail_on_regression: Option<f64>,
+    /// Kernels and operators shown, the largest changes first.
+    #[arg(long, default_value_t = 10, value_name = "N")]
+    top: usize,
     #[command(flatten)]
     analysis: AnalysisArgs,
 }
@@ -376,11 +394,15 @@ pub fn main() -> i32 {
         Command::Tui { files, analysis } => tui(files, analysis.options(base)),
         Command::Summary {
             files,
+            format,
             csv,
             steps,
             top,
             analysis,
-        } => summary(files, csv, steps, top, &analysis.options(base)),
+        } => {
+            let format = if csv { SummaryFormat::Csv } else { format };
+            summary(files, format, steps, top, &analysis.options(base))
+        }
     };
     match result {
         Ok(code) => code,
@@ -577,34 +599,54 @@ fn write_stdout(text: &str, what: &'static str) -> Result<()> {
     Ok(())
 }
 
-fn summary(files: Vec<PathBuf>, csv: bool, steps: bool, top: usize, opts: &Options) -> Result<i32> {
+fn summary(
+    files: Vec<PathBuf>,
+    format: SummaryFormat,
+    steps: bool,
+    top: usize,
+    opts: &Options,
+) -> Result<i32> {
     let how = pipeline::How {
         sessions: false,
         analyse: false,
     };
     let opened = open(&files, opts, how)?;
     let mut out = String::new();
+    let mut json = Vec::new();
     for o in &opened {
         let t = &o.trace;
         let window = o.window();
         let scope = if steps { Some(&window) } else { None };
         let kernels = tracehound_heuristics::tables::kernel_summary(t, scope);
         let memory = tracehound_heuristics::tables::memory_summary(t, scope);
-        if csv {
-            out.push_str(&report::tables::kernels_csv(&kernels));
-            out.push('\n');
-            out.push_str(&report::tables::memory_csv(&memory));
+        let label = if steps {
+            format!("window: {}", window.describe())
         } else {
-            let label = if steps {
-                format!("window: {}", window.describe())
-            } else {
-                "whole trace".to_string()
-            };
-            out.push_str(&report::tables::text(
-                &t.source, &label, &kernels, &memory, top,
-            ));
-            out.push('\n');
+            "whole trace".to_string()
+        };
+        match format {
+            SummaryFormat::Csv => {
+                out.push_str(&report::tables::kernels_csv(&kernels));
+                out.push('\n');
+                out.push_str(&report::tables::memory_csv(&memory));
+            }
+            SummaryFormat::Table => {
+                out.push_str(&report::tables::text(
+                    &t.source, &label, &kernels, &memory, top,
+                ));
+                out.push('\n');
+            }
+            SummaryFormat::Json => json.push(serde_json::json!({
+                "file": t.source,
+                "scope": label,
+                "kernels": kernels,
+                "memory": memory,
+            })),
         }
+    }
+    if format == SummaryFormat::Json {
+        out = serde_json::to_string_pretty(&json).context("writing the summary as JSON")?;
+        out.push('\n');
     }
     write_stdout(&out, "writing the report")?;
     Ok(0)
@@ -870,7 +912,11 @@ fn diff(args: DiffArgs, base: Options) -> Result<i32> {
     use crate::report::diff::Format as F;
     let opts = args.analysis.options(base);
     opts.check()?;
-    let run = pipeline::diff(&args.before, &args.after, &opts, &progress)?;
+    let mut run = pipeline::diff(&args.before, &args.after, &opts, &progress)?;
+    for d in &mut run.diffs {
+        d.kernels.truncate(args.top);
+        d.operators.truncate(args.top);
+    }
     for w in &run.warnings {
         warn(w);
     }

@@ -123,6 +123,30 @@ fn the_html_report_is_self_contained_and_renders() {
     );
     assert!(page.find("Verdict:").is_some_and(|v| v < findings));
     assert!(page.contains("-o run.perfetto.json.gz") && page.contains("ui.perfetto.dev"));
+    // Every chart's caption is above it.
+    let figures: Vec<&str> = page.split("<figure>").skip(1).collect();
+    assert!(figures.len() >= 4);
+    for f in &figures {
+        assert!(f.starts_with("<figcaption>"), "{}", &f[..80.min(f.len())]);
+    }
+    // The memory chart has a time axis over the window: 0 to its 463.4 ms (the
+    // ProfilerStep span), the unit on the last tick.
+    let memory = figures
+        .iter()
+        .find(|f| f.contains("memory reserved by the caching allocator"))
+        .expect("a memory chart");
+    let ticks: Vec<&str> = memory
+        .split("text-anchor=\"")
+        .skip(1)
+        .filter_map(|t| t.split('>').nth(1)?.split('<').next())
+        .collect();
+    assert_eq!(ticks.len(), 5, "{ticks:?}");
+    assert_eq!(ticks[0], "0.0");
+    assert!(ticks[4].ends_with(" ms"), "{ticks:?}");
+    let last: f64 = ticks[4].trim_end_matches(" ms").parse().unwrap();
+    // The window: the ProfilerStep annotations' span, read from the trace here.
+    let (start, end) = step_span_us(&own(UNPINNED));
+    assert!((last - (end - start) / 1e3).abs() < 0.06, "{ticks:?}");
     // Rule names stay whole, and no breakdown table has a column no row fills: the idle
     // breakdown moves no bytes, so it has no Bytes column.
     assert!(page.contains("<code class=\"rule\">idle_gaps</code>"));
@@ -234,6 +258,145 @@ fn diff_shows_the_pageable_copies_resolved() {
         md.contains("- **resolved** `pageable_memcpy/gpu0/htod`"),
         "{md}"
     );
+}
+
+/// A gzip Kineto trace's events, read here with serde_json.
+fn trace_events(path: &Path) -> Vec<serde_json::Value> {
+    let text = {
+        use std::io::Read;
+        let mut s = String::new();
+        flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+            .read_to_string(&mut s)
+            .unwrap();
+        s
+    };
+    let mut doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    match doc["traceEvents"].take() {
+        serde_json::Value::Array(events) => events,
+        other => panic!("traceEvents is {other}"),
+    }
+}
+
+/// The span of a trace's ProfilerStep annotations, µs.
+fn step_span_us(path: &Path) -> (f64, f64) {
+    let steps: Vec<(f64, f64)> = trace_events(path)
+        .iter()
+        .filter(|e| {
+            e["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("ProfilerStep#"))
+        })
+        .map(|e| {
+            let ts = e["ts"].as_f64().unwrap();
+            (ts, ts + e["dur"].as_f64().unwrap())
+        })
+        .collect();
+    (
+        steps.iter().map(|s| s.0).fold(f64::MAX, f64::min),
+        steps.iter().map(|s| s.1).fold(f64::MIN, f64::max),
+    )
+}
+
+/// Kernel time per name, ns, read here from a gzip Kineto trace's own kernel events: in the
+/// window of its ProfilerStep annotations, or in the whole trace.
+fn kernel_totals(path: &Path, window: bool) -> std::collections::BTreeMap<String, i64> {
+    let (start, end) = if window {
+        step_span_us(path)
+    } else {
+        (f64::MIN, f64::MAX)
+    };
+    let mut m = std::collections::BTreeMap::new();
+    for e in trace_events(path).iter().filter(|e| e["cat"] == "kernel") {
+        let ts = e["ts"].as_f64().unwrap();
+        if ts >= start && ts < end {
+            *m.entry(e["name"].as_str().unwrap().to_string())
+                .or_insert(0) += (e["dur"].as_f64().unwrap() * 1e3).round() as i64;
+        }
+    }
+    m
+}
+
+#[test]
+fn summary_json_holds_the_kernel_table_of_the_trace() {
+    let trace = own(UNPINNED);
+    let out = run(&["summary", "--format", "json", trace.to_str().unwrap()]);
+    assert!(out.status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc.as_array().unwrap().len(), 1);
+    assert_eq!(doc[0]["scope"], "whole trace");
+    let kernels = doc[0]["kernels"].as_array().unwrap();
+    let want = kernel_totals(&trace, false);
+    assert_eq!(kernels.len(), want.len());
+    for k in kernels {
+        let name = k["name"].as_str().unwrap();
+        // Names as recorded, mangled ones included.
+        let total = want.get(name).unwrap_or_else(|| panic!("{name}"));
+        assert!((k["total_ns"].as_i64().unwrap() - total).abs() <= 50, "{k}");
+    }
+    assert!(
+        kernels
+            .iter()
+            .any(|k| k["name"].as_str().unwrap().starts_with("_ZN17cutlass"))
+    );
+    // The memory table too, and CSV (`--csv` is `--format csv`) has the same rows.
+    assert!(!doc[0]["memory"].as_array().unwrap().is_empty());
+    let csv = run(&["summary", "--csv", trace.to_str().unwrap()]);
+    let same = run(&["summary", "--format", "csv", trace.to_str().unwrap()]);
+    assert_eq!(csv.stdout, same.stdout);
+    let text = String::from_utf8_lossy(&csv.stdout);
+    let kernel_rows = text.split("\n\n").next().unwrap().lines().count() - 1;
+    assert_eq!(kernel_rows, kernels.len());
+}
+
+#[test]
+fn diff_top_picks_the_largest_kernel_changes() {
+    let totals = |p: &Path| kernel_totals(p, true);
+    let (before, after) = (totals(&own(UNPINNED)), totals(&own(PINNED)));
+    let mut changes: Vec<(i64, String)> = before
+        .keys()
+        .chain(after.keys())
+        .map(|n| {
+            let d = after.get(n).unwrap_or(&0) - before.get(n).unwrap_or(&0);
+            (d, n.clone())
+        })
+        .filter(|(d, _)| *d != 0)
+        .collect();
+    changes.sort_by(|a, b| b.0.abs().cmp(&a.0.abs()).then(a.1.cmp(&b.1)));
+    changes.dedup();
+    let (code, json) = diff(
+        &own(UNPINNED),
+        &own(PINNED),
+        &["--format", "json", "--top", "4"],
+    );
+    assert_eq!(code, 0);
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let kernels = doc["diffs"][0]["kernels"].as_array().unwrap();
+    assert_eq!(kernels.len(), 4);
+    for (k, (delta, name)) in kernels.iter().zip(&changes) {
+        assert_eq!(k["name"].as_str().unwrap(), name);
+        // Each kernel's duration rounded to the nanosecond here, summed there.
+        assert!(
+            (k["delta_ns"].as_i64().unwrap() - delta).abs() <= 50,
+            "{k} against {delta}"
+        );
+    }
+    assert_eq!(doc["diffs"][0]["operators"].as_array().unwrap().len(), 4);
+    // The text lists as many, and 10 when not told.
+    let (_, text) = diff(&own(UNPINNED), &own(PINNED), &["--top", "2"]);
+    let section = |t: &str| {
+        t.split("Kernels by change")
+            .nth(1)
+            .unwrap()
+            .split("Operators by change")
+            .next()
+            .unwrap()
+            .lines()
+            .filter(|l| l.contains(" -> "))
+            .count()
+    };
+    assert_eq!(section(&text), 2, "{text}");
+    let (_, text) = diff(&own(UNPINNED), &own(PINNED), &[]);
+    assert_eq!(section(&text), 10, "{text}");
 }
 
 #[test]

@@ -115,9 +115,10 @@ pub struct Diff {
     pub idle_causes: Vec<NamedChange>,
     /// Findings matched by id.
     pub findings: Vec<FindingChange>,
-    /// Kernels with the largest changes in time.
+    /// Kernels, the largest changes in time first (every kernel of either capture's window
+    /// that changed; a report shows the first few).
     pub kernels: Vec<NamedChange>,
-    /// CPU operators with the largest changes in time.
+    /// CPU operators, the largest changes in time first (every one that changed).
     pub operators: Vec<NamedChange>,
     /// Peak memory reserved by the caching allocator, bytes.
     pub reserved_peak: Option<Change>,
@@ -129,7 +130,7 @@ fn idle_gap_ns(a: &Analysis) -> i64 {
     a.idle.iter().map(|d| d.gap_ns()).sum()
 }
 
-/// Per name totals of two tables, the ten largest changes.
+/// Per name totals of two tables, every change, the largest first.
 fn by_delta(
     before: &[crate::tables::TimeRow],
     after: &[crate::tables::TimeRow],
@@ -144,6 +145,7 @@ fn by_delta(
     }
     let mut v: Vec<NamedChange> = m
         .into_iter()
+        .filter(|(_, (b, a))| a != b)
         .map(|(n, (b, a))| NamedChange {
             name: n.to_string(),
             before_ns: b,
@@ -157,7 +159,6 @@ fn by_delta(
             .cmp(&x.delta_ns.abs())
             .then(x.name.cmp(&y.name))
     });
-    v.truncate(10);
     v
 }
 

@@ -122,9 +122,12 @@ fn timeline(s: &mut String, r: &TraceReport) {
     let lane = 26.0;
     let h = 24.0 + lane * devices.len() as f64;
     let x = |t: i64| ((t - w.start) as f64 / w.len() as f64 * W).clamp(0.0, W);
+    // The caption, above the chart, lists the causes drawn: it is put in front once they are
+    // known.
+    let at = s.len();
     let _ = write!(
         s,
-        "<figure><svg viewBox=\"0 0 {} {h}\" role=\"img\" aria-label=\"GPU timeline\">",
+        "<svg viewBox=\"0 0 {} {h}\" role=\"img\" aria-label=\"GPU timeline\">",
         W + 90.0
     );
     let mut used: Vec<CauseKind> = Vec::new();
@@ -169,17 +172,21 @@ fn timeline(s: &mut String, r: &TraceReport) {
         h - 2.0,
         fmt_ns(w.len())
     );
-    s.push_str("<figcaption>GPU busy time (green) over the analysed window; below each lane the idle gaps, coloured by their measured cause: <span class=\"legend\">");
+    let mut caption = String::from(
+        "<figure><figcaption>GPU busy time (green) over the analysed window; below each lane the idle gaps, coloured by their measured cause: <span class=\"legend\">",
+    );
     used.sort();
     for k in used {
         let _ = write!(
-            s,
+            caption,
             "<span><i class=\"sw\" style=\"background:{}\"></i>{}</span>",
             cause_color(k),
             k.label()
         );
     }
-    s.push_str("</span></figcaption></figure>\n");
+    caption.push_str("</span></figcaption>");
+    s.insert_str(at, &caption);
+    s.push_str("</figure>\n");
 }
 
 /// Horizontal bars: (label, value, colour), with the value's text.
@@ -191,7 +198,8 @@ fn bars(s: &mut String, title: &str, rows: &[(String, f64, String, &str)]) {
     let h = 22.0 * rows.len() as f64 + 4.0;
     let _ = write!(
         s,
-        "<figure><svg viewBox=\"0 0 {W} {h}\" role=\"img\" aria-label=\"{}\">",
+        "<figure><figcaption>{}</figcaption><svg viewBox=\"0 0 {W} {h}\" role=\"img\" aria-label=\"{}\">",
+        esc(title),
         esc(title)
     );
     for (k, (label, v, text, color)) in rows.iter().enumerate() {
@@ -206,28 +214,49 @@ fn bars(s: &mut String, title: &str, rows: &[(String, f64, String, &str)]) {
             esc(&label.chars().take(110).collect::<String>())
         );
     }
-    let _ = writeln!(s, "</svg><figcaption>{}</figcaption></figure>", esc(title));
+    s.push_str("</svg></figure>\n");
 }
 
 /// One line of a chart: name, colour, (x, y) points.
 type Series<'a> = (&'a str, &'a str, Vec<(f64, f64)>);
 
-/// A line chart of series of (x, y) points, downsampled to the chart's width.
-fn lines(s: &mut String, title: &str, unit: &str, series: &[Series]) {
+/// A line chart of series of (x, y) points, downsampled to the chart's width, with its
+/// caption and legend above it and an axis of x (in `x_unit`) below: over `x_range`, or
+/// from the first point to the last.
+fn lines(
+    s: &mut String,
+    title: &str,
+    unit: &str,
+    (x_unit, x_range): (&str, Option<(f64, f64)>),
+    series: &[Series],
+) {
     let pts: Vec<&(f64, f64)> = series.iter().flat_map(|x| x.2.iter()).collect();
     if pts.is_empty() {
         return;
     }
-    let (x0, x1) = pts
-        .iter()
-        .fold((f64::MAX, f64::MIN), |a, p| (a.0.min(p.0), a.1.max(p.0)));
+    let (x0, x1) = x_range.unwrap_or_else(|| {
+        pts.iter()
+            .fold((f64::MAX, f64::MIN), |a, p| (a.0.min(p.0), a.1.max(p.0)))
+    });
     let y1 = pts.iter().map(|p| p.1).fold(0.0, f64::max).max(1e-9) * 1.1;
     let h = 180.0;
     let _ = write!(
         s,
-        "<figure><svg viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"{}\">",
+        "<figure><figcaption>{} <span class=\"legend\">",
+        esc(title)
+    );
+    for (name, color, _) in series {
+        let _ = write!(
+            s,
+            "<span><i class=\"sw\" style=\"background:{color}\"></i>{}</span>",
+            esc(name)
+        );
+    }
+    let _ = write!(
+        s,
+        "</span></figcaption><svg viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"{}\">",
         W + 60.0,
-        h + 20.0,
+        h + 24.0,
         esc(title)
     );
     for (name, color, data) in series {
@@ -252,18 +281,32 @@ fn lines(s: &mut String, title: &str, unit: &str, series: &[Series]) {
     }
     let _ = write!(
         s,
-        "<text x=\"0\" y=\"12\" font-size=\"11\">{y1:.1} {}</text><text x=\"0\" y=\"{h}\" font-size=\"11\">0</text></svg><figcaption>{} <span class=\"legend\">",
-        esc(unit),
-        esc(title)
+        "<text x=\"0\" y=\"12\" font-size=\"11\">{y1:.1} {}</text><text x=\"0\" y=\"{h}\" font-size=\"11\">0</text>",
+        esc(unit)
     );
-    for (name, color, _) in series {
+    // The time axis: five ticks from the first point to the last, the unit on the last.
+    let _ = write!(
+        s,
+        "<line x1=\"60\" y1=\"{h}\" x2=\"{}\" y2=\"{h}\" stroke=\"#999\"/>",
+        60.0 + W
+    );
+    for k in 0..=4 {
+        let px = 60.0 + W * f64::from(k) / 4.0;
+        let value = x0 + (x1 - x0) * f64::from(k) / 4.0;
+        let (anchor, label) = match k {
+            0 => ("start", format!("{value:.1}")),
+            4 => ("end", format!("{value:.1} {x_unit}")),
+            _ => ("middle", format!("{value:.1}")),
+        };
         let _ = write!(
             s,
-            "<span><i class=\"sw\" style=\"background:{color}\"></i>{}</span>",
-            esc(name)
+            "<line x1=\"{px:.1}\" y1=\"{h}\" x2=\"{px:.1}\" y2=\"{}\" stroke=\"#999\"/><text x=\"{px:.1}\" y=\"{}\" font-size=\"11\" text-anchor=\"{anchor}\">{}</text>",
+            h + 5.0,
+            h + 18.0,
+            esc(&label)
         );
     }
-    s.push_str("</span></figcaption></figure>\n");
+    s.push_str("</svg></figure>\n");
 }
 
 fn memory(s: &mut String, t: &Trace, r: &TraceReport) {
@@ -279,6 +322,8 @@ fn memory(s: &mut String, t: &Trace, r: &TraceReport) {
                 m.device
             ),
             "GiB",
+            // The window's own span, as the timeline above: allocator events start later.
+            ("ms", Some((0.0, w.len() as f64 / 1e6))),
             &[
                 ("reserved", "#e09f3e", m.reserved),
                 ("allocated", "#2b9348", m.allocated),
@@ -305,6 +350,7 @@ fn counters(s: &mut String, t: &Trace, r: &TraceReport) {
                     s,
                     &format!("GPU {g}: nvidia-smi {} over time (s)", c.metric),
                     &c.unit,
+                    ("s", None),
                     &[(c.metric.as_str(), colors[k], data)],
                 );
             }
