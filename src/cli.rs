@@ -42,11 +42,14 @@ enum Command {
         /// Trace files, then the query (the last argument).
         #[arg(required = true, num_args = 2..)]
         args: Vec<String>,
-        /// Print CSV.
-        #[arg(long)]
+        /// Output format: a text table, CSV, or JSON (a list of rows).
+        #[arg(long, value_enum, default_value = "table")]
+        format: TableFormat,
+        /// The same as `--format csv`.
+        #[arg(long, conflicts_with = "format")]
         csv: bool,
-        /// Print JSON (a list of rows).
-        #[arg(long, conflicts_with = "csv")]
+        /// The same as `--format json`.
+        #[arg(long, conflicts_with_all = ["csv", "format"])]
         json: bool,
         #[command(flatten)]
         analysis: AnalysisArgs,
@@ -78,7 +81,7 @@ enum Command {
         /// Output format: the text tables; CSV (the kernel table, a blank line, the memory
         /// table); or JSON (per file, both tables whole, names as recorded).
         #[arg(long, value_enum, default_value = "table")]
-        format: SummaryFormat,
+        format: TableFormat,
         /// The same as `--format csv`.
         #[arg(long, conflicts_with = "format")]
         csv: bool,
@@ -121,14 +124,14 @@ enum Command {
     },
 }
 
-/// `summary --format`.
+/// `summary --format` and `sql --format`.
 #[derive(Clone, Copy, PartialEq, ValueEnum)]
-enum SummaryFormat {
+enum TableFormat {
     /// Text tables for people.
     Table,
-    /// CSV, the columns of `nsys stats`.
+    /// CSV (`summary`: the columns of `nsys stats`).
     Csv,
-    /// JSON: per file, its kernel and memory tables.
+    /// JSON (`summary`: per file, its kernel and memory tables; `sql`: a list of rows).
     Json,
 }
 
@@ -380,10 +383,16 @@ pub fn main() -> i32 {
         Command::Report(args) => report_cmd(args, base),
         Command::Sql {
             args,
+            format,
             csv,
             json,
             analysis,
-        } => sql_cmd(args, csv, json, &analysis.options(base)),
+        } => sql_cmd(
+            args,
+            csv || format == TableFormat::Csv,
+            json || format == TableFormat::Json,
+            &analysis.options(base),
+        ),
         Command::Export {
             files,
             parquet,
@@ -400,7 +409,7 @@ pub fn main() -> i32 {
             top,
             analysis,
         } => {
-            let format = if csv { SummaryFormat::Csv } else { format };
+            let format = if csv { TableFormat::Csv } else { format };
             summary(files, format, steps, top, &analysis.options(base))
         }
     };
@@ -601,7 +610,7 @@ fn write_stdout(text: &str, what: &'static str) -> Result<()> {
 
 fn summary(
     files: Vec<PathBuf>,
-    format: SummaryFormat,
+    format: TableFormat,
     steps: bool,
     top: usize,
     opts: &Options,
@@ -625,18 +634,18 @@ fn summary(
             "whole trace".to_string()
         };
         match format {
-            SummaryFormat::Csv => {
+            TableFormat::Csv => {
                 out.push_str(&report::tables::kernels_csv(&kernels));
                 out.push('\n');
                 out.push_str(&report::tables::memory_csv(&memory));
             }
-            SummaryFormat::Table => {
+            TableFormat::Table => {
                 out.push_str(&report::tables::text(
                     &t.source, &label, &kernels, &memory, top,
                 ));
                 out.push('\n');
             }
-            SummaryFormat::Json => json.push(serde_json::json!({
+            TableFormat::Json => json.push(serde_json::json!({
                 "file": t.source,
                 "scope": label,
                 "kernels": kernels,
@@ -644,7 +653,7 @@ fn summary(
             })),
         }
     }
-    if format == SummaryFormat::Json {
+    if format == TableFormat::Json {
         out = serde_json::to_string_pretty(&json).context("writing the summary as JSON")?;
         out.push('\n');
     }

@@ -247,8 +247,27 @@ fn diff_shows_the_pageable_copies_resolved() {
         .find(|c| c["name"] == "data loading")
         .unwrap();
     assert!(loading["delta_ns"].as_i64().unwrap() < 0);
-    // Text and Markdown say the same.
+    // Text and Markdown say the same, the text with a verdict line first (the medians above:
+    // 19.26 / 87.30 - 1 = -77.9%) and signed deltas.
     let (_, text) = diff(&own(UNPINNED), &own(PINNED), &[]);
+    assert!(
+        text.lines().nth(2).is_some_and(
+            |l| l.starts_with("verdict: better: median step 87.3 ms -> 19.3 ms (-77.9%)")
+        ),
+        "{text}"
+    );
+    let loading_row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("idle: data loading"))
+        .expect("a data-loading row");
+    assert!(
+        loading_row
+            .split_whitespace()
+            .rev()
+            .nth(1)
+            .is_some_and(|d| d.starts_with('-')),
+        "{loading_row}"
+    );
     assert!(
         text.contains("resolved  pageable_memcpy/gpu0/htod"),
         "{text}"

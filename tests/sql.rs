@@ -36,6 +36,22 @@ fn queries_answer_what_python_counts() {
     assert_eq!(rows[0]["n"], 1915);
     let csv = sql(&[&t], "SELECT count(*) AS n FROM memcpys", &["--csv"]);
     assert_eq!(csv.trim(), "n\n15");
+    // `--format csv` and `--format json` are the long forms of `--csv` and `--json`.
+    assert_eq!(
+        sql(
+            &[&t],
+            "SELECT count(*) AS n FROM memcpys",
+            &["--format", "csv"]
+        ),
+        csv
+    );
+    let n: serde_json::Value = serde_json::from_str(&sql(
+        &[&t],
+        "SELECT count(*) AS n FROM kernels",
+        &["--format", "json"],
+    ))
+    .unwrap();
+    assert_eq!(n[0]["n"], 1915);
     let top: serde_json::Value = serde_json::from_str(&sql(
         &[&t],
         "SELECT name, sum(dur) AS total FROM kernels GROUP BY name ORDER BY total DESC LIMIT 1",
