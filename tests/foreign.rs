@@ -96,3 +96,69 @@ fn torch_compile_chromium_events_are_named_and_refused() {
     // What it does read, from the list of readers.
     assert!(err.contains("rocmProfileData (RPD) capture"), "{err}");
 }
+
+#[test]
+fn a_triton_server_trace_is_named_and_refused() {
+    // Written here from the schema in Triton's docs/user_guide/trace.md: per traced request a
+    // record naming its model, then one `timestamps` record per point; no `ph`, no GPU work.
+    let p = foreign("triton_trace_documented_schema_sample.json");
+    let ev = events(&p);
+    let models = ev.iter().filter(|e| e.get("model_name").is_some()).count();
+    assert_eq!(models, 2);
+    assert!(ev.iter().all(|e| e.get("ph").is_none()));
+    let err = refused(&p);
+    assert!(
+        err.contains("triton_trace_documented_schema_sample.json"),
+        "{err}"
+    );
+    assert!(err.contains("a Triton Inference Server trace"), "{err}");
+    assert!(err.contains("no GPU records"), "{err}");
+    assert!(
+        err.contains(&format!("a JSON array of {} items", ev.len())),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_rocprof_v1_trace_is_named_and_refused() {
+    // Written here in the layout rocprofiler v1's bin/sqlitedb.py writes `results.json`: an
+    // empty first event, `process_name` metadata for `CPU HIP API`, `CPU HSA API`, `COPY` and
+    // `GPU0`, complete events whose times are strings, flow events and `otherData`. One
+    // kernel and three copies.
+    let p = foreign("rocprof_v1_results_layout_sample.json");
+    let ev = events(&p);
+    let on = |pid: &str| {
+        ev.iter()
+            .filter(|e| e["ph"] == "X" && e["pid"] == pid)
+            .count()
+    };
+    assert_eq!(
+        (on("6"), on("5")),
+        (1, 3),
+        "one kernel on GPU0, three copies"
+    );
+    assert!(
+        ev.iter()
+            .all(|e| e.get("cat").is_none() || e["cat"] == "DataFlow")
+    );
+    let err = refused(&p);
+    assert!(err.contains("a rocprof (ROCm profiler v1) trace"), "{err}");
+    assert!(
+        err.contains(&format!("none of its {} events", ev.len())),
+        "{err}"
+    );
+    assert!(err.contains("rocmProfileData (RPD) capture"), "{err}");
+    assert!(!err.contains("GPU tracing was off"), "{err}");
+}
+
+#[test]
+fn a_bpftrace_log_of_driver_calls_is_named_and_refused() {
+    // bpftrace's banner, then the lines of a script's printf on libcuda uprobes.
+    let p = foreign("bpftrace_cuda_driver_uprobes_sample.log");
+    let text = std::fs::read_to_string(&p).expect("sample");
+    assert!(text.starts_with("Attaching 3 probes..."));
+    assert_eq!(text.matches("cuLaunchKernel").count(), 4);
+    let err = refused(&p);
+    assert!(err.contains("a bpftrace log"), "{err}");
+    assert!(err.contains("text that is not JSON"), "{err}");
+}

@@ -277,10 +277,13 @@ fn read_file(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> {
         return Err(LoadError::Empty { path: name });
     }
     let Some(found) = formats::recognise(&head[..head.len().min(4096)]) else {
-        return Err(LoadError::NotATrace {
-            path: name.clone(),
-            why: describe_content(&head),
-        });
+        return Err(named(
+            LoadError::NotATrace {
+                path: name.clone(),
+                why: describe_content(&head),
+            },
+            &head,
+        ));
     };
     let text = match found.input {
         Input::Database { .. } => {
@@ -291,12 +294,16 @@ fn read_file(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> {
             if !gz && let Some(map) = map_read_only(path) {
                 let progress = options.progress.as_deref();
                 let release = |chunk: &[u8]| release_pages(&map, chunk);
-                let t = slice(&map, &name, progress, Some(&release)).map(Parsed::finish);
+                let t = slice(&map, &name, progress, Some(&release))
+                    .map(Parsed::finish)
+                    .map_err(|e| named(e, &head));
                 if let Some(c) = progress {
                     c.fetch_max(map.len() as u64, std::sync::atomic::Ordering::Relaxed);
                 }
                 return t;
             }
+            // Kept to name the file's tool if the reader refuses it.
+            let head_copy = head.clone();
             let chained = Box::new(std::io::Cursor::new(head).chain(reader));
             // A reader that cut the input speculatively and then failed to parse it reads it
             // once more from the start, cutting only where it knows it may.
@@ -321,7 +328,7 @@ fn read_file(path: &Path, options: LoadOptions) -> Result<Trace, LoadError> {
                 }
                 result => result,
             };
-            return match result.map(Parsed::finish) {
+            return match result.map(Parsed::finish).map_err(|e| named(e, &head_copy)) {
                 Ok(mut t) => {
                     if let Some(i) = &mut t.stats.incomplete {
                         i.compressed = gz;
@@ -472,6 +479,18 @@ fn gunzipped_sqlite(
         fmt_bytes(len)
     ));
     Ok(trace)
+}
+
+/// A refusal that says what the file is, when its first bytes are another tool's
+/// ([`formats::foreign`]): what it holds first, then what the reader found.
+fn named(e: LoadError, head: &[u8]) -> LoadError {
+    match (e, formats::foreign::recognise(head)) {
+        (LoadError::NotATrace { path, why }, Some(f)) => LoadError::NotATrace {
+            path,
+            why: format!("{}, holding {} ({why})", f.what, f.holds),
+        },
+        (e, _) => e,
+    }
 }
 
 fn describe_content(data: &[u8]) -> String {

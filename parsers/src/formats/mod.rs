@@ -2,10 +2,12 @@
 //! them. A reader declares its format ([`SourceFormat`]: id, name, what it records, where its
 //! clock starts), how to recognise it from a file's first bytes and how it takes its input;
 //! it imports no other reader. What two readers share is a helper module here
-//! ([`counter_log`], [`sqlite`]), not a reader.
+//! ([`counter_log`], [`sqlite`]), not a reader; [`foreign`] names the files of other tools
+//! that no reader takes.
 
 pub mod counter_log;
 pub mod dmon;
+pub mod foreign;
 pub mod kineto;
 pub mod nsys;
 pub mod rpd;
