@@ -501,11 +501,7 @@ fn analyze(args: AnalyzeArgs, base: Options) -> Result<i32> {
     let opened = open(&args.files, &opts, ANALYSED)?;
     clock.mark("cli: load and analyze");
     let reports = reports(&opened);
-    let format = match args.format {
-        OutFormat::Table => Format::Table,
-        OutFormat::Json => Format::Json,
-        OutFormat::Md => Format::Markdown,
-    };
+    let format = report_format(args.format)?;
     if let Some(out) = &args.rank_summary {
         let [r] = reports.as_slice() else {
             return Err(Error::Usage(format!(
@@ -1024,4 +1020,51 @@ fn info(files: Vec<PathBuf>, format: InfoFormat, opts: &Options) -> Result<i32> 
     write_stdout(&out, "writing the report")?;
     leave_to_exit(opened);
     Ok(0)
+}
+
+/// The report format a `--format` value names, read by its name through [`Format`]'s parser,
+/// the one the Python package's `report(format=...)` uses too.
+fn report_format(value: impl ValueEnum) -> Result<Format> {
+    let name = value
+        .to_possible_value()
+        .map(|v| v.get_name().to_string())
+        .unwrap_or_default();
+    name.parse::<Format>().map_err(Error::Usage)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_report_format_the_cli_takes_is_one_the_shared_parser_knows() {
+        let names = |values: Vec<Option<clap::builder::PossibleValue>>| -> Vec<String> {
+            values
+                .into_iter()
+                .flatten()
+                .map(|v| v.get_name().to_string())
+                .collect()
+        };
+        let analyze = names(
+            OutFormat::value_variants()
+                .iter()
+                .map(|v| v.to_possible_value())
+                .collect(),
+        );
+        assert_eq!(analyze, ["table", "json", "md"]);
+        for v in OutFormat::value_variants() {
+            assert!(report_format(*v).is_ok());
+        }
+        let report = names(
+            ReportFormat::value_variants()
+                .iter()
+                .map(|v| v.to_possible_value())
+                .collect(),
+        );
+        for name in report.iter().filter(|n| *n != "perfetto") {
+            assert!(name.parse::<Format>().is_ok(), "{name}");
+        }
+        assert_eq!("markdown".parse::<Format>(), Ok(Format::Markdown));
+        assert!("pdf".parse::<Format>().is_err());
+    }
 }

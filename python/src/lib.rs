@@ -122,18 +122,7 @@ impl NativeTrace {
     /// The report in a CLI format: `table`, `json`, `md`, `html` or `junit`.
     #[pyo3(signature = (format = "table", top = None))]
     fn report(&self, py: Python<'_>, format: &str, top: Option<usize>) -> PyResult<String> {
-        let format = match format {
-            "table" => Format::Table,
-            "json" => Format::Json,
-            "md" | "markdown" => Format::Markdown,
-            "html" => Format::Html,
-            "junit" => Format::Junit(tracehound_heuristics::Severity::Low),
-            other => {
-                return Err(err(format!(
-                    "format `{other}`: use table, json, md, html or junit"
-                )));
-            }
-        };
+        let format: Format = format.parse().map_err(err)?;
         Ok(py.detach(|| report::render(&[self.report_of()], format, top)))
     }
 

@@ -27,7 +27,7 @@ pub struct TraceReport<'t> {
 }
 
 /// Output formats.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Format {
     /// Terminal table.
     Table,
@@ -39,6 +39,26 @@ pub enum Format {
     Html,
     /// JUnit XML; findings at or above the severity fail their rule's test case.
     Junit(tracehound_heuristics::Severity),
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+
+    /// A format by the name the CLI's `--format` gives it (`table`, `json`, `md` or
+    /// `markdown`, `html`, `junit`: JUnit failing at low severity), for every front end that
+    /// takes a format as text (the Python package's `report(format=...)`).
+    fn from_str(name: &str) -> Result<Format, String> {
+        match name {
+            "table" => Ok(Format::Table),
+            "json" => Ok(Format::Json),
+            "md" | "markdown" => Ok(Format::Markdown),
+            "html" => Ok(Format::Html),
+            "junit" => Ok(Format::Junit(tracehound_heuristics::Severity::Low)),
+            other => Err(format!(
+                "format `{other}`: use table, json, md, html or junit"
+            )),
+        }
+    }
 }
 
 /// Renders the reports of one run.
