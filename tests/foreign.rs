@@ -162,3 +162,26 @@ fn a_bpftrace_log_of_driver_calls_is_named_and_refused() {
     assert!(err.contains("a bpftrace log"), "{err}");
     assert!(err.contains("text that is not JSON"), "{err}");
 }
+
+#[test]
+fn a_custom_cupti_tools_trace_is_named_and_refused() {
+    // Written here as a tool built on CUPTI's activity API might write its records: complete
+    // events whose categories are the activity kinds, 100 kernels and 200 copies. Whatever a
+    // custom tool's fields mean is its own, so none of it is read as a profiler trace.
+    let p = foreign("custom_cupti_tool_activity_kinds_sample.json");
+    let ev = events(&p);
+    let of = |cat: &str| ev.iter().filter(|e| e["cat"] == cat).count();
+    assert_eq!(of("CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL"), 100);
+    assert_eq!(of("CUPTI_ACTIVITY_KIND_MEMCPY"), 200);
+    let err = refused(&p);
+    assert!(
+        err.contains("a trace written by a CUPTI-based tool"),
+        "{err}"
+    );
+    assert!(err.contains("`CUPTI_ACTIVITY_KIND_MEMCPY` 200"), "{err}");
+    assert!(
+        err.contains("`CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL` 100"),
+        "{err}"
+    );
+    assert!(!err.contains("GPU tracing was off"), "{err}");
+}

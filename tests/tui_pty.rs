@@ -62,6 +62,23 @@ impl Tmux {
         }
     }
 
+    /// Waits until the screen contains every one of `needles`: a capture can come while the
+    /// binary is still drawing, so a check waits for all it reads, not only for the first.
+    fn wait_for_all(&self, needles: &[&str]) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if needles.iter().all(|n| s.contains(n)) {
+                return s;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "waited for {needles:?}; the screen is:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Waits until the screen no longer contains `needle`.
     fn wait_without(&self, needle: &str) {
         let start = Instant::now();
@@ -107,19 +124,15 @@ fn a_session_in_a_real_terminal() {
         32,
         &script,
     );
-    let s = tmux.wait_for("1 Findings");
-    assert!(s.contains("GPU 0 idle 82% of the window"), "{s}");
-    assert!(s.contains("input-bound"), "{s}");
+    tmux.wait_for_all(&["1 Findings", "GPU 0 idle 82% of the window", "input-bound"]);
 
     tmux.keys(&["2"]);
-    let s = tmux.wait_for("GPU 0 stream 7");
-    assert!(s.contains("host 701/701"), "{s}");
+    tmux.wait_for_all(&["GPU 0 stream 7", "host 701/701"]);
 
     tmux.keys(&["4"]);
     tmux.wait_for("kernels (GPU time)");
     tmux.keys(&["/", "n", "c", "h", "w", "Enter"]);
-    let s = tmux.wait_for("filter \"nchw\"");
-    assert!(s.contains("nchwToNhwcKernel"), "{s}");
+    tmux.wait_for_all(&["filter \"nchw\"", "nchwToNhwcKernel"]);
 
     // cuDNN's CUTLASS kernels are recorded mangled (`_ZN17cutlass__5x_cudnn6KernelI…`): the
     // filter finds them by their demangled text, the table tells the two convolutions apart
@@ -127,38 +140,25 @@ fn a_session_in_a_real_terminal() {
     tmux.keys(&["Escape", "/"]);
     tmux.keys(&["-l", "cudnn::kernel<"]);
     tmux.keys(&["Enter"]);
-    let s = tmux.wait_for("filter \"cudnn::kernel<\"");
-    assert!(s.contains(": 3 rows"), "{s}");
-    assert!(
-        s.contains("cutlass__5x_cudnn::Kernel<…GemmShape<64, 128, 16>"),
-        "{s}"
-    );
-    assert!(
-        s.contains("cutlass__5x_cudnn::Kernel<…GemmShape<64, 64, 32>"),
-        "{s}"
-    );
+    let s = tmux.wait_for_all(&[
+        "filter \"cudnn::kernel<\"",
+        ": 3 rows",
+        "cutlass__5x_cudnn::Kernel<…GemmShape<64, 128, 16>",
+        "cutlass__5x_cudnn::Kernel<…GemmShape<64, 64, 32>",
+    ]);
     assert!(!s.contains("_ZN"), "{s}");
     tmux.keys(&["Enter"]);
-    let s = tmux.wait_for("whole name · Enter or Esc hides it");
-    assert!(
-        s.contains(
-            "cutlass__5x_cudnn::Kernel<cutlass__5x_cudnn::conv::kernel::ImplicitGemmConvolution<"
-        ),
-        "{s}"
-    );
-    assert!(s.contains("cutlass__5x_cudnn::gemm::GemmShape<64,"), "{s}");
-    assert!(
-        s.contains(
-            "recorded as a mangled symbol of 1675 characters: _ZN17cutlass__5x_cudnn6KernelI"
-        ),
-        "{s}"
-    );
+    tmux.wait_for_all(&[
+        "whole name · Enter or Esc hides it",
+        "cutlass__5x_cudnn::Kernel<cutlass__5x_cudnn::conv::kernel::ImplicitGemmConvolution<",
+        "cutlass__5x_cudnn::gemm::GemmShape<64,",
+        "recorded as a mangled symbol of 1675 characters: _ZN17cutlass__5x_cudnn6KernelI",
+    ]);
     tmux.keys(&["Escape"]);
     tmux.wait_without("recorded as a mangled symbol");
 
     tmux.keys(&["?"]);
-    let s = tmux.wait_for("keys (any key closes)");
-    assert!(s.contains("drill in"), "{s}");
+    tmux.wait_for_all(&["keys (any key closes)", "drill in"]);
     tmux.keys(&["Escape"]);
 
     tmux.keys(&["1", "q"]);

@@ -464,7 +464,8 @@ const BOOKKEEPING: &[&str] = &[
 /// category at all in a file without the profiler's own marks (`schemaVersion`,
 /// `deviceProperties`). Such a file would otherwise be judged as a capture with GPU tracing
 /// off, a statement about a format tracehound does not read. The tool is named where its
-/// events say which (TensorFlow's timeline: the `Op` category).
+/// events say which (TensorFlow's timeline: the `Op` category; a CUPTI-based tool's own: its
+/// activity kinds as categories).
 fn foreign(t: &Trace) -> Option<String> {
     if !(t.gpu_ops.is_empty() && t.host_spans.is_empty() && t.memory.is_empty()) {
         return None;
@@ -489,6 +490,11 @@ fn foreign(t: &Trace) -> Option<String> {
         .any(|x| x.0.starts_with("dynamo") || x.0.starts_with("inductor"))
     {
         "torch.compile's own timings (TORCH_TRACE chromium events: compile phases, no GPU work)"
+    } else if other
+        .iter()
+        .any(|x| x.0.starts_with("CUPTI_ACTIVITY_KIND_"))
+    {
+        "a trace written by a CUPTI-based tool of its own (categories named after CUPTI's activity kinds, in no layout tracehound knows)"
     } else {
         "a Chrome trace-event file from another tool"
     };
