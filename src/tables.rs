@@ -401,8 +401,8 @@ pub fn build<'t>(which: &str, sources: &[Source<'t>]) -> Option<Table<'t>> {
                         .i64("dur", Some(h.dur()))
                         .str("name", Some(t.str(h.name)))
                         .i64("depth", Some(h.depth as i64))
-                        .i64("correlation", Some(h.correlation as i64))
-                        .i64("external_id", Some(h.external_id as i64))
+                        .i64("correlation", Some(h.correlation() as i64))
+                        .i64("external_id", Some(h.external_id() as i64))
                         .str("input_dims", name(t, t.op_args(h).input_dims))
                         .bool("in_window", h.start >= w.start && h.start < w.end);
                     b.end_row();
@@ -415,8 +415,8 @@ pub fn build<'t>(which: &str, sources: &[Source<'t>]) -> Option<Table<'t>> {
                         .i64("device", Some(m.device as i64))
                         .i64("addr", Some(m.addr as i64))
                         .i64("bytes", Some(m.bytes))
-                        .i64("total_allocated", m.total_allocated)
-                        .i64("total_reserved", m.total_reserved)
+                        .i64("total_allocated", m.total_allocated.get())
+                        .i64("total_reserved", m.total_reserved.get())
                         .bool("oom", m.oom);
                     b.end_row();
                 }

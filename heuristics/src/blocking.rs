@@ -53,7 +53,7 @@ impl<'t> BlockingCalls<'t> {
                     let sync = *sync_names
                         .entry(s.name)
                         .or_insert_with(|| is_sync_call(t.api_name(s.name)));
-                    if sync || (s.correlation != 0 && pageable.contains(&s.correlation)) {
+                    if sync || (s.correlation() != 0 && pageable.contains(&s.correlation())) {
                         blocking.push(k as u32);
                     }
                 }

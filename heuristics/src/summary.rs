@@ -206,8 +206,8 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
             kernels: k,
             memcpys: c,
             memsets: s,
-            reserved_peak: mem_peak(cx, d, |m| m.total_reserved),
-            allocated_peak: mem_peak(cx, d, |m| m.total_allocated),
+            reserved_peak: mem_peak(cx, d, |m| m.total_reserved.get()),
+            allocated_peak: mem_peak(cx, d, |m| m.total_allocated.get()),
             collective_share: comm.map_or(0.0, |e| w.share(e.collective_ns)),
             exposed_collective_share: comm.map_or(0.0, |e| w.share(e.exposed_ns)),
         });

@@ -52,7 +52,7 @@ impl TB {
                 "cudaLaunchKernel"
             };
             self.span(HostKind::Runtime, rt, l, l + 1_000);
-            self.t.host_spans.last_mut().unwrap().correlation = corr;
+            self.t.host_spans.last_mut().unwrap().link = corr;
         }
         let (direction, src_kind, dst_kind) = kineto::parse_memcpy_name(name);
         let name = self.t.strings.intern(name);

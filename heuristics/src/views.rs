@@ -62,12 +62,12 @@ pub fn memory_series(
             };
             MemorySeries {
                 device,
-                reserved: pick(&|m| m.total_reserved),
-                allocated: pick(&|m| m.total_allocated),
+                reserved: pick(&|m| m.total_reserved.get()),
+                allocated: pick(&|m| m.total_allocated.get()),
                 ooms: samples
                     .iter()
                     .filter(|m| m.oom)
-                    .map(|m| (ms(m.ts), gib(m.total_reserved.unwrap_or(0))))
+                    .map(|m| (ms(m.ts), gib(m.total_reserved.get().unwrap_or(0))))
                     .collect(),
             }
         })

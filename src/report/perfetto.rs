@@ -274,7 +274,7 @@ fn model_events(
             s.tid,
             s.start,
             s.dur(),
-            s.correlation,
+            s.correlation(),
         );
         event(w, first, &e)?;
         n.original += 1;

@@ -269,7 +269,7 @@ fn details<'a>(l: &Loaded, app: &App) -> Vec<Line<'a>> {
                 "launched by {} ({}, correlation {}) {} before it started",
                 t.str(s.name),
                 fmt_ns(s.dur()),
-                s.correlation,
+                s.correlation(),
                 fmt_ns(o.start - s.start)
             )));
             if !chain.is_empty() {

@@ -605,7 +605,7 @@ impl<'t> Attributor<'t> {
         let s = &self.trace.host_spans[i as usize];
         matches!(s.kind, HostKind::Runtime | HostKind::Driver)
             && (is_sync_call(self.trace.api_name(s.name))
-                || (s.correlation != 0 && self.sync_corr.contains(&s.correlation)))
+                || (s.correlation() != 0 && self.sync_corr.contains(&s.correlation())))
     }
 
     /// Whether span `op` (an operator) or a span inside it launched GPU work.

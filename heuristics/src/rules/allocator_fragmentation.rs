@@ -34,7 +34,7 @@ impl Rule for AllocatorFragmentation {
     fn check(&self, cx: &Ctx) -> Vec<Finding> {
         let t = cx.trace;
         let devices = crate::window::devices_of(
-            t.memory.iter().filter(|m| m.total_reserved.is_some()),
+            t.memory.iter().filter(|m| m.total_reserved.get().is_some()),
         );
         devices
             .into_iter()
@@ -47,24 +47,24 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
     let t = cx.trace;
     let w = &cx.window;
     let samples = crate::window::device_memory(t, w, device);
-    let peak_reserved = samples.iter().filter_map(|m| m.total_reserved).max()?;
+    let peak_reserved = samples.iter().filter_map(|m| m.total_reserved.get()).max()?;
     if peak_reserved <= 0 {
         return None;
     }
     let peak_allocated = samples
         .iter()
-        .filter_map(|m| m.total_allocated)
+        .filter_map(|m| m.total_allocated.get())
         .max()
         .unwrap_or(0);
     let alloc_at_peak = samples
         .iter()
-        .filter(|m| m.total_reserved == Some(peak_reserved))
-        .filter_map(|m| m.total_allocated)
+        .filter(|m| m.total_reserved.get() == Some(peak_reserved))
+        .filter_map(|m| m.total_allocated.get())
         .max()
         .unwrap_or(0);
     // Nsight Systems sees cudaMalloc/cudaFree (reserved) but not the caching allocator's own
     // allocations: without allocated totals there is no unallocated share to judge.
-    let has_allocated = samples.iter().any(|m| m.total_allocated.is_some());
+    let has_allocated = samples.iter().any(|m| m.total_allocated.get().is_some());
     let unalloc = if has_allocated {
         (peak_reserved - alloc_at_peak).max(0)
     } else {
@@ -148,8 +148,8 @@ fn device_finding(cx: &Ctx, device: i32) -> Option<Finding> {
     let mut instances: Vec<Instance> = ooms
         .iter()
         .map(|o| {
-            let reserved = o.total_reserved.unwrap_or(0);
-            let allocated = o.total_allocated.unwrap_or(0);
+            let reserved = o.total_reserved.get().unwrap_or(0);
+            let allocated = o.total_allocated.get().unwrap_or(0);
             Instance {
                 start_ns: o.ts,
                 dur_ns: 0,
@@ -326,8 +326,8 @@ mod tests {
             device: 0,
             addr: 0,
             bytes: if oom { GIB } else { 1 << 20 },
-            total_allocated: Some(alloc),
-            total_reserved: Some(reserved),
+            total_allocated: Some(alloc).into(),
+            total_reserved: Some(reserved).into(),
             oom,
         }
     }

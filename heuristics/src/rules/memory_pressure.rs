@@ -61,8 +61,8 @@ impl Rule for MemoryPressure {
                 .find(|g| g.id == d)
                 .and_then(|g| g.memory_bytes)
                 .map(|b| b as i64);
-            let peak_alloc = samples.iter().filter_map(|m| m.total_allocated).max();
-            let peak_res = samples.iter().filter_map(|m| m.total_reserved).max();
+            let peak_alloc = samples.iter().filter_map(|m| m.total_allocated.get()).max();
+            let peak_res = samples.iter().filter_map(|m| m.total_reserved.get()).max();
             let ooms = samples.iter().filter(|m| m.oom).count();
             // Allocated at the end of each step in the window: the last sample inside it.
             let ends: Vec<(i64, i64)> = t
@@ -75,7 +75,7 @@ impl Rule for MemoryPressure {
                         .first(k)
                         .rev()
                         .take_while(|m| m.ts >= s.start)
-                        .find_map(|m| m.total_allocated)
+                        .find_map(|m| m.total_allocated.get())
                         .map(|a| (s.number, a))
                 })
                 .collect();

@@ -844,7 +844,7 @@ pub fn read_named(path: &Path, source: String) -> Result<Parsed, LoadError> {
     let span = |kind, g: Option<i64>, start: i64, end: i64, name, corr: Option<i64>| {
         let (pid, tid) = split_global_tid(g.unwrap_or(0));
         HostSpan {
-            correlation: corr.unwrap_or(0).max(0) as u64,
+            link: corr.unwrap_or(0).max(0) as u64,
             ..HostSpan::new(kind, pid, tid, start, end, name)
         }
     };
@@ -972,8 +972,8 @@ pub fn read_named(path: &Path, source: String) -> Result<Parsed, LoadError> {
                 device,
                 addr,
                 bytes: delta,
-                total_allocated: None,
-                total_reserved: Some(*total),
+                total_allocated: ByteTotal::NONE,
+                total_reserved: Some(*total).into(),
                 oom: false,
             });
         }

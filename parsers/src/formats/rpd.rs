@@ -227,7 +227,7 @@ pub fn read_named(path: &Path, source: String) -> Result<Parsed, LoadError> {
             let sid = trace.strings.intern(shown);
             api_name.insert(id, trace.strings.intern(name));
             trace.host_spans.push(HostSpan {
-                correlation: if kind == HostKind::Runtime {
+                link: if kind == HostKind::Runtime {
                     id.max(0) as u64
                 } else {
                     0

@@ -415,7 +415,7 @@ mod tests {
                 0
             };
             t.host_spans.push(HostSpan {
-                correlation,
+                link: correlation,
                 ..HostSpan::new(kind, 1, 1, s, e, id)
             });
             if correlation != 0 {

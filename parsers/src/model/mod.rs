@@ -367,7 +367,10 @@ impl Capture {
             call_stacks: stacks,
             shapes: dims,
             memory_events: !trace.memory.is_empty(),
-            allocated_totals: trace.memory.iter().any(|m| m.total_allocated.is_some()),
+            allocated_totals: trace
+                .memory
+                .iter()
+                .any(|m| m.total_allocated.get().is_some()),
             annotations: has_span(&[HostKind::Annotation, HostKind::GpuAnnotation]),
             os_calls: has_span(&[HostKind::OsCall]),
             cpu_samples: !trace.cpu_samples.is_empty(),
@@ -659,10 +662,11 @@ pub struct HostSpan {
     pub end: i64,
     /// Name.
     pub name: StrId,
-    /// CUDA correlation id (runtime and driver calls; 0 otherwise).
-    pub correlation: u64,
-    /// Profiler external id (0 when absent).
-    pub external_id: u64,
+    /// What links the span to other records: a runtime or driver call's CUDA correlation id
+    /// (its kernel's or copy's), a CPU operator's profiler external id (the id its GPU work
+    /// carries); 0 when absent, and for every other kind. Read it through
+    /// [`HostSpan::correlation`] and [`HostSpan::external_id`].
+    pub link: u64,
     /// The operator's recorded inputs and stack, an id in [`Trace::args`] (0 when none); read
     /// them through [`Trace::op_args`].
     pub args: u32,
@@ -672,8 +676,11 @@ pub struct HostSpan {
     pub parent: u32,
 }
 
-// A span is one cache line: the sort and every walk over the spans move 64 bytes each.
-const _: () = assert!(std::mem::size_of::<HostSpan>() == 64);
+// 56 bytes: the spans are most of a trace's memory (2.2 million of them, 117 MiB, in the 1 GB
+// benchmark trace), and a span is either a call with a correlation id or an operator with an
+// external id, so one field holds the two (a runtime call's own external id, the same as its
+// operator's, is not kept).
+const _: () = assert!(std::mem::size_of::<HostSpan>() == 56);
 
 impl HostSpan {
     /// A span with what places it set and nothing else recorded (no ids, shapes or stack),
@@ -686,8 +693,7 @@ impl HostSpan {
             start,
             end,
             name,
-            correlation: 0,
-            external_id: 0,
+            link: 0,
             args: 0,
             depth: 0,
             parent: NONE,
@@ -697,6 +703,52 @@ impl HostSpan {
     /// Duration in ns (never negative).
     pub fn dur(&self) -> i64 {
         (self.end - self.start).max(0)
+    }
+
+    /// The CUDA correlation id of a runtime or driver call (0 when absent or another kind).
+    pub fn correlation(&self) -> u64 {
+        match self.kind {
+            HostKind::Runtime | HostKind::Driver => self.link,
+            _ => 0,
+        }
+    }
+
+    /// The profiler's external id of a CPU operator (0 when absent or another kind).
+    pub fn external_id(&self) -> u64 {
+        if self.kind == HostKind::CpuOp {
+            self.link
+        } else {
+            0
+        }
+    }
+}
+
+/// An optional count in 8 bytes, where `Option<i64>` takes 16: a trace holds hundreds of
+/// thousands of allocator events, each with two of them. `i64::MIN`, which no byte count is,
+/// stands for none. Read it with [`ByteTotal::get`]; it serialises as an `Option`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteTotal(i64);
+
+impl ByteTotal {
+    /// Not recorded.
+    pub const NONE: ByteTotal = ByteTotal(i64::MIN);
+
+    /// The value, when recorded.
+    pub fn get(self) -> Option<i64> {
+        (self != Self::NONE).then_some(self.0)
+    }
+}
+
+impl From<Option<i64>> for ByteTotal {
+    /// `None`, and the one value taken to mean it, are none.
+    fn from(v: Option<i64>) -> ByteTotal {
+        ByteTotal(v.unwrap_or(i64::MIN))
+    }
+}
+
+impl Serialize for ByteTotal {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.get().serialize(s)
     }
 }
 
@@ -712,12 +764,15 @@ pub struct MemorySample {
     /// Bytes allocated (positive) or freed (negative).
     pub bytes: i64,
     /// Total allocated on that device after the event, when recorded.
-    pub total_allocated: Option<i64>,
+    pub total_allocated: ByteTotal,
     /// Total reserved by the allocator on that device after the event, when recorded.
-    pub total_reserved: Option<i64>,
+    pub total_reserved: ByteTotal,
     /// True for an out-of-memory event (`[OutOfMemory]`): `bytes` is the failed request.
     pub oom: bool,
 }
+
+// 48 bytes (with two `Option<i64>`, 64).
+const _: () = assert!(std::mem::size_of::<MemorySample>() == 48);
 
 /// A profiler step (`ProfilerStep#N`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -1355,7 +1410,7 @@ impl Trace {
             let top = open.stack.last().copied();
             s.parent = top.map_or(NONE, |t| t.at);
             s.depth = open.stack.len().min(u16::MAX as usize) as u16;
-            let (kind, name, correlation) = (s.kind, s.name, s.correlation);
+            let (kind, name, correlation) = (s.kind, s.name, s.correlation());
             // The stack holds the span's ancestors, innermost last.
             let (inner_op, outer_op) = top.map_or((NONE, NONE), |t| (t.inner_op, t.outer_op));
             let op = (kind == HostKind::CpuOp).then_some(i as u32);
@@ -1458,8 +1513,8 @@ impl Trace {
                 .par_iter()
                 .with_min_len(1 << 14)
                 .enumerate()
-                .filter(|(_, s)| s.kind == HostKind::CpuOp && s.external_id != 0)
-                .map(|(i, s)| (s.external_id, std::cmp::Reverse(s.depth), i as u32))
+                .filter(|(_, s)| s.external_id() != 0)
+                .map(|(i, s)| (s.external_id(), std::cmp::Reverse(s.depth), i as u32))
                 .collect();
             by_ext.par_sort_unstable();
             for (op, cpu) in self.gpu_ops.iter().zip(op_cpu_op.iter_mut()) {
@@ -1740,7 +1795,7 @@ mod tests {
                 let end = start + next(400) as i64;
                 let kind = kinds[next(4) as usize];
                 HostSpan {
-                    correlation: if kind == HostKind::Runtime && k % 5 != 0 {
+                    link: if kind == HostKind::Runtime && k % 5 != 0 {
                         k + 1
                     } else {
                         0
@@ -1782,7 +1837,7 @@ mod tests {
                 assert_eq!(s.parent, stack.last().copied().unwrap_or(NONE), "span {i}");
                 assert_eq!(s.depth as usize, stack.len(), "span {i}");
                 stack.push(i);
-                if s.kind == HostKind::Runtime && s.correlation != 0 {
+                if s.kind == HostKind::Runtime && s.correlation() != 0 {
                     // The operators around a call, walked up from it as `enclosing` and
                     // `outermost_cpu_op` do.
                     let (mut inner, mut outer, mut up) = (NONE, NONE, s.parent);
@@ -1793,7 +1848,7 @@ mod tests {
                         }
                         up = spans[up as usize].parent;
                     }
-                    launches.push((s.correlation, i, inner, outer));
+                    launches.push((s.correlation(), i, inner, outer));
                 }
             }
         }
@@ -1834,7 +1889,7 @@ mod tests {
         let op = t.strings.intern("aten::copy_");
         let rt = t.strings.intern("cudaMemcpyAsync");
         let span = |kind, start, end, name, corr| HostSpan {
-            correlation: corr,
+            link: corr,
             ..HostSpan::new(kind, 1, 1, start, end, name)
         };
         t.host_spans.push(span(HostKind::Runtime, 20, 30, rt, 7));
@@ -1861,7 +1916,7 @@ mod tests {
         let mut t = Trace::default();
         let op = t.strings.intern("aten::mm");
         t.host_spans.push(HostSpan {
-            external_id: 42,
+            link: 42,
             ..HostSpan::new(HostKind::CpuOp, 1, 1, 0, 100, op)
         });
         t.gpu_ops.push(GpuOp {

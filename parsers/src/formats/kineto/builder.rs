@@ -433,8 +433,13 @@ impl Builder {
             start,
             end,
             name,
-            correlation: a.correlation.u64().unwrap_or(0),
-            external_id: a.external_id.u64().unwrap_or(0),
+            // A call keeps its correlation id, an operator its external id
+            // ([`HostSpan::link`]).
+            link: match kind {
+                HostKind::Runtime | HostKind::Driver => a.correlation.u64().unwrap_or(0),
+                HostKind::CpuOp => a.external_id.u64().unwrap_or(0),
+                _ => 0,
+            },
             args,
             depth: 0,
             parent: NONE,
@@ -457,8 +462,8 @@ impl Builder {
             device,
             addr: a.addr.u64().unwrap_or(0),
             bytes: a.mem_bytes.i64().unwrap_or(0),
-            total_allocated: a.total_allocated.i64(),
-            total_reserved: a.total_reserved.i64(),
+            total_allocated: a.total_allocated.i64().into(),
+            total_reserved: a.total_reserved.i64().into(),
             oom: ev.name.as_str() == "[OutOfMemory]",
         });
     }

@@ -759,7 +759,7 @@ mod tests {
         assert_eq!(t.host_spans[0].tid, 25738);
         assert_eq!(t.memory.len(), 1);
         assert_eq!(t.memory[0].bytes, -512);
-        assert_eq!(t.memory[0].total_reserved, None);
+        assert_eq!(t.memory[0].total_reserved.get(), None);
         assert_eq!(
             t.str(t.host_spans[t.index.op_cpu_op[0] as usize].name),
             "aten::add"
