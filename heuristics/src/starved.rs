@@ -53,9 +53,9 @@ pub struct Starved {
     pub drained_by: u32,
 }
 
-// When the GPU went idle and when the kernel ended are read from the kernel, not kept: a
-// starved kernel is a quarter of a million of them on the 1 GB benchmark trace, kept while
-// every rule runs.
+// When the GPU went idle and when the kernel ended are read from the kernel, not kept: the
+// 1 GB benchmark trace has hundreds of thousands of starved kernels, kept while every rule
+// runs.
 impl Starved {
     /// When the GPU went idle (the end of its last work before the kernel).
     pub fn idle_from(&self, trace: &Trace) -> i64 {
