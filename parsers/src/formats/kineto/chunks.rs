@@ -95,12 +95,17 @@ pub(super) fn parse_chunk_in(
     if fast && scan_events(buf, &mut b, false).is_ok() {
         return Ok(b);
     }
+    if fast {
+        // The scanner may have read events before it stopped: serde reads the chunk from its
+        // start into a fresh builder, or those events would be read twice (a key with bytes
+        // that are not UTF-8, which serde skips and the scanner refuses, did that).
+        b = Builder::new(source);
+    }
     let result = match simdutf8::basic::from_utf8(buf) {
         Ok(text) => {
             if fast {
                 SCAN_FALLBACKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-            b = Builder::new(source);
             let mut de = serde_json::Deserializer::from_str(text);
             EventsSeed { b: &mut b }
                 .deserialize(&mut de)
