@@ -145,7 +145,7 @@ fn the_html_report_is_self_contained_and_renders() {
     assert!(ticks[4].ends_with(" ms"), "{ticks:?}");
     let last: f64 = ticks[4].trim_end_matches(" ms").parse().unwrap();
     // The window: the ProfilerStep annotations' span, read from the trace here.
-    let (start, end) = step_span_us(&own(UNPINNED));
+    let (start, end) = step_span_us(&trace_events(&own(UNPINNED)));
     assert!((last - (end - start) / 1e3).abs() < 0.06, "{ticks:?}");
     // Rule names stay whole, and no breakdown table has a column no row fills: the idle
     // breakdown moves no bytes, so it has no Bytes column.
@@ -296,9 +296,9 @@ fn trace_events(path: &Path) -> Vec<serde_json::Value> {
     }
 }
 
-/// The span of a trace's ProfilerStep annotations, µs.
-fn step_span_us(path: &Path) -> (f64, f64) {
-    let steps: Vec<(f64, f64)> = trace_events(path)
+/// The span of a trace's ProfilerStep annotations (among its `events`), µs.
+fn step_span_us(events: &[serde_json::Value]) -> (f64, f64) {
+    let steps: Vec<(f64, f64)> = events
         .iter()
         .filter(|e| {
             e["name"]
@@ -319,13 +319,14 @@ fn step_span_us(path: &Path) -> (f64, f64) {
 /// Kernel time per name, ns, read here from a gzip Kineto trace's own kernel events: in the
 /// window of its ProfilerStep annotations, or in the whole trace.
 fn kernel_totals(path: &Path, window: bool) -> std::collections::BTreeMap<String, i64> {
+    let events = trace_events(path);
     let (start, end) = if window {
-        step_span_us(path)
+        step_span_us(&events)
     } else {
         (f64::MIN, f64::MAX)
     };
     let mut m = std::collections::BTreeMap::new();
-    for e in trace_events(path).iter().filter(|e| e["cat"] == "kernel") {
+    for e in events.iter().filter(|e| e["cat"] == "kernel") {
         let ts = e["ts"].as_f64().unwrap();
         if ts >= start && ts < end {
             *m.entry(e["name"].as_str().unwrap().to_string())

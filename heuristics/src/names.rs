@@ -88,10 +88,9 @@ pub fn short_name(name: &str, max: usize) -> String {
     clip(out.trim().trim_start_matches("void "), max)
 }
 
-/// `name` with its template arguments kept and its parameter list elided:
+/// `name` (demangled) with its template arguments kept and its parameter list elided:
 /// `cudnn::bn_bw_1C11_kernel_new<float, float, float2, 128, 1, 1>(…)`.
 fn with_templates(name: &str) -> String {
-    let name = demangle(name);
     let mut out = String::new();
     let (mut angle, mut paren) = (0i32, 0i32);
     for c in name.chars() {
@@ -125,17 +124,21 @@ fn with_templates(name: &str) -> String {
 /// arguments where the name first parts from the others; where even those are the same, whole
 /// (demangled).
 pub fn distinct_short_names(names: &[&str], max: usize) -> Vec<String> {
-    let short: Vec<String> = names.iter().map(|n| short_name(n, max)).collect();
+    // Demangled once: a table redraws every frame in the TUI, and a CUTLASS symbol is
+    // thousands of characters.
+    let demangled: Vec<std::borrow::Cow<str>> = names.iter().map(|n| demangle(n)).collect();
+    let short: Vec<String> = demangled.iter().map(|n| short_name(n, max)).collect();
     let clash = |forms: &[String], i: usize| {
         forms
             .iter()
             .enumerate()
             .any(|(j, f)| j != i && *f == forms[i] && names[j] != names[i])
     };
+    let short_clashes: Vec<bool> = (0..names.len()).map(|i| clash(&short, i)).collect();
     let full: Vec<String> = (0..names.len())
         .map(|i| {
-            if clash(&short, i) {
-                with_templates(names[i])
+            if short_clashes[i] {
+                with_templates(&demangled[i])
             } else {
                 String::new()
             }
@@ -143,7 +146,7 @@ pub fn distinct_short_names(names: &[&str], max: usize) -> Vec<String> {
         .collect();
     let templated: Vec<String> = (0..names.len())
         .map(|i| {
-            if !clash(&short, i) {
+            if !short_clashes[i] {
                 short[i].clone()
             } else if full[i].chars().count() <= max {
                 full[i].clone()

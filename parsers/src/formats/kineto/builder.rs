@@ -427,12 +427,6 @@ impl Builder {
                 .push(((pid, tid, start, name), c));
         }
         self.trace.host_spans.push(HostSpan {
-            kind,
-            pid,
-            tid,
-            start,
-            end,
-            name,
             // A call keeps its correlation id, an operator its external id
             // ([`HostSpan::link`]).
             link: match kind {
@@ -441,8 +435,7 @@ impl Builder {
                 _ => 0,
             },
             args,
-            depth: 0,
-            parent: NONE,
+            ..HostSpan::new(kind, pid, tid, start, end, name)
         });
     }
 
