@@ -12,7 +12,7 @@
 //! - `first_any`: the first finding matches at least one matcher; `first_none`: it matches none.
 //! - `finding_any`: some finding matches at least one matcher; `no_finding`: no finding matches
 //!   any matcher.
-//!   A matcher is an object with any of `rule` (equal), `text` (in title, evidence or advice),
+//!   A matcher is an object with any of `rule` (equal), `text` (in title, evidence, breakdown rows or advice),
 //!   `min_severity` (the finding is at least that severe); all given fields must hold.
 //!   `{"absent": true}` (only in `first_any`) matches when there is no finding at all.
 //! - `max_severity`: no finding is more severe (info < low < medium < high).
@@ -42,12 +42,12 @@ const OPEN: &[(&str, &str, &str)] = &[
     (
         "gtls_cupy_transit_search_rtx3060_nsysunknown.sqlite",
         "first_any",
-        "a custom kernel holding 65% of GPU time in a program without operators is named only by the summary's top-kernel line: no rule names a kernel whose efficiency the capture cannot measure",
+        "findings rank by the time they can save, and a custom kernel's saving is not in a capture without counters or shapes: the verdict names the kernel (65% of the window) with Nsight Compute advice, the first finding is the 4% of idle time that is measured",
     ),
     (
         "testcuda_pinned_async_streams_rtx4060ti_nsys2026.1.sqlite",
         "first_any",
-        "no rule reports pinned copies that already run at the link's rate (the transfer-bound verdict does); the first finding is the 8.8 ms cold start",
+        "pinned copies on a card with one copy engine, at 13 GB/s, save nothing but by moving less data: the transfer-bound verdict names them as pinned, the first finding is the 8.8 ms cold start, the one measured saving",
     ),
 ];
 
@@ -142,11 +142,16 @@ fn strings(v: &Value, what: &str) -> Result<Vec<String>, String> {
         .collect()
 }
 
-/// Title, evidence and advice of a finding, for text matchers.
+/// Title, evidence, breakdown rows and advice of a finding (what the table prints under it),
+/// for text matchers.
 fn finding_text(f: &Value) -> String {
     let mut t = String::new();
     for k in ["title", "evidence"] {
         t.push_str(f[k].as_str().unwrap_or(""));
+        t.push('\n');
+    }
+    for r in f["breakdown"].as_array().into_iter().flatten() {
+        t.push_str(r["label"].as_str().unwrap_or(""));
         t.push('\n');
     }
     for a in f["advice"].as_array().into_iter().flatten() {

@@ -87,36 +87,42 @@ impl Reference {
         })
     }
 
+    /// The link the rate came from, as the evidence states it: "the NVIDIA A100-PCIE-40GB's
+    /// datasheet link, PCIe Gen4 x16, carries about 25.2 GB/s each way (80% of its raw 31.5)".
+    pub(crate) fn said_link(&self) -> String {
+        let Some(l) = &self.link else {
+            return format!("pinned copies taken to reach {:.1} GB/s", self.gbps);
+        };
+        let rate = format!(
+            "carries about {:.1} GB/s each way ({:.0}% of its raw {:.1})",
+            self.gbps,
+            100.0 * crate::hardware::LINK_ACHIEVABLE,
+            l.raw_gbps()
+        );
+        match self.source {
+            Source::Snapshot => format!(
+                "the host link in the nvidia-smi -q -x snapshot, PCIe Gen{} x{}, {rate}",
+                l.generation, l.width
+            ),
+            _ => format!(
+                "the {}'s datasheet link, PCIe Gen{} x{}, {rate}",
+                self.model, l.generation, l.width
+            ),
+        }
+    }
+
     /// The reference as the evidence states it.
     pub(crate) fn said(&self, dir: CopyDirection) -> String {
-        let rate = |l: &HostLink| {
-            format!(
-                "carries about {:.1} GB/s each way ({:.0}% of its raw {:.1})",
-                self.gbps,
-                100.0 * crate::hardware::LINK_ACHIEVABLE,
-                l.raw_gbps()
-            )
-        };
-        match (self.source, &self.link) {
-            (Source::Measured, _) => format!(
+        match self.source {
+            Source::Measured => format!(
                 "pinned {} copies in this trace reach {:.1} GB/s",
                 dir.label(),
                 self.gbps
             ),
-            (Source::Snapshot, Some(l)) => format!(
-                "no pinned {} copies in this trace; the host link in the nvidia-smi -q -x snapshot, PCIe Gen{} x{}, {}",
+            Source::Snapshot | Source::Model if self.link.is_some() => format!(
+                "no pinned {} copies in this trace; {}",
                 dir.label(),
-                l.generation,
-                l.width,
-                rate(l)
-            ),
-            (Source::Model, Some(l)) => format!(
-                "no pinned {} copies in this trace; the {}'s datasheet link, PCIe Gen{} x{}, {}",
-                dir.label(),
-                self.model,
-                l.generation,
-                l.width,
-                rate(l)
+                self.said_link()
             ),
             _ => format!(
                 "no pinned {} copies in this trace and the host link is unknown: pinned copies assumed at {:.1} GB/s",

@@ -417,6 +417,17 @@ mod tests {
             Some(4)
         );
         assert_eq!(model_link("NVIDIA GeForce RTX 3090"), None);
+        // Names as the field corpus's captures record them.
+        assert_eq!(
+            model_link("Quadro RTX 6000").map(|l| (l.generation, l.width)),
+            Some((3, 16))
+        );
+        assert_eq!(
+            model_link("NVIDIA RTX 6000 Ada Generation").map(|l| l.generation),
+            Some(4)
+        );
+        // A superchip's GPU reaches the host over NVLink-C2C, and GH200 contains "H200".
+        assert_eq!(model_link("NVIDIA GH200 480GB"), None);
     }
 
     #[test]
@@ -594,9 +605,16 @@ impl HostLink {
     }
 }
 
-/// The host link of data-centre GPU models, from their datasheets (specific names first).
-/// GeForce cards are left out: the same chip ships with x8 and x16 links.
+/// The host link of data-centre and workstation GPU models, from their datasheets (specific
+/// names first). GeForce cards are left out: the same chip ships with x8 and x16 links.
 const LINKS: &[(&str, HostLink)] = &[
+    (
+        "B200",
+        HostLink {
+            generation: 5,
+            width: 16,
+        },
+    ),
     (
         "H200",
         HostLink {
@@ -667,11 +685,65 @@ const LINKS: &[(&str, HostLink)] = &[
             width: 16,
         },
     ),
+    (
+        "RTX 6000 ADA",
+        HostLink {
+            generation: 4,
+            width: 16,
+        },
+    ),
+    (
+        "RTX A6000",
+        HostLink {
+            generation: 4,
+            width: 16,
+        },
+    ),
+    (
+        "QUADRO RTX 6000",
+        HostLink {
+            generation: 3,
+            width: 16,
+        },
+    ),
+    (
+        "QUADRO RTX 8000",
+        HostLink {
+            generation: 3,
+            width: 16,
+        },
+    ),
+    (
+        "A40",
+        HostLink {
+            generation: 4,
+            width: 16,
+        },
+    ),
+    (
+        "A30",
+        HostLink {
+            generation: 4,
+            width: 16,
+        },
+    ),
+    (
+        "P100",
+        HostLink {
+            generation: 3,
+            width: 16,
+        },
+    ),
 ];
 
 /// The host link a GPU model ships with (`NVIDIA H100 80GB HBM3` → Gen5 x16), when known.
 pub fn model_link(name: &str) -> Option<HostLink> {
     let upper = name.to_ascii_uppercase();
+    // Grace Hopper and Grace Blackwell superchips reach host memory over NVLink-C2C, not PCIe
+    // (and "GH200" contains "H200").
+    if upper.contains("GH200") || upper.contains("GB200") || upper.contains("GB300") {
+        return None;
+    }
     LINKS
         .iter()
         .find(|(key, _)| upper.contains(key))

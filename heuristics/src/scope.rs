@@ -79,6 +79,19 @@ impl<'a> Scope<'a> {
         self.framework() == crate::phases::Framework::PyTorch
     }
 
+    /// Whether the program already runs torch.compile'd code (a compiled region or function
+    /// is in the trace): advice to compile is then beside the point.
+    pub fn compiled(&self) -> bool {
+        self.trace
+            .strings
+            .matching(|n| {
+                n.starts_with("Torch-Compiled Region")
+                    || n.starts_with("CompiledFunction")
+                    || n.starts_with("## Call CompiledFxGraph")
+            })
+            .contains(&true)
+    }
+
     /// torch.compile's compilations in the trace ([`crate::phases::compilations`]).
     pub fn compilations(&self) -> &[crate::phases::Compilation] {
         self.compilations

@@ -353,33 +353,83 @@ fn kernels_not_recorded(cx: &Ctx, devices: &[DeviceSummary]) -> Option<(Bound, S
 /// The rate of each direction of copies on `device` in the window, largest volume first
 /// (`HtoD 1.0 GiB at 53.2 GB/s, DtoH 1.0 GiB at 51.9 GB/s`).
 fn copy_rates(cx: &Ctx, device: i32) -> String {
+    copies_by_direction(cx, device)
+        .iter()
+        .map(|c| {
+            format!(
+                "{} {} at {:.1} GB/s{}",
+                c.direction.label(),
+                crate::finding::fmt_bytes(c.bytes),
+                c.bytes as f64 / c.ns.max(1) as f64,
+                match (c.pinned, c.pageable) {
+                    (true, false) => " (pinned)",
+                    (false, true) => " (pageable)",
+                    (true, true) => " (pinned and pageable)",
+                    _ => "",
+                }
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The copies of one direction on a device in the window.
+struct DirectionCopies {
+    direction: tracehound_parsers::CopyDirection,
+    bytes: u64,
+    ns: i64,
+    count: u64,
+    /// Some are from or to pinned host memory.
+    pinned: bool,
+    /// Some are from or to pageable host memory.
+    pageable: bool,
+}
+
+/// The device's copies in the window by direction, most bytes first.
+fn copies_by_direction(cx: &Ctx, device: i32) -> Vec<DirectionCopies> {
+    use tracehound_parsers::MemKind;
     let t = cx.trace;
-    let mut by: Vec<(tracehound_parsers::CopyDirection, u64, i64)> = Vec::new();
+    let mut by: Vec<DirectionCopies> = Vec::new();
     for &i in t.device_ops(device) {
         let op = &t.gpu_ops[i as usize];
         if op.kind != GpuOpKind::Memcpy || op.start < cx.window.start || op.start >= cx.window.end {
             continue;
         }
-        match by.iter_mut().find(|e| e.0 == op.direction) {
-            Some(e) => {
-                e.1 += op.bytes;
-                e.2 += op.dur();
+        let e = match by.iter().position(|e| e.direction == op.direction) {
+            Some(k) => &mut by[k],
+            None => {
+                by.push(DirectionCopies {
+                    direction: op.direction,
+                    bytes: 0,
+                    ns: 0,
+                    count: 0,
+                    pinned: false,
+                    pageable: false,
+                });
+                let k = by.len() - 1;
+                &mut by[k]
             }
-            None => by.push((op.direction, op.bytes, op.dur())),
-        }
+        };
+        e.bytes += op.bytes;
+        e.ns += op.dur();
+        e.count += 1;
+        e.pinned |= op.src_kind == MemKind::Pinned || op.dst_kind == MemKind::Pinned;
+        e.pageable |= op.is_pageable_copy();
     }
-    by.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    by.iter()
-        .map(|(d, b, ns)| {
-            format!(
-                "{} {} at {:.1} GB/s",
-                d.label(),
-                crate::finding::fmt_bytes(*b),
-                *b as f64 / (*ns).max(1) as f64
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
+    by.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.direction.cmp(&b.direction)));
+    by
+}
+
+/// Copies of at least this many bytes on average are large: batching them saves nothing, as
+/// per-copy overhead (a few µs) is under 1% of their time at PCIe rates.
+const LARGE_COPY_BYTES: u64 = 4 << 20;
+
+/// Whether the device's copies in the window are small on average.
+fn small_copies(cx: &Ctx, device: i32) -> bool {
+    let (bytes, count) = copies_by_direction(cx, device)
+        .iter()
+        .fold((0u64, 0u64), |(b, n), c| (b + c.bytes, n + c.count));
+    count > 0 && bytes / count < LARGE_COPY_BYTES
 }
 
 /// Share of the window `device` spends in copies and memsets, and in kernels (each the union
@@ -426,7 +476,7 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
             return (
                 bound,
                 format!(
-                    "{bound}: nvidia-smi reports GPU {gpu} SM utilisation at {m:.0}% on average while the job runs{}",
+                    "{bound}: nvidia-smi reports GPU {gpu} utilisation (time with a kernel running) at {m:.0}% on average while the job runs{}",
                     if m >= 70.0 {
                         "."
                     } else {
@@ -506,7 +556,7 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
         return (
             Bound::Transfer,
             format!(
-                "transfer-bound: GPU {} is busy {:.0}% of the window, {:.0}% of the window copying data ({}) and {:.0}% running kernels: keep data on the GPU between steps instead of copying it back and forth{}, and batch many small copies into few large ones.",
+                "transfer-bound: GPU {} is busy {:.0}% of the window, {:.0}% of the window copying data ({}) and {:.0}% running kernels: keep data on the GPU between steps instead of copying it back and forth{}{}.",
                 main.device,
                 100.0 * busy,
                 100.0 * copy_share,
@@ -515,6 +565,12 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
                 // Pinning is advice only where copies are pageable.
                 if cx.trace.gpu_ops.iter().any(|o| o.is_pageable_copy()) {
                     ", copy from pinned memory so copies run at the link's rate and overlap compute"
+                } else {
+                    " (the copies are already pinned: only moving fewer bytes, or overlapping them with compute, shortens this)"
+                },
+                // Batching is advice only where copies are small.
+                if small_copies(cx, main.device) {
+                    ", and batch many small copies into few large ones"
                 } else {
                     ""
                 }
@@ -635,6 +691,72 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
 /// nvidia-smi's memory-controller utilisation is cited beside a memory-bound verdict when a
 /// log was given.
 fn gpu_bound(cx: &Ctx, main: &DeviceSummary) -> String {
+    let verdict = gpu_bound_by_kind(cx, main);
+    // Where the kind of kernel work is known, the verdict says it, and the summary's "where
+    // the GPU time goes" rows name the operators; where it is not (no shapes, no operators: a
+    // CUDA C or CuPy program), the holder is all there is to say, and it says more than the
+    // generic ending.
+    match (
+        verdict.strip_suffix(EFFICIENCY_DECIDES),
+        dominant(cx, main.device),
+    ) {
+        (Some(head), Some(d)) => format!("{head}. {d}"),
+        _ => verdict,
+    }
+}
+
+/// A holder of at least this share of a device's GPU time is named in the GPU-bound verdict:
+/// its speed alone decides most of the run.
+const DOMINANT_SHARE: f64 = 0.5;
+
+/// "One kernel, X, holds 69% of the GPU time (1.53 s in 26 calls): …", when, in a program
+/// without framework operators (CUDA C, CuPy, Julia), one kernel holds at least
+/// [`DOMINANT_SHARE`] of the device's GPU time. (In a PyTorch trace the summary's "where the
+/// GPU time goes" rows name the operators, and hot_operator the ones that run badly.)
+fn dominant(cx: &Ctx, device: i32) -> Option<String> {
+    let a = cx.accounting().iter().find(|a| a.device == device)?;
+    // Under a millisecond there is nothing to profile.
+    if a.gpu_ns < 1_000_000 {
+        return None;
+    }
+    // Kernels charged to no operator (a CUDA C, CuPy or Julia program): the kernel is the unit.
+    if 2 * a.attributed_ns >= a.gpu_ns {
+        return None;
+    }
+    let k = a.kernels.first().filter(|k| k.share >= DOMINANT_SHARE)?;
+    Some(format!(
+        "One kernel, {}, holds {:.0}% of the GPU time ({} in {}): its speed decides the run; the capture records no counters for it, so profile it with Nsight Compute (ncu --kernel-name {} --launch-count 1) to see what bounds it.",
+        crate::names::short_name(&k.name, 80),
+        100.0 * k.share,
+        fmt_ns(k.gpu_ns),
+        if k.calls == 1 {
+            "one call".to_string()
+        } else {
+            format!(
+                "{} calls, {} each on average",
+                k.calls,
+                fmt_ns(k.gpu_ns / k.calls as i64)
+            )
+        },
+        ncu_function_name(&k.name),
+    ))
+}
+
+/// The name Nsight Compute's `--kernel-name` matches by default (`--kernel-name-base
+/// function`): the function's own name, without namespaces, template arguments or parameters.
+fn ncu_function_name(kernel: &str) -> String {
+    let name = crate::names::demangle(kernel);
+    let head = name.split(['(', '<']).next().unwrap_or(&name);
+    // A function template's demangled name starts with its return type (`void f<…>(…)`).
+    let head = head.trim().rsplit(' ').next().unwrap_or(head);
+    head.rsplit("::").next().unwrap_or(head).to_string()
+}
+
+/// How the GPU-bound verdict ends when nothing more is known of the kernels.
+const EFFICIENCY_DECIDES: &str = ", so kernel efficiency decides the step time.";
+
+/// The GPU-bound verdict's kind of kernel work.
+fn gpu_bound_by_kind(cx: &Ctx, main: &DeviceSummary) -> String {
     use crate::membound::KernelBound;
     let head = format!(
         "GPU-bound: GPU {} is busy {:.0}% of the window",
@@ -642,7 +764,7 @@ fn gpu_bound(cx: &Ctx, main: &DeviceSummary) -> String {
         100.0 * main.busy_share
     );
     let Some(m) = cx.membound().summary_of(main.device) else {
-        return format!("{head}, so kernel efficiency decides the step time.");
+        return format!("{head}{EFFICIENCY_DECIDES}");
     };
     let pct = |ns: i64| 100.0 * m.share(ns);
     let rest = |skip: KernelBound| {
@@ -731,7 +853,7 @@ fn gpu_bound(cx: &Ctx, main: &DeviceSummary) -> String {
             fmt_ns(crate::membound::LATENCY_KERNEL_NS),
             rest(KernelBound::Latency)
         ),
-        None => format!("{head}, so kernel efficiency decides the step time."),
+        None => format!("{head}{EFFICIENCY_DECIDES}"),
     }
 }
 

@@ -43,6 +43,11 @@ pub fn advice(kind: CauseKind, leaf: &str, workload: Workload, pytorch: bool) ->
                 )
             }
         }
+        // A JIT's own annotation (nvFuser, NVRTC): it compiles again only for what its cache
+        // has not seen.
+        CauseKind::ModuleLoad if leaf.starts_with("JIT compilation") => format!(
+            "{leaf}: kernels compiled just in time, once per new fusion and input shape or dtype. Warm up with the shapes the run uses before profiling or timing; if it recurs in the steady state, inputs keep arriving in new shapes or dtypes and miss the compiled-kernel cache: pad or bucket them."
+        ),
         CauseKind::ModuleLoad => format!(
             "{leaf}: first-call cost (lazy module loading, library and handle start-up, JIT). Run warm-up steps before profiling or timing; if it recurs after warm-up, something recompiles (changing shapes under torch.compile, new kernels), and `CUDA_MODULE_LOADING=EAGER` moves loading to start-up."
         ),

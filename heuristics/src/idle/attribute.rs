@@ -40,6 +40,9 @@ enum Leaf {
     Name(u32),
     /// A user annotation with no finer span inside.
     Inside(u32),
+    /// An annotation whose name says it compiles (nvFuser's `compileFusionParallel`, NVRTC's
+    /// `CompileProgram`), with no finer span inside: just-in-time compilation.
+    JitInside(u32),
     /// From the launch call to the kernel's start.
     LaunchLatency,
     /// Launched, not started.
@@ -184,6 +187,14 @@ struct ProcessThreads {
     engine: Option<ThreadKey>,
     /// Threads with Python frames (candidates for holding the GIL).
     python: Vec<ThreadKey>,
+}
+
+/// Whether an annotation's name says the code inside it compiles kernels (`compileFusionParallel`,
+/// `Nvrtc::CompileProgram`, `jit_compile`), as opposed to running compiled code
+/// (`Torch-Compiled Region`, `CompiledFunction`).
+fn is_compiling(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n.contains("compile") && !n.contains("compiled")
 }
 
 /// An innermost Python frame that waits with the GIL released (sleep, a lock, a queue, I/O)
@@ -885,7 +896,21 @@ impl<'t> Attributor<'t> {
         match s.kind {
             HostKind::Runtime | HostKind::Driver => {
                 let call = t.api_name(s.name);
-                if is_alloc_call(call) {
+                if is_alloc_call(call)
+                    && s.dur() >= SLOW_CALL_NS
+                    && op != NONE
+                    && self.is_first_op(op)
+                {
+                    // A millisecond-long cudaFree or cudaMalloc in an operator's first call is
+                    // start-up (context creation behind cudaFree, a library's handle and
+                    // workspace in the first convolution or GEMM), paid once: not allocator
+                    // churn.
+                    raw(
+                        CauseKind::ModuleLoad,
+                        Leaf::FirstCallIn(s.name, op_name),
+                        frame,
+                    )
+                } else if is_alloc_call(call) {
                     raw(CauseKind::Allocator, Leaf::CallIn(s.name, op_name), frame)
                 } else if is_module_load_call(call) {
                     raw(CauseKind::ModuleLoad, Leaf::CallIn(s.name, op_name), frame)
@@ -921,6 +946,9 @@ impl<'t> Attributor<'t> {
             HostKind::Annotation | HostKind::GpuAnnotation => {
                 if t.str(s.name).starts_with("ProfilerStep#") {
                     raw(CauseKind::Untraced, Leaf::Untraced, frame)
+                } else if is_compiling(t.str(s.name)) {
+                    // A first call's cost like module loading: paid once per new kernel.
+                    raw(CauseKind::ModuleLoad, Leaf::JitInside(s.name), frame)
                 } else {
                     raw(CauseKind::Untraced, Leaf::Inside(s.name), frame)
                 }
@@ -1089,6 +1117,7 @@ impl<'t> Attributor<'t> {
             Leaf::Frame(n) => clean_frame(t.str(n)),
             Leaf::Name(n) => t.str(n).to_string(),
             Leaf::Inside(n) => format!("inside {} (no finer span)", short_name(t.str(n), 60)),
+            Leaf::JitInside(n) => format!("JIT compilation: inside {}", short_name(t.str(n), 60)),
             Leaf::LaunchLatency => "launch latency (call to kernel start)".into(),
             Leaf::Queued => {
                 "launched but not started (a dependency, an event or another stream held it)".into()

@@ -361,7 +361,21 @@ impl Rule for CopyHotspots {
         if !round_trips.is_empty() {
             advice.push("Some tensors are converted and converted back (see round trips): keep them in one dtype across the boundary.".to_string());
         }
-        advice.push("Avoid .contiguous(), .to(dtype) and .clone() in the hot loop: keep tensors in the dtype, layout and device their consumer needs, and fuse the rest with torch.compile.".to_string());
+        // An operator's own conversions (an underscore operator: attention's backward making
+        // its inputs contiguous) are not the model's calls to remove.
+        match top_caller.as_deref() {
+            Some(c) if c.starts_with("aten::_") => advice.push(format!(
+                "Most of these copies are made inside {c}, by the operator itself (its inputs are not in the layout or dtype it computes in): pass it inputs laid out as it needs them, or leave them if they cost little."
+            )),
+            _ => advice.push(format!(
+                "Avoid .contiguous(), .to(dtype) and .clone() in the hot loop: keep tensors in the dtype, layout and device their consumer needs{}.",
+                if cx.compiled() {
+                    ""
+                } else {
+                    ", and fuse the rest with torch.compile"
+                }
+            )),
+        }
         vec![Finding {
             rule: ID,
             subject: None,

@@ -1,9 +1,9 @@
-//! SM utilisation low while the job runs, from nvidia-smi counters of a log analysed without a GPU trace (with a trace, `idle_gaps` measures the same thing exactly). Impact: the unused share of the active seconds.
+//! nvidia-smi utilisation (the share of time a kernel ran) low while the job runs, from nvidia-smi counters of a log analysed without a GPU trace (with a trace, `idle_gaps` measures the same thing exactly). Impact: the unused share of the active seconds.
 
 use super::Rule;
 use crate::context::Ctx;
 use crate::counters::*;
-use crate::finding::{Finding, Severity, metrics};
+use crate::finding::{Finding, Severity, fmt_ns, metrics};
 
 /// The rule's id: in its findings, their stable ids and `--rules`.
 pub const ID: &str = "low_sm_utilization";
@@ -16,7 +16,7 @@ impl Rule for LowSmUtilization {
         ID
     }
     fn description(&self) -> &'static str {
-        "nvidia-smi SM utilisation low while the job runs (logs analysed without a GPU trace)"
+        "nvidia-smi utilisation (time with a kernel running) low while the job runs (logs analysed without a GPU trace)"
     }
     fn check(&self, cx: &Ctx) -> Vec<Finding> {
         if !cx.trace.gpu_ops.is_empty() {
@@ -35,20 +35,26 @@ impl Rule for LowSmUtilization {
                 continue;
             }
             let low = s.iter().filter(|x| x.1 < 30.0).count();
-            let impact = ((1.0 - m / 100.0) * s.len() as f64 * period(cx.trace) as f64) as i64;
+            let every = period(cx.trace);
+            let active = s.len() as i64 * every;
+            let impact = ((1.0 - m / 100.0) * active as f64) as i64;
             let share = 1.0 - m / 100.0;
+            // nvidia-smi's utilisation (dmon's `sm`, the query's `utilization.gpu`) is the share
+            // of each sample period in which any kernel ran, not how much of the SMs it used.
             let mut f = base(
                 ID,
                 gpu,
                 format!(
-                    "GPU {gpu}: SM utilisation averages {m:.0}% over {} s of activity",
-                    s.len()
+                    "GPU {gpu}: nvidia-smi utilisation (time with a kernel running) averages {m:.0}% over {} of activity",
+                    fmt_ns(active)
                 ),
                 Severity::from_share(share),
                 format!(
-                    "{} samples while active, {low} of them below 30% SM; the GPU sits idle about {:.0}% of the time",
+                    "{} samples while active, one every {}, {low} of them below 30%; no kernel ran about {:.0}% of the time (at the log's {} resolution: which gaps, and why, takes a trace)",
                     s.len(),
-                    100.0 * share
+                    fmt_ns(every),
+                    100.0 * share,
+                    fmt_ns(every)
                 ),
                 "Capture a PyTorch profiler (or nsys) trace of a few steps to see why: tracehound attributes each idle gap to the host activity behind it.",
             );

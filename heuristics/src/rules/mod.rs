@@ -44,6 +44,7 @@ macro_rules! rules {
 rules! {
     idle_gaps => IdleGaps,
     pageable_memcpy => PageableMemcpy,
+    pinned_copy_rate => PinnedCopyRate,
     unified_memory => UnifiedMemory,
     copy_hotspots => CopyHotspots,
     allocator_fragmentation => AllocatorFragmentation,

@@ -62,6 +62,27 @@ fn metric(field: &str) -> (&str, &str) {
     (canon, unit)
 }
 
+/// A timestamp written as Unix time, in ns: seconds (10 digits before any decimal point, from
+/// 2001 to 2286) or milliseconds (13 digits).
+fn epoch_number_ns(t: &str) -> Option<i64> {
+    let (whole, frac) = t.split_once('.').unwrap_or((t, ""));
+    if !whole.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: i64 = whole.parse().ok()?;
+    // Integer arithmetic: nanoseconds of 2026 need 61 bits, more than an f64 keeps.
+    let frac_ns = |unit_ns: i64| -> i64 {
+        let digits = frac.len().min(9);
+        let v: i64 = frac[..digits].parse().unwrap_or(0);
+        v * unit_ns / 10i64.pow(digits as u32)
+    };
+    match whole.len() {
+        10 if n >= 1_000_000_000 => Some(n * 1_000_000_000 + frac_ns(1_000_000_000)),
+        13 => Some(n * 1_000_000 + frac_ns(1_000_000)),
+        _ => None,
+    }
+}
+
 /// Parses a `--query-gpu` CSV log.
 pub fn parse(data: &[u8], source: &str, clock: ClockOptions) -> Result<Trace, LoadError> {
     read(data, source, clock).map(Parsed::finish)
@@ -76,6 +97,7 @@ pub fn read(data: &[u8], source: &str, clock: ClockOptions) -> Result<Parsed, Lo
     let mut bad: Vec<usize> = Vec::new();
     let mut rows = 0u64;
     let mut has_time = false;
+    let mut epoch_time = false;
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -103,6 +125,12 @@ pub fn read(data: &[u8], source: &str, clock: ClockOptions) -> Result<Parsed, Lo
             .and_then(|g| g.parse::<i32>().ok())
             .unwrap_or(0);
         let ts = col("timestamp").and_then(|t| {
+            // A script's own clock beside nvidia-smi's values: Unix time in seconds (or
+            // milliseconds), which is UTC.
+            if let Some(ns) = epoch_number_ns(t) {
+                epoch_time = true;
+                return Some(ns);
+            }
             // 2026/11/29 16:35:23.878
             let (d, tm) = t.split_once(' ')?;
             let mut it = d.split(['/', '-']);
@@ -143,13 +171,17 @@ pub fn read(data: &[u8], source: &str, clock: ClockOptions) -> Result<Parsed, Lo
     }
     let mut notes = Vec::new();
     let counter_clock = if has_time {
-        if clock.utc_offset_s.is_none() {
+        if clock.utc_offset_s.is_none() && !epoch_time {
             notes.push("nvidia-smi timestamps are local wall time: assumed UTC (set --utc-offset otherwise)".to_string());
         }
         CounterClock::Wall {
             utc_offset_s: offset,
         }
     } else {
+        notes.push(
+            "the log has no timestamps: one sample a second assumed (nvidia-smi's -l 1)"
+                .to_string(),
+        );
         CounterClock::Relative {
             interval_ns: 1_000_000_000,
         }
@@ -219,5 +251,27 @@ mod tests {
             t.meta.capture.counter_period,
             Some(CounterPeriod::assumed())
         );
+    }
+
+    #[test]
+    fn unix_time_written_by_a_script_is_the_clock() {
+        // The first rows of a field log (RCKola/Rectified-Point-Flow's gpu_usage.csv): the
+        // script's `date +%s` beside nvidia-smi's values, one row a minute.
+        let csv = "timestamp,memory.used,memory.total,utilization.gpu\n1764189075,1, 24576, 0\n1764189135,442, 24576, 0\n1764189195,4846, 24576, 0\n1764189255,10544, 24576, 93\n";
+        let t = parse(csv.as_bytes(), "q.csv", ClockOptions::default()).unwrap();
+        assert_eq!(
+            t.meta.capture.counter_period,
+            Some(CounterPeriod {
+                ns: 60_000_000_000,
+                measured: true
+            })
+        );
+        // Unix time is UTC: no note about local wall time.
+        assert!(t.stats.notes.is_empty(), "{:?}", t.stats.notes);
+        assert_eq!(
+            epoch_number_ns("1764189075123"),
+            Some(1_764_189_075_123_000_000)
+        );
+        assert_eq!(epoch_number_ns("42"), None);
     }
 }

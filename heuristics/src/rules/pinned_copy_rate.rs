@@ -1,0 +1,175 @@
+//! Pinned host<->device copies far slower than the host link carries: a link trained below
+//! its width or generation, host memory on the far NUMA node, or other transfers sharing the
+//! link. Pinning is the cure for pageable copies; when pinned copies are slow too, the cause
+//! is the machine's copy path, and pinning more promises nothing.
+//!
+//! Judged only on large copies (at least [`LARGE_BYTES`] each: a copy's fixed cost of a few µs
+//! is then a few % of its time), by direction, over the union of their busy time on the device
+//! (two copies of one direction at once share the link, so each alone looks slow), against the
+//! link from an `nvidia-smi -q -x` snapshot or the GPU model's datasheet
+//! ([`crate::copy_rate::Reference::link`]). Where the link is not known (GeForce cards ship with
+//! x8 and x16 links) nothing is said. Reported below [`SLOW_SHARE`] of what the link carries;
+//! impact: the copies' time beyond what the link's rate needs.
+
+use super::Rule;
+use crate::context::{Ctx, new_finding};
+use crate::copy_rate::Reference;
+use crate::finding::{Confidence, Finding, fmt_bytes, fmt_ns, metrics};
+use crate::window::busy_total_of;
+use tracehound_parsers::{CopyDirection, GpuOp, GpuOpKind, MemKind};
+
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "pinned_copy_rate";
+
+/// The rule.
+pub struct PinnedCopyRate;
+
+/// Copies of at least this many bytes are judged: 8 MiB takes 160 µs at Gen5's 50 GB/s and
+/// 670 µs at Gen3's 12.6, so a launch and completion cost of 5-10 µs is at most a few % of it.
+pub const LARGE_BYTES: u64 = 8 << 20;
+
+/// Pinned copies reaching under this share of the link's rate are slow: half of what large
+/// pinned copies reach (80% of the raw rate, [`crate::hardware::LINK_ACHIEVABLE`]). Hosts
+/// seen reach 64-90% of the raw rate; a copy at under 40% of it is not a matter of tuning.
+pub const SLOW_SHARE: f64 = 0.5;
+
+/// Large pinned copies hold at least this many ns before a rate is judged: below it the copies
+/// cost nothing worth a finding whatever their rate.
+const MIN_NS: i64 = 1_000_000;
+
+impl Rule for PinnedCopyRate {
+    fn id(&self) -> &'static str {
+        ID
+    }
+
+    fn description(&self) -> &'static str {
+        "pinned host<->device copies far slower than the host link carries (link, NUMA or a shared copy path)"
+    }
+
+    fn check(&self, cx: &Ctx) -> Vec<Finding> {
+        let t = cx.trace;
+        let w = &cx.window;
+        let mut out = Vec::new();
+        for d in t.devices() {
+            let Some(link) = Reference::link(cx, d) else {
+                continue;
+            };
+            for dir in [CopyDirection::HtoD, CopyDirection::DtoH] {
+                let pick = |o: &GpuOp| {
+                    o.kind == GpuOpKind::Memcpy
+                        && o.direction == dir
+                        && o.bytes >= LARGE_BYTES
+                        && (o.src_kind == MemKind::Pinned || o.dst_kind == MemKind::Pinned)
+                        && o.start >= w.start
+                        && o.end <= w.end
+                };
+                let (count, bytes) = t
+                    .device_ops(d)
+                    .iter()
+                    .map(|&i| &t.gpu_ops[i as usize])
+                    .filter(|o| pick(o))
+                    .fold((0u64, 0u64), |(n, b), o| (n + 1, b + o.bytes));
+                let busy_ns = busy_total_of(t, d, w, pick);
+                if busy_ns < MIN_NS {
+                    continue;
+                }
+                let gbps = bytes as f64 / busy_ns as f64;
+                if gbps >= SLOW_SHARE * link.gbps {
+                    continue;
+                }
+                let needed = bytes as f64 / link.gbps;
+                let impact = (busy_ns as f64 - needed).max(0.0) as i64;
+                let mut f = new_finding(
+                    cx,
+                    ID,
+                    Some(d),
+                    format!(
+                        "pinned {} copies reach {gbps:.1} GB/s, {:.0}% of what the host link carries ({:.1} GB/s)",
+                        dir.label(),
+                        100.0 * gbps / link.gbps,
+                        link.gbps
+                    ),
+                    impact,
+                    Confidence::Medium,
+                    format!(
+                        "{} pinned {} copies of at least {} each: {} in {} of copy time at {gbps:.1} GB/s; {}; impact: their time beyond what that rate needs ({})",
+                        count,
+                        dir.label(),
+                        fmt_bytes(LARGE_BYTES),
+                        fmt_bytes(bytes),
+                        fmt_ns(busy_ns),
+                        link.said_link(),
+                        fmt_ns(needed as i64)
+                    ),
+                );
+                f.subject = Some(dir.label().to_ascii_lowercase());
+                f.advice = vec![
+                    "Pinned copies this slow are the machine's copy path, not the program: check the link the GPU trained at under load (nvidia-smi -q, GPU Link Info: PCIe Generation and Link Width, Current against Max; a card in an x8 or x4 slot, or behind a riser, runs at a fraction) and which NUMA node the pinned memory sits on (nvidia-smi topo -m; bind the process to the GPU's node: numactl --cpunodebind=N --membind=N).".to_string(),
+                    "Other GPUs or NICs copying at the same time share the host's root complex and memory bandwidth: a job whose ranks all copy at once sees each rank's copies slow down.".to_string(),
+                ];
+                f.metrics = metrics([
+                    ("gbps", gbps),
+                    ("link_gbps", link.gbps),
+                    ("bytes", bytes as f64),
+                    ("copies", count as f64),
+                ]);
+                out.push(f);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{TB, check};
+    use tracehound_parsers::GpuInfo;
+
+    /// `n` pinned HtoD copies of 64 MiB, each `ms` long, back to back on one stream, on a GPU
+    /// named `gpu`.
+    fn pinned(gpu: &str, n: i64, ms: i64) -> tracehound_parsers::Trace {
+        let mut b = TB::new();
+        for k in 0..n {
+            let start = 1_000_000 + k * (ms * 1_000_000 + 10_000);
+            b.op(
+                GpuOpKind::Memcpy,
+                "Memcpy HtoD (Pinned -> Device)",
+                7,
+                start,
+                start + ms * 1_000_000,
+                Some(start - 5_000),
+            )
+            .bytes(64 << 20);
+        }
+        let mut t = b.build();
+        t.meta.gpus.push(GpuInfo {
+            id: 0,
+            name: gpu.to_string(),
+            ..Default::default()
+        });
+        t
+    }
+
+    #[test]
+    fn pinned_copies_at_a_fifth_of_the_link_are_named_with_the_time_they_lose() {
+        // 64 MiB in 13.4 ms: 5.0 GB/s on an A100 PCIe (Gen4 x16, 25.2 GB/s at 80%), as issue
+        // 40's field host reached.
+        let f = check(&PinnedCopyRate, &pinned("NVIDIA A100-PCIE-40GB", 10, 13));
+        assert_eq!(f.len(), 1, "{f:?}");
+        let gbps = f[0].metrics["gbps"];
+        assert!((gbps - (64u64 << 20) as f64 / 13e6).abs() < 0.01, "{gbps}");
+        // Time beyond what 25.2 GB/s needs for 640 MiB.
+        let needed = (640u64 << 20) as f64 / (16.0 * 16.0 * 128.0 / 130.0 / 8.0 * 0.8);
+        assert!((f[0].impact_ns as f64 - (130e6 - needed)).abs() < 1e3);
+        assert!(f[0].title.contains("PCIe") || f[0].evidence.contains("PCIe Gen4 x16"));
+    }
+
+    #[test]
+    fn pinned_copies_near_the_link_or_on_an_unknown_link_are_not() {
+        // 64 MiB in 3 ms: 22 GB/s on Gen4 x16.
+        assert!(check(&PinnedCopyRate, &pinned("NVIDIA A100-PCIE-40GB", 10, 3)).is_empty());
+        // The same slow copies on a GeForce card: x8 or x16 is not known, so nothing is said.
+        assert!(check(&PinnedCopyRate, &pinned("NVIDIA GeForce RTX 4090", 10, 13)).is_empty());
+    }
+}
