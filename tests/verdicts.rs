@@ -521,3 +521,54 @@ fn pinned_copies_at_the_link_s_rate_are_not_named() {
     let verdict = doc["summary"]["verdict"].as_str().unwrap_or_default();
     assert!(verdict.contains("(pinned)"), "{verdict}");
 }
+
+/// A managed-memory softmax on a T4 (ynan1/aws_gpu, held in ../shared): the program prefetches
+/// its input with cudaMemPrefetchAsync, then the host touches it, and the pages go back to the
+/// host before the one kernel runs, which faults them in again. nsys records each migration's
+/// cause (`migrationCause` 1: the user's prefetch); the prefetched bytes and the bytes that
+/// went back between the prefetch and the kernel are read here from the export.
+#[test]
+fn a_prefetch_undone_by_the_host_is_named() {
+    let path = root().join(
+        "../shared/sample-traces/field/nsys/awsgpu_softmax_managed_migrations_t4_nsys2025.1.sqlite",
+    );
+    if !path.exists() {
+        eprintln!(
+            "skipping: {} is absent (../shared is not next to this clone)",
+            path.display()
+        );
+        return;
+    }
+    let db =
+        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("export");
+    let q = |sql: &str| -> (i64, i64) {
+        db.query_row(sql, [], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, Option<i64>>(1)?.unwrap_or(0),
+            ))
+        })
+        .expect(sql)
+    };
+    let (prefetch_end, prefetched) = q(
+        "SELECT max(end), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 11 AND migrationCause = 1",
+    );
+    let (kernel_start, _) = q("SELECT min(start), 0 FROM CUPTI_ACTIVITY_KIND_KERNEL");
+    let (_, back) = q(&format!(
+        "SELECT count(*), sum(bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 12 AND migrationCause <> 1 AND start >= {prefetch_end} AND start < {kernel_start}"
+    ));
+    assert!(
+        2 * back >= prefetched && prefetched > 0,
+        "{back} of {prefetched}"
+    );
+    let doc = analyze_json(&path, &[]);
+    let f = first(&doc);
+    assert_eq!(f["rule"], "unified_memory", "{f}");
+    assert_eq!(f["metrics"]["prefetched_bytes"].as_f64(), Some(prefetched as f64));
+    assert_eq!(f["metrics"]["after_prefetch_bytes"].as_f64(), Some(back as f64));
+    let advice = f["advice"][0].as_str().unwrap_or_default();
+    assert!(advice.contains("The program prefetches"), "{advice}");
+    let verdict = doc["summary"]["verdict"].as_str().unwrap_or_default();
+    assert!(verdict.contains("the host touches the memory"), "{verdict}");
+}

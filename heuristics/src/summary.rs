@@ -530,13 +530,18 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
         return (
             Bound::Transfer,
             format!(
-                "transfer-bound on unified memory: GPU {} spends {:.0}% of the window on managed-memory pages migrating on demand ({} migrations in, {} out): they hold {} of the kernels that faulted pages in, and the host faulted pages back during {} of idle time. Prefetch or copy the data explicitly (see unified_memory).",
+                "transfer-bound on unified memory: GPU {} spends {:.0}% of the window on managed-memory pages migrating on demand ({} migrations in, {} out): they hold {} of the kernels that faulted pages in, and the host faulted pages back during {} of idle time. {}",
                 main.device,
                 100.0 * cx.window.share(m.cost_ns),
                 m.htod.count,
                 m.dtoh.count,
                 crate::finding::fmt_ns(m.fault_stall_ns),
-                crate::finding::fmt_ns(m.host_fault_idle.1)
+                crate::finding::fmt_ns(m.host_fault_idle.1),
+                if crate::unified::prefetch_undone(&m) {
+                    "The program prefetches, but the host touches the memory before the kernels run: keep the host off it between the prefetch and the kernels (see unified_memory)."
+                } else {
+                    "Prefetch or copy the data explicitly (see unified_memory)."
+                }
             ),
         );
     }

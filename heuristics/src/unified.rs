@@ -17,6 +17,7 @@
 //! migrations.
 
 use crate::scope::Scope;
+use tracehound_parsers::nsys::PREFETCH_NAME_TAIL;
 use tracehound_parsers::{CopyDirection, GpuOpKind, MemKind};
 
 /// What one migration on demand stalls a kernel beyond the copy itself: the fault's trip to
@@ -56,6 +57,19 @@ pub struct Migrations {
     pub host_fault_idle: (u64, i64),
     /// The cost: the faulting kernels' time plus that idle time, ns.
     pub cost_ns: i64,
+    /// Of the migrations to the device, those the program asked for (`cudaMemPrefetchAsync`,
+    /// recorded by nsys as the user's), which are not faults.
+    pub prefetched: Moved,
+    /// Migrations to the host on demand after a prefetch to the device and before the next
+    /// kernel began: the host touched managed memory in between, and what the prefetch moved
+    /// may have gone back.
+    pub after_prefetch: Moved,
+}
+
+/// Whether at least half of what the program prefetched to the device went back to the host
+/// on demand before the next kernel: the prefetch was undone by the host touching the memory.
+pub fn prefetch_undone(m: &Migrations) -> bool {
+    m.prefetched.bytes > 0 && 2 * m.after_prefetch.bytes >= m.prefetched.bytes
 }
 
 /// The migrations of `device` in the window, or `None` when it has none.
@@ -64,17 +78,22 @@ pub fn migrations(cx: &Scope, device: i32) -> Option<Migrations> {
     let w = &cx.window;
     // The nsys reader names migrations by their kinds: a trace without those names has none,
     // and its GPU operations need not be walked.
-    let named = |dir: CopyDirection| {
-        t.strings
-            .lookup(&format!(
-                "Memcpy {} ({} -> {})",
-                dir.label(),
-                MemKind::Managed.label(),
-                MemKind::Managed.label()
-            ))
-            .is_some()
+    let name = |dir: CopyDirection, tail: &str| {
+        t.strings.lookup(&format!(
+            "Memcpy {} ({} -> {}{tail})",
+            dir.label(),
+            MemKind::Managed.label(),
+            MemKind::Managed.label()
+        ))
     };
-    if !named(CopyDirection::HtoD) && !named(CopyDirection::DtoH) {
+    let prefetch_names = [
+        name(CopyDirection::HtoD, PREFETCH_NAME_TAIL),
+        name(CopyDirection::DtoH, PREFETCH_NAME_TAIL),
+    ];
+    if name(CopyDirection::HtoD, "").is_none()
+        && name(CopyDirection::DtoH, "").is_none()
+        && prefetch_names.iter().all(Option::is_none)
+    {
         return None;
     }
     let mut m = Migrations {
@@ -85,12 +104,27 @@ pub fn migrations(cx: &Scope, device: i32) -> Option<Migrations> {
     let mut work: Vec<(i64, i64, bool)> = Vec::new();
     let mut to_device: Vec<(i64, i64)> = Vec::new();
     let mut to_host: Vec<(i64, i64)> = Vec::new();
+    let mut prefetch_ends: Vec<i64> = Vec::new();
+    // Migrations to the host on demand, with their bytes, to find those between a prefetch
+    // and the next kernel.
+    let mut to_host_bytes: Vec<(i64, u64, i64)> = Vec::new();
     for &i in t.device_ops(device) {
         let op = &t.gpu_ops[i as usize];
         if !op.is_work() || op.start < w.start || op.start >= w.end {
             continue;
         }
         if op.is_migration() {
+            // The program's own prefetches are copies it asked for, not faults: counted apart,
+            // and neither a kernel's stall nor the host's fault.
+            if prefetch_names.contains(&Some(op.name)) {
+                if op.direction == CopyDirection::HtoD {
+                    m.prefetched.count += 1;
+                    m.prefetched.bytes += op.bytes;
+                    m.prefetched.ns += op.dur();
+                    prefetch_ends.push(op.end);
+                }
+                continue;
+            }
             let side = match op.direction {
                 CopyDirection::HtoD => {
                     to_device.push((op.start, op.dur()));
@@ -98,6 +132,7 @@ pub fn migrations(cx: &Scope, device: i32) -> Option<Migrations> {
                 }
                 CopyDirection::DtoH => {
                     to_host.push((op.start, op.end));
+                    to_host_bytes.push((op.start, op.bytes, op.dur()));
                     &mut m.dtoh
                 }
                 _ => continue,
@@ -111,7 +146,7 @@ pub fn migrations(cx: &Scope, device: i32) -> Option<Migrations> {
         m.kernels += u64::from(kernel);
         work.push((op.start, op.end, kernel));
     }
-    if m.htod.count + m.dtoh.count == 0 {
+    if m.htod.count + m.dtoh.count + m.prefetched.count == 0 {
         return None;
     }
     // Kernels in start order (the device's ops are): a migration in starts inside the last
@@ -169,5 +204,28 @@ pub fn migrations(cx: &Scope, device: i32) -> Option<Migrations> {
         }
     }
     m.cost_ns = m.fault_stall_ns + m.host_fault_idle.1;
+    // Between the end of each prefetch run and the first kernel to start after it.
+    if !prefetch_ends.is_empty() {
+        let mut spans: Vec<(i64, i64)> = Vec::new();
+        prefetch_ends.sort_unstable();
+        for &e in &prefetch_ends {
+            let next_kernel = kernels
+                .iter()
+                .map(|k| k.0)
+                .find(|&s| s >= e)
+                .unwrap_or(w.end);
+            match spans.last_mut() {
+                Some(last) if last.1 == next_kernel => last.0 = last.0.min(e),
+                _ => spans.push((e, next_kernel)),
+            }
+        }
+        for &(start, bytes, dur) in &to_host_bytes {
+            if spans.iter().any(|&(a, b)| start >= a && start < b) {
+                m.after_prefetch.count += 1;
+                m.after_prefetch.bytes += bytes;
+                m.after_prefetch.ns += dur;
+            }
+        }
+    }
     Some(m)
 }

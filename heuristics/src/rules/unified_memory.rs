@@ -68,10 +68,34 @@ impl Rule for UnifiedMemory {
                     fmt_ns(bulk_ns)
                 ),
             );
-            f.advice = vec![
+            if m.prefetched.count > 0 {
+                f.evidence.push_str(&format!(
+                    "; besides these, {} migrations in ({}) were the program's own prefetch (cudaMemPrefetchAsync), not faults",
+                    m.prefetched.count,
+                    fmt_bytes(m.prefetched.bytes)
+                ));
+            }
+            let undone = crate::unified::prefetch_undone(&m);
+            if undone {
+                f.title.push_str(&format!(
+                    "; {} went back to the host after the program's prefetch and before the next kernel",
+                    fmt_bytes(m.after_prefetch.bytes)
+                ));
+                f.evidence.push_str(&format!(
+                    "; after the prefetch and before the next kernel began, {} migrations ({}) went to the host on demand: the host touched managed memory in between",
+                    m.after_prefetch.count,
+                    fmt_bytes(m.after_prefetch.bytes)
+                ));
+                f.advice.push(format!(
+                    "The program prefetches {} to the GPU, but the host touches managed memory between the prefetch and the kernel and {} moves back before the kernel runs, so the kernel faults it in again: finish the host's writes before cudaMemPrefetchAsync (or prefetch again after them), on the stream the kernel runs on, and prefetch results back with cudaMemPrefetchAsync(ptr, bytes, cudaCpuDeviceId) before the host reads them.",
+                    fmt_bytes(m.prefetched.bytes),
+                    fmt_bytes(m.after_prefetch.bytes)
+                ));
+            }
+            f.advice.extend([
                 "Move the data before it is touched instead of on each fault: cudaMemPrefetchAsync(ptr, bytes, device, stream) before the kernels that use it, and to cudaCpuDeviceId before the host reads it; or keep the data in device memory (cudaMalloc) and copy only what the host reads with cudaMemcpyAsync from pinned memory.".into(),
                 "For data both sides read, cudaMemAdvise(ptr, bytes, cudaMemAdviseSetReadMostly or SetPreferredLocation / SetAccessedBy, device) stops it from bouncing; a host loop that reads a result every iteration should read a reduced value, not walk the whole managed array.".into(),
-            ];
+            ]);
             f.metrics = metrics([
                 ("migrations_htod", m.htod.count as f64),
                 ("migrations_dtoh", m.dtoh.count as f64),
@@ -79,6 +103,8 @@ impl Rule for UnifiedMemory {
                 ("faulting_kernels", m.faulting_kernels.0 as f64),
                 ("faulting_kernel_ns", m.faulting_kernels.1 as f64),
                 ("host_fault_idle_ns", m.host_fault_idle.1 as f64),
+                ("prefetched_bytes", m.prefetched.bytes as f64),
+                ("after_prefetch_bytes", m.after_prefetch.bytes as f64),
             ]);
             out.push(f);
         }

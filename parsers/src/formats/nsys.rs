@@ -282,6 +282,10 @@ impl Row<'_, '_> {
     }
 }
 
+/// How the name of a unified-memory migration the program asked for
+/// (`cudaMemPrefetchAsync`) ends: `Memcpy HtoD (Managed -> Managed, prefetch)`.
+pub const PREFETCH_NAME_TAIL: &str = ", prefetch";
+
 /// `copyKind` of ENUM_CUDA_MEMCPY_OPER.
 fn copy_direction(kind: i64) -> CopyDirection {
     match kind {
@@ -732,7 +736,10 @@ pub fn read_named(path: &Path, source: String) -> Result<Parsed, LoadError> {
         notes.push("no CUPTI_ACTIVITY_KIND_KERNEL table: the capture has no kernels".into());
     }
     if db.has("CUPTI_ACTIVITY_KIND_MEMCPY") {
-        let first = trace.gpu_ops.len();
+        // Each copy, and whether it is a unified-memory migration the program asked for
+        // (cudaMemPrefetchAsync: migrationCause 1, CUPTI's ..._MIGRATION_CAUSE_USER) rather
+        // than one a page fault or the driver's speculation made; said in its name.
+        let mut read: Vec<(GpuOp, bool)> = Vec::new();
         db.select_par(
             "CUPTI_ACTIVITY_KIND_MEMCPY",
             &[
@@ -745,8 +752,9 @@ pub fn read_named(path: &Path, source: String) -> Result<Parsed, LoadError> {
                 "copyKind",
                 "srcKind",
                 "dstKind",
+                "migrationCause",
             ],
-            &mut trace.gpu_ops,
+            &mut read,
             |r| {
                 let (Some(s), Some(e)) = (r.i(0), r.i(1)) else {
                     return None;
@@ -765,22 +773,27 @@ pub fn read_named(path: &Path, source: String) -> Result<Parsed, LoadError> {
                 op.direction = dir;
                 op.src_kind = src;
                 op.dst_kind = dst;
-                Some(op)
+                let prefetch = (11..=13).contains(&kind) && r.i(9) == Some(1);
+                Some((op, prefetch))
             },
         )?;
         // Named in the order the copies come, as they were when read one row at a time, so
         // that string ids do not depend on how the table was split between connections.
-        let mut names: FxHashMap<(CopyDirection, MemKind, MemKind), StrId> = FxHashMap::default();
-        for op in &mut trace.gpu_ops[first..] {
+        let mut names: FxHashMap<(CopyDirection, MemKind, MemKind, bool), StrId> =
+            FxHashMap::default();
+        trace.gpu_ops.reserve(read.len());
+        for (mut op, prefetch) in read {
             let (dir, src, dst) = (op.direction, op.src_kind, op.dst_kind);
-            op.name = *names.entry((dir, src, dst)).or_insert_with(|| {
+            op.name = *names.entry((dir, src, dst, prefetch)).or_insert_with(|| {
                 trace.strings.intern(&format!(
-                    "Memcpy {} ({} -> {})",
+                    "Memcpy {} ({} -> {}{})",
                     dir.label(),
                     src.label(),
-                    dst.label()
+                    dst.label(),
+                    if prefetch { PREFETCH_NAME_TAIL } else { "" }
                 ))
             });
+            trace.gpu_ops.push(op);
         }
     } else {
         notes.push("no CUPTI_ACTIVITY_KIND_MEMCPY table: no memory copies captured".into());
