@@ -565,10 +565,69 @@ fn a_prefetch_undone_by_the_host_is_named() {
     let doc = analyze_json(&path, &[]);
     let f = first(&doc);
     assert_eq!(f["rule"], "unified_memory", "{f}");
-    assert_eq!(f["metrics"]["prefetched_bytes"].as_f64(), Some(prefetched as f64));
-    assert_eq!(f["metrics"]["after_prefetch_bytes"].as_f64(), Some(back as f64));
+    assert_eq!(
+        f["metrics"]["prefetched_bytes"].as_f64(),
+        Some(prefetched as f64)
+    );
+    assert_eq!(
+        f["metrics"]["after_prefetch_bytes"].as_f64(),
+        Some(back as f64)
+    );
     let advice = f["advice"][0].as_str().unwrap_or_default();
     assert!(advice.contains("The program prefetches"), "{advice}");
     let verdict = doc["summary"]["verdict"].as_str().unwrap_or_default();
     assert!(verdict.contains("the host touches the memory"), "{verdict}");
+}
+
+/// Our H200's `nvidia-smi dmon -s pucvmet` log (held in ../shared): two busy seconds report a
+/// power violation (pviol 28% and 31%) while the SM clock stays at 1965-1980 MHz, the highest
+/// the log shows, at under half the power limit. Nothing was slowed: no throttling finding.
+/// The samples are read here from the log's own columns.
+#[test]
+fn a_power_violation_at_full_clock_is_not_throttling() {
+    let path = root().join("../shared/sample-traces/dmon/h200_dmon_s_pucvmet_o_DT.log");
+    if !path.exists() {
+        eprintln!(
+            "skipping: {} is absent (../shared is not next to this clone)",
+            path.display()
+        );
+        return;
+    }
+    let text = std::fs::read_to_string(&path).expect("log");
+    let header: Vec<&str> = text
+        .lines()
+        .next()
+        .expect("header")
+        .trim_start_matches('#')
+        .split_whitespace()
+        .collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).expect(name);
+    let (sm, pclk, pviol) = (col("sm"), col("pclk"), col("pviol"));
+    let rows: Vec<Vec<f64>> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            l.split_whitespace()
+                .map(|v| v.parse().unwrap_or(0.0))
+                .collect()
+        })
+        .collect();
+    let busy: Vec<&Vec<f64>> = rows.iter().filter(|r| r[sm] >= 50.0).collect();
+    let top = busy.iter().map(|r| r[pclk]).fold(0.0, f64::max);
+    let violating: Vec<&&Vec<f64>> = busy.iter().filter(|r| r[pviol] > 0.0).collect();
+    assert_eq!(violating.len(), 2);
+    assert!(
+        violating.iter().all(|r| r[pclk] >= 0.9 * top),
+        "{violating:?}"
+    );
+    let doc = analyze_json(&path, &[]);
+    assert!(
+        !doc["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .any(|f| f["rule"] == "throttling"),
+        "{}",
+        doc["findings"]
+    );
 }

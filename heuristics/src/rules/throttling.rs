@@ -1,4 +1,4 @@
-//! Power or thermal throttling under load (SM ≥ 50%): dmon violation counters, active clocks-event reasons in -q -x, SM clock below 90% of its maximum. Impact: the seconds under load scaled by the clock shortfall.
+//! Power or thermal throttling under load (SM ≥ 50%): dmon violation counters in samples whose SM clock is below 90% of its maximum (or not recorded), active clocks-event reasons in -q -x, SM clock below 90% of its maximum. Impact: the seconds under load scaled by the clock shortfall.
 
 use super::Rule;
 use crate::context::Ctx;
@@ -30,15 +30,29 @@ impl Rule for Throttling {
                 .into_iter()
                 .filter(|x| x.1 >= 50.0)
                 .collect();
-            let viol = |m: &str| {
-                busy.iter()
-                    .filter(|&&(ts, _)| at(t, gpu, m, ts).is_some_and(|v| v > 0.0))
-                    .count()
-            };
-            let (pviol, tviol) = (viol("pviol"), viol("tviol"));
             let max_clock = series(t, gpu, "pclk_max")
                 .and_then(|s| s.samples.last().map(|x| x.1))
                 .or_else(|| t.inventory.get(gpu as usize).and_then(|i| i.sm_clock_mhz.1));
+            // A violation counter says the GPU hit a limit in that sample, not that it slowed:
+            // where the SM clock of the sample is recorded and stays within 10% of the maximum
+            // (known, else the highest the log saw under load), nothing was lost. (An H200 log
+            // shows pviol 28-31% at 1965-1980 of 1980 MHz and 40% of its power limit.)
+            let reference = max_clock.filter(|m| *m > 0.0).or_else(|| {
+                busy.iter()
+                    .filter_map(|&(ts, _)| at(t, gpu, "pclk", ts))
+                    .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.max(c))))
+            });
+            let at_full_clock = |ts: i64| {
+                matches!((at(t, gpu, "pclk", ts), reference), (Some(c), Some(r)) if r > 0.0 && c >= 0.9 * r)
+            };
+            let viol = |m: &str| {
+                busy.iter()
+                    .filter(|&&(ts, _)| {
+                        at(t, gpu, m, ts).is_some_and(|v| v > 0.0) && !at_full_clock(ts)
+                    })
+                    .count()
+            };
+            let (pviol, tviol) = (viol("pviol"), viol("tviol"));
             let mut lost = 0.0;
             let mut slow = 0;
             if let Some(max) = max_clock.filter(|m| *m > 0.0) {
@@ -146,7 +160,7 @@ mod tests {
             counters: vec![
                 series("sm", &[90.0, 90.0, 90.0, 0.0]),
                 series("pclk", &[990.0, 1980.0, 1980.0, 345.0]),
-                series("tviol", &[0.0, 0.0, 1.0, 0.0]),
+                series("tviol", &[1.0, 0.0, 0.0, 0.0]),
             ],
             ..Default::default()
         };
@@ -161,6 +175,27 @@ mod tests {
         assert_eq!(f[0].metrics["thermal_violation_s"], 1.0);
         assert_eq!(f[0].impact_ns, SAMPLE_NS / 2, "one second at half clock");
         assert_eq!(f[0].severity, Severity::Medium);
+    }
+
+    #[test]
+    fn a_violation_at_full_clock_slowed_nothing() {
+        // The H200 dmon log's busy seconds: pviol 28% and 31% while the SM clock stays at
+        // 1965-1980 MHz, its highest in the log (no maximum known without a snapshot).
+        let mut t = Trace {
+            counters: vec![
+                series("sm", &[61.0, 71.0, 89.0, 71.0]),
+                series("pclk", &[1980.0, 1965.0, 1980.0, 1980.0]),
+                series("pviol", &[0.0, 28.0, 0.0, 31.0]),
+            ],
+            ..Default::default()
+        };
+        t.finish();
+        assert!(check(&t).is_empty(), "{:?}", check(&t));
+        // The same counters at a third of the clock are throttling.
+        t.counters[1] = series("pclk", &[1980.0, 660.0, 1980.0, 660.0]);
+        let f = check(&t);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].metrics["power_violation_s"], 2.0);
     }
 
     #[test]
