@@ -197,6 +197,13 @@ fn is_compiling(name: &str) -> bool {
     n.contains("compile") && !n.contains("compiled")
 }
 
+/// The libc call inside nsys's OS-runtime wrapper `NSYS_OSRT_<call>_<n>`.
+fn osrt_wrapped(sym: &str) -> Option<&str> {
+    let rest = sym.strip_prefix("NSYS_OSRT_")?;
+    let (call, n) = rest.rsplit_once('_')?;
+    (!call.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then_some(call)
+}
+
 /// An innermost Python frame that waits with the GIL released (sleep, a lock, a queue, I/O)
 /// does not hold it, whatever its frame spans.
 fn releases_gil(frame: &str) -> bool {
@@ -1072,7 +1079,12 @@ impl<'t> Attributor<'t> {
             };
             left -= ns;
             raws.push(Raw {
-                kind: CauseKind::Sampled,
+                // A sample inside nsys's wrapper of a libc call is that OS call.
+                kind: if osrt_wrapped(t.str(*sym)).is_some() {
+                    CauseKind::OsCall
+                } else {
+                    CauseKind::Sampled
+                },
                 leaf: Leaf::Sampled(*sym, *module),
                 frame: untraced.frame,
                 ns,
@@ -1185,6 +1197,12 @@ impl<'t> Attributor<'t> {
             }
             Leaf::Sampled(sym, module) => {
                 let m = t.str(module);
+                // nsys's OS-runtime tracing wraps each traced libc call in its own function
+                // (`NSYS_OSRT_fwrite_1` in libToolsInjection64.so): the program's call is the
+                // libc function inside.
+                if let Some(call) = osrt_wrapped(t.str(sym)) {
+                    return format!("{call} (sampled inside nsys's wrapper of it)");
+                }
                 format!(
                     "{} in {}",
                     sampled_symbol(t.str(sym)),
