@@ -113,6 +113,9 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
     }
     rank(&mut findings);
     drop_explained(&mut findings);
+    if summary::window_is_graph_capture(&cx) {
+        findings.retain(|f| ABOUT_THE_MACHINE.contains(&f.rule));
+    }
     graphs_need_fixed_shapes(&mut findings);
     let mut summary = summary;
     // The verdict names what bounds the run; when a costlier problem of another kind ranks
@@ -190,6 +193,21 @@ fn longest_first(
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+/// The rules whose findings hold in a window that is mostly graph capture: they are about the
+/// machine and its memory, not about what the work costs. A capture records launches without
+/// running them, and what runs around it (the allocator, Python, a few warm-up kernels and
+/// copies) is a one-time warm-up, so idle, copy, launch and kernel findings would state a
+/// steady-state cost the window does not show (vLLM's decode-graph capture on MI300X: 1.5 ms of
+/// idle with allocator-churn advice, 7 µs of copies).
+const ABOUT_THE_MACHINE: &[&str] = &[
+    rules::memory_pressure::ID,
+    rules::software_stack::ID,
+    rules::ecc_errors::ID,
+    rules::pcie_link::ID,
+    rules::throttling::ID,
+    rules::power_headroom::ID,
+];
 
 /// CUDA graphs replay fixed shapes: on a device where an operator's cost grows call over call
 /// (a hot_operator finding says so), the launch_bound finding's advice says that first, in

@@ -448,7 +448,13 @@ fn copy_and_kernel_share(cx: &Ctx, device: i32) -> (f64, f64) {
 }
 
 /// Graph capture holding at least half the window makes the window a warm-up phase.
-const CAPTURE_SHARE: f64 = 0.5;
+pub(crate) const CAPTURE_SHARE: f64 = 0.5;
+
+/// Whether graph capture holds at least [`CAPTURE_SHARE`] of the window: a one-time warm-up
+/// phase whose idle time says nothing about the steady state.
+pub(crate) fn window_is_graph_capture(cx: &Ctx) -> bool {
+    cx.window.share(cx.graph_captures().in_window(&cx.window)) >= CAPTURE_SHARE
+}
 
 /// Copies hold the GPU for at least half the window (and twice as long as kernels): the run
 /// is moving data more than computing. Below half, what the rest of the window holds (idle
@@ -512,7 +518,7 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
     let busy = main.busy_share;
     let captures = cx.graph_captures();
     let (capture_ns, captured) = (captures.in_window(&cx.window), captures.launches);
-    if cx.window.share(capture_ns) >= CAPTURE_SHARE {
+    if window_is_graph_capture(cx) {
         return (
             Bound::GraphCapture,
             format!(
@@ -1068,6 +1074,59 @@ mod tests {
             });
         }
         t
+    }
+
+    /// A 40 ms stall on the host (a CPU operator that launches nothing), then a 20 ms
+    /// all-gather with nothing beside it among 2 ms of compute: a one-off stall, and what is
+    /// left of the window is busy, but busy with a collective, so it is communication-bound
+    /// there, not GPU-bound (issue 40: busy is not compute).
+    #[test]
+    fn the_rest_of_a_stalled_window_that_is_collectives_is_communication_bound_there() {
+        use tracehound_parsers::*;
+        let ms = 1_000_000;
+        let mut tb = crate::testutil::TB::new();
+        tb.op(
+            GpuOpKind::Kernel,
+            "void at::native::vectorized_elementwise_kernel<4>(int)",
+            7,
+            0,
+            ms,
+            Some(0),
+        );
+        tb.span(
+            HostKind::CpuOp,
+            "aten::randn",
+            ms + ms / 2,
+            40 * ms + ms / 2,
+        );
+        tb.op(
+            GpuOpKind::Kernel,
+            "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+            9,
+            41 * ms,
+            61 * ms,
+            Some(40 * ms + 600_000),
+        );
+        tb.op(
+            GpuOpKind::Kernel,
+            "void at::native::vectorized_elementwise_kernel<4>(int)",
+            7,
+            61 * ms,
+            62 * ms,
+            Some(40 * ms + 700_000),
+        );
+        let mut t = tb.build();
+        t.meta.capture.kernels = true;
+        let config = crate::Config::default();
+        let s = super::summarize(&crate::context::Ctx::new(&t, &config));
+        assert_eq!(s.bound, Bound::Stall, "{}", s.verdict);
+        assert!(
+            s.verdict
+                .contains("(communication-bound there: 91% of that busy time is collectives"),
+            "{}",
+            s.verdict
+        );
+        assert!(!s.verdict.contains("GPU-bound there"), "{}", s.verdict);
     }
 
     #[test]
