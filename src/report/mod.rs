@@ -148,7 +148,7 @@ pub(crate) const ACCOUNTING_HEADER: [&str; 7] = [
     "family",
     "share",
     "GPU time",
-    "calls/step",
+    "calls",
     "roof",
     "per call",
 ];
@@ -189,8 +189,12 @@ pub(crate) fn accounting_tables(
                         h.family.label().to_string(),
                         format!("{:.0}%", 100.0 * h.share),
                         fmt_ns(h.gpu_ns),
-                        h.calls_per_step
-                            .map_or_else(|| h.calls.to_string(), |c| format!("{c:.0}")),
+                        // Per step where the trace has steps; a trace without steps has
+                        // only the total.
+                        h.calls_per_step.map_or_else(
+                            || format!("{} in all", h.calls),
+                            |c| format!("{c:.0}/step"),
+                        ),
                         h.roof_share
                             .map_or_else(|| "-".into(), |r| format!("{:.0}%", 100.0 * r)),
                         h.growth

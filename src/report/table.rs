@@ -106,7 +106,7 @@ fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
         for r in rows {
             let _ = writeln!(
                 s,
-                "      {:<70} {:<12} {:>4} {:>9} {:>5}/step  roof {:>4}  {}",
+                "      {:<70} {:<12} {:>4} {:>9} {:>10}  roof {:>4}  {}",
                 // Python frames keep their parentheses, which short_name drops as argument lists.
                 tracehound_heuristics::names::clip(&r[0], 70),
                 r[1],

@@ -178,24 +178,21 @@ impl Rule for OptimizerOverhead {
             ID,
             None,
             format!(
-                "Optimizer kernel storm: {} per step{} cost {}",
-                if storm_kernels > 0 {
-                    format!(
-                        "{} kernels from a single-tensor {}",
-                        storm_kernels / steps.max(1),
-                        names.join(", ")
-                    )
-                } else {
-                    String::new()
-                },
-                if zero_kernels > 0 {
-                    format!(
-                        "{}{zero_kernels} zero_grad kernels",
-                        if storm_kernels > 0 { " and " } else { "" }
-                    )
-                } else {
-                    String::new()
-                },
+                "Optimizer kernel storm: {} cost {}",
+                [
+                    (storm_kernels > 0).then(|| {
+                        format!(
+                            "{} kernels per optimizer step from a single-tensor {}",
+                            storm_kernels / steps.max(1),
+                            names.join(", ")
+                        )
+                    }),
+                    (zero_kernels > 0).then(|| format!("{zero_kernels} zero_grad kernels")),
+                ]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>()
+                .join(" and "),
                 fmt_ns(impact)
             ),
             impact,
