@@ -631,3 +631,64 @@ fn a_power_violation_at_full_clock_is_not_throttling() {
         doc["findings"]
     );
 }
+
+/// Rodinia's Gaussian elimination captured twice on one RTX 3090 (field corpus, shipped):
+/// report2 launches `Fan2` with 4×4 = 16-thread blocks, report3 the same elimination of the
+/// same 4096×4096 matrix with 16×16 blocks. A block smaller than a warp leaves lanes of every
+/// warp idle: the finding names Fan2's block size, and its impact (the idle half of each warp)
+/// is a lower bound on what report3's blocks saved, read here from the two exports.
+#[test]
+fn blocks_smaller_than_a_warp_are_named_with_a_bound_on_their_cost() {
+    let dir = root().join("sample-traces/field/nsys");
+    let fan2 = |file: &str| -> (i64, i64, i64) {
+        let db = rusqlite::Connection::open_with_flags(
+            dir.join(file),
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+        )
+        .expect("export");
+        db.query_row(
+            "SELECT sum(k.end - k.start), max(k.blockX * k.blockY * k.blockZ), max(k.gridX * k.blockX) \
+             FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName WHERE s.value = 'Fan2'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .expect("Fan2")
+    };
+    let (slow_ns, slow_threads, slow_cols) = fan2("rodinia_gaussian_rtx3090_report2.sqlite");
+    let (fast_ns, fast_threads, fast_cols) = fan2("rodinia_gaussian_rtx3090_report3.sqlite");
+    assert_eq!((slow_threads, fast_threads), (16, 256));
+    assert_eq!(slow_cols, fast_cols, "the same matrix width");
+    let saved = (slow_ns - fast_ns) as f64;
+    let doc = analyze_json(&dir.join("rodinia_gaussian_rtx3090_report2.sqlite"), &[]);
+    let f = first(&doc);
+    assert_eq!(f["rule"], "underfilled_kernels", "{f}");
+    let title = f["title"].as_str().unwrap_or_default();
+    assert!(
+        title.contains("Fan2") && title.contains("16 threads per block"),
+        "{title}"
+    );
+    let impact = f["impact_ns"].as_f64().expect("impact");
+    // Half of each warp idle over Fan2's time, within 1%.
+    assert!(
+        (impact - 0.5 * slow_ns as f64).abs() < 0.01 * slow_ns as f64,
+        "{impact}"
+    );
+    assert!(
+        impact <= saved && impact >= 0.5 * saved,
+        "{impact} against {saved} saved"
+    );
+    // The fixed program gets no such finding.
+    let fixed = analyze_json(&dir.join("rodinia_gaussian_rtx3090_report3.sqlite"), &[]);
+    assert!(
+        !fixed["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .any(|f| f["title"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("threads per block")),
+        "{}",
+        fixed["findings"]
+    );
+}
