@@ -736,10 +736,12 @@ pub fn read_named(path: &Path, source: String) -> Result<Parsed, LoadError> {
         notes.push("no CUPTI_ACTIVITY_KIND_KERNEL table: the capture has no kernels".into());
     }
     if db.has("CUPTI_ACTIVITY_KIND_MEMCPY") {
-        // Each copy, and whether it is a unified-memory migration the program asked for
-        // (cudaMemPrefetchAsync: migrationCause 1, CUPTI's ..._MIGRATION_CAUSE_USER) rather
-        // than one a page fault or the driver's speculation made; said in its name.
-        let mut read: Vec<(GpuOp, bool)> = Vec::new();
+        let first = trace.gpu_ops.len();
+        // Whether a copy is a unified-memory migration the program asked for
+        // (cudaMemPrefetchAsync: migrationCause 1, CUPTI's ..._MIGRATION_CAUSE_USER) rather than
+        // one a page fault or the driver's speculation made is said in its name; until the
+        // copies are named, their name field carries that flag (no second list of millions).
+        const PREFETCH_MARK: StrId = 1;
         db.select_par(
             "CUPTI_ACTIVITY_KIND_MEMCPY",
             &[
@@ -754,7 +756,7 @@ pub fn read_named(path: &Path, source: String) -> Result<Parsed, LoadError> {
                 "dstKind",
                 "migrationCause",
             ],
-            &mut read,
+            &mut trace.gpu_ops,
             |r| {
                 let (Some(s), Some(e)) = (r.i(0), r.i(1)) else {
                     return None;
@@ -773,16 +775,18 @@ pub fn read_named(path: &Path, source: String) -> Result<Parsed, LoadError> {
                 op.direction = dir;
                 op.src_kind = src;
                 op.dst_kind = dst;
-                let prefetch = (11..=13).contains(&kind) && r.i(9) == Some(1);
-                Some((op, prefetch))
+                if (11..=13).contains(&kind) && r.i(9) == Some(1) {
+                    op.name = PREFETCH_MARK;
+                }
+                Some(op)
             },
         )?;
         // Named in the order the copies come, as they were when read one row at a time, so
         // that string ids do not depend on how the table was split between connections.
         let mut names: FxHashMap<(CopyDirection, MemKind, MemKind, bool), StrId> =
             FxHashMap::default();
-        trace.gpu_ops.reserve(read.len());
-        for (mut op, prefetch) in read {
+        for op in &mut trace.gpu_ops[first..] {
+            let prefetch = op.name == PREFETCH_MARK;
             let (dir, src, dst) = (op.direction, op.src_kind, op.dst_kind);
             op.name = *names.entry((dir, src, dst, prefetch)).or_insert_with(|| {
                 trace.strings.intern(&format!(
@@ -793,7 +797,6 @@ pub fn read_named(path: &Path, source: String) -> Result<Parsed, LoadError> {
                     if prefetch { PREFETCH_NAME_TAIL } else { "" }
                 ))
             });
-            trace.gpu_ops.push(op);
         }
     } else {
         notes.push("no CUPTI_ACTIVITY_KIND_MEMCPY table: no memory copies captured".into());
