@@ -103,11 +103,9 @@ pub fn migrations(cx: &Scope, device: i32) -> Option<Migrations> {
     // Work other than migrations, as (start, end), and migrations to each side.
     let mut work: Vec<(i64, i64, bool)> = Vec::new();
     let mut to_device: Vec<(i64, i64)> = Vec::new();
-    let mut to_host: Vec<(i64, i64)> = Vec::new();
+    // Migrations to the host on demand: start, end, bytes.
+    let mut to_host: Vec<(i64, i64, u64)> = Vec::new();
     let mut prefetch_ends: Vec<i64> = Vec::new();
-    // Migrations to the host on demand, with their bytes, to find those between a prefetch
-    // and the next kernel.
-    let mut to_host_bytes: Vec<(i64, u64, i64)> = Vec::new();
     for &i in t.device_ops(device) {
         let op = &t.gpu_ops[i as usize];
         if !op.is_work() || op.start < w.start || op.start >= w.end {
@@ -131,8 +129,7 @@ pub fn migrations(cx: &Scope, device: i32) -> Option<Migrations> {
                     &mut m.htod
                 }
                 CopyDirection::DtoH => {
-                    to_host.push((op.start, op.end));
-                    to_host_bytes.push((op.start, op.bytes, op.dur()));
+                    to_host.push((op.start, op.end, op.bytes));
                     &mut m.dtoh
                 }
                 _ => continue,
@@ -204,27 +201,25 @@ pub fn migrations(cx: &Scope, device: i32) -> Option<Migrations> {
         }
     }
     m.cost_ns = m.fault_stall_ns + m.host_fault_idle.1;
-    // Between the end of each prefetch run and the first kernel to start after it.
-    if !prefetch_ends.is_empty() {
-        let mut spans: Vec<(i64, i64)> = Vec::new();
-        prefetch_ends.sort_unstable();
-        for &e in &prefetch_ends {
-            let next_kernel = kernels
-                .iter()
-                .map(|k| k.0)
-                .find(|&s| s >= e)
-                .unwrap_or(w.end);
-            match spans.last_mut() {
-                Some(last) if last.1 == next_kernel => last.0 = last.0.min(e),
-                _ => spans.push((e, next_kernel)),
-            }
+    // Between the end of each prefetch run and the first kernel to start after it: spans in
+    // time order, disjoint (a later prefetch before that kernel shares its span).
+    prefetch_ends.sort_unstable();
+    let mut spans: Vec<(i64, i64)> = Vec::new();
+    for &e in &prefetch_ends {
+        let next_kernel = kernels
+            .get(kernels.partition_point(|k| k.0 < e))
+            .map_or(w.end, |k| k.0);
+        match spans.last_mut() {
+            Some(last) if last.1 == next_kernel => {}
+            _ => spans.push((e, next_kernel)),
         }
-        for &(start, bytes, dur) in &to_host_bytes {
-            if spans.iter().any(|&(a, b)| start >= a && start < b) {
-                m.after_prefetch.count += 1;
-                m.after_prefetch.bytes += bytes;
-                m.after_prefetch.ns += dur;
-            }
+    }
+    for &(start, end, bytes) in &to_host {
+        let k = spans.partition_point(|s| s.1 <= start);
+        if spans.get(k).is_some_and(|s| s.0 <= start) {
+            m.after_prefetch.count += 1;
+            m.after_prefetch.bytes += bytes;
+            m.after_prefetch.ns += end - start;
         }
     }
     Some(m)
