@@ -361,10 +361,10 @@ fn copy_rates(cx: &Ctx, device: i32) -> String {
                 c.direction.label(),
                 crate::finding::fmt_bytes(c.bytes),
                 c.bytes as f64 / c.ns.max(1) as f64,
-                match (c.pinned, c.pageable) {
-                    (true, false) => " (pinned)",
-                    (false, true) => " (pageable)",
-                    (true, true) => " (pinned and pageable)",
+                match (c.pinned, c.pageable, c.other) {
+                    (true, false, false) => " (pinned)",
+                    (false, true, false) => " (pageable)",
+                    (true, true, false) => " (pinned and pageable)",
                     _ => "",
                 }
             )
@@ -383,6 +383,9 @@ struct DirectionCopies {
     pinned: bool,
     /// Some are from or to pageable host memory.
     pageable: bool,
+    /// Some are between device memory and host memory of unstated pageability (ROCm), or
+    /// within the device.
+    other: bool,
 }
 
 /// The device's copies in the window by direction, most bytes first.
@@ -405,6 +408,7 @@ fn copies_by_direction(cx: &Ctx, device: i32) -> Vec<DirectionCopies> {
                     count: 0,
                     pinned: false,
                     pageable: false,
+                    other: false,
                 });
                 let k = by.len() - 1;
                 &mut by[k]
@@ -413,11 +417,33 @@ fn copies_by_direction(cx: &Ctx, device: i32) -> Vec<DirectionCopies> {
         e.bytes += op.bytes;
         e.ns += op.dur();
         e.count += 1;
-        e.pinned |= op.src_kind == MemKind::Pinned || op.dst_kind == MemKind::Pinned;
-        e.pageable |= op.is_pageable_copy();
+        let pinned = op.src_kind == MemKind::Pinned || op.dst_kind == MemKind::Pinned;
+        let pageable = op.is_pageable_copy();
+        e.pinned |= pinned;
+        e.pageable |= pageable;
+        e.other |= !pinned && !pageable;
     }
     by.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.direction.cmp(&b.direction)));
     by
+}
+
+/// What the host side of a device's copies is.
+enum Pinning {
+    SomePageable,
+    AllPinned,
+    /// Neither: host memory of unstated pageability (ROCm), or copies within the device.
+    Unknown,
+}
+
+fn pinning(cx: &Ctx, device: i32) -> Pinning {
+    let by = copies_by_direction(cx, device);
+    if by.iter().any(|c| c.pageable) {
+        Pinning::SomePageable
+    } else if !by.is_empty() && by.iter().all(|c| c.pinned && !c.other) {
+        Pinning::AllPinned
+    } else {
+        Pinning::Unknown
+    }
 }
 
 /// Copies of at least this many bytes on average are large: batching them saves nothing, as
@@ -573,11 +599,16 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
                 100.0 * copy_share,
                 copy_rates(cx, main.device),
                 100.0 * kernel_share,
-                // Pinning is advice only where copies are pageable.
-                if cx.trace.gpu_ops.iter().any(|o| o.is_pageable_copy()) {
-                    ", copy from pinned memory so copies run at the link's rate and overlap compute"
-                } else {
-                    " (the copies are already pinned: only moving fewer bytes, or overlapping them with compute, shortens this)"
+                // Pinning is advice only where copies are pageable; "already pinned" only where
+                // every copy is.
+                match pinning(cx, main.device) {
+                    Pinning::SomePageable => {
+                        ", copy from pinned memory so copies run at the link's rate and overlap compute"
+                    }
+                    Pinning::AllPinned => {
+                        " (the copies are already pinned: only moving fewer bytes, or overlapping them with compute, shortens this)"
+                    }
+                    Pinning::Unknown => "",
                 },
                 // Batching is advice only where copies are small.
                 if small_copies(cx, main.device) {
