@@ -576,7 +576,10 @@ fn a_prefetch_undone_by_the_host_is_named() {
     let advice = f["advice"][0].as_str().unwrap_or_default();
     assert!(advice.contains("The program prefetches"), "{advice}");
     let verdict = doc["summary"]["verdict"].as_str().unwrap_or_default();
-    assert!(verdict.contains("the host touches the memory"), "{verdict}");
+    assert!(
+        verdict.contains("the host touches managed memory between the prefetch and the kernels"),
+        "{verdict}"
+    );
 }
 
 /// Our H200's `nvidia-smi dmon -s pucvmet` log (held in ../shared): two busy seconds report a

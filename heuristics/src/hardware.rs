@@ -428,6 +428,14 @@ mod tests {
         );
         // A superchip's GPU reaches the host over NVLink-C2C, and GH200 contains "H200".
         assert_eq!(model_link("NVIDIA GH200 480GB"), None);
+        // Whole tokens only: these x8 workstation cards are not an A100 or an A40.
+        assert_eq!(model_link("NVIDIA RTX A1000"), None);
+        assert_eq!(model_link("NVIDIA RTX A400"), None);
+        assert_eq!(model_link("NVIDIA A10G").map(|l| l.width), Some(16));
+        assert_eq!(
+            model_link("AMD Instinct MI250X").map(|l| l.generation),
+            Some(4)
+        );
     }
 
     #[test]
@@ -644,6 +652,13 @@ const LINKS: &[(&str, HostLink)] = &[
         },
     ),
     (
+        "L40",
+        HostLink {
+            generation: 4,
+            width: 16,
+        },
+    ),
+    (
         "L4",
         HostLink {
             generation: 4,
@@ -744,8 +759,15 @@ pub fn model_link(name: &str) -> Option<HostLink> {
     if upper.contains("GH200") || upper.contains("GB200") || upper.contains("GB300") {
         return None;
     }
-    LINKS
-        .iter()
-        .find(|(key, _)| upper.contains(key))
-        .map(|(_, l)| *l)
+    // A key names a model only as a whole token: "A100" is not in "RTX A1000", nor "A40" in
+    // "RTX A400" (x8 cards); a letter may follow ("A10G", "MI250X").
+    let names = |key: &str| {
+        upper.match_indices(key).any(|(i, _)| {
+            let before = upper[..i].chars().next_back();
+            let after = upper[i + key.len()..].chars().next();
+            !before.is_some_and(|c| c.is_ascii_alphanumeric())
+                && !after.is_some_and(|c| c.is_ascii_digit())
+        })
+    };
+    LINKS.iter().find(|(key, _)| names(key)).map(|(_, l)| *l)
 }

@@ -436,7 +436,12 @@ enum Pinning {
 }
 
 fn pinning(cx: &Ctx, device: i32) -> Pinning {
-    let by = copies_by_direction(cx, device);
+    use tracehound_parsers::CopyDirection;
+    // Host copies only: a copy within the device has no host side to pin.
+    let by: Vec<DirectionCopies> = copies_by_direction(cx, device)
+        .into_iter()
+        .filter(|c| matches!(c.direction, CopyDirection::HtoD | CopyDirection::DtoH))
+        .collect();
     if by.iter().any(|c| c.pageable) {
         Pinning::SomePageable
     } else if !by.is_empty() && by.iter().all(|c| c.pinned && !c.other) {
@@ -446,16 +451,32 @@ fn pinning(cx: &Ctx, device: i32) -> Pinning {
     }
 }
 
-/// Copies of at least this many bytes on average are large: batching them saves nothing, as
-/// per-copy overhead (a few µs) is under 1% of their time at PCIe rates.
+/// Copies of at least this many bytes are large: batching them saves nothing, as per-copy
+/// overhead (a few µs) is under 1% of their time at PCIe rates.
 const LARGE_COPY_BYTES: u64 = 4 << 20;
 
-/// Whether the device's copies in the window are small on average.
+/// Whether copies under [`LARGE_COPY_BYTES`] hold at least half of the device's copy time in
+/// the window (an average would let a few huge copies hide thousands of small ones).
 fn small_copies(cx: &Ctx, device: i32) -> bool {
-    let (bytes, count) = copies_by_direction(cx, device)
+    let t = cx.trace;
+    let (small, all) = t
+        .device_ops(device)
         .iter()
-        .fold((0u64, 0u64), |(b, n), c| (b + c.bytes, n + c.count));
-    count > 0 && bytes / count < LARGE_COPY_BYTES
+        .map(|&i| &t.gpu_ops[i as usize])
+        .filter(|op| {
+            op.kind == GpuOpKind::Memcpy && op.start >= cx.window.start && op.start < cx.window.end
+        })
+        .fold((0i64, 0i64), |(s, a), op| {
+            (
+                s + if op.bytes < LARGE_COPY_BYTES {
+                    op.dur()
+                } else {
+                    0
+                },
+                a + op.dur(),
+            )
+        });
+    all > 0 && 2 * small >= all
 }
 
 /// Share of the window `device` spends in copies and memsets, and in kernels (each the union
@@ -570,7 +591,7 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
                 crate::finding::fmt_ns(m.fault_stall_ns),
                 crate::finding::fmt_ns(m.host_fault_idle.1),
                 if crate::unified::prefetch_undone(&m) {
-                    "The program prefetches, but the host touches the memory before the kernels run: keep the host off it between the prefetch and the kernels (see unified_memory)."
+                    "The program prefetches, but as much went back to the host on demand before the next kernel ran: the host touches managed memory between the prefetch and the kernels (see unified_memory)."
                 } else {
                     "Prefetch or copy the data explicitly (see unified_memory)."
                 }
@@ -604,6 +625,13 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
                 match pinning(cx, main.device) {
                     Pinning::SomePageable => {
                         ", copy from pinned memory so copies run at the link's rate and overlap compute"
+                    }
+                    // Pinned but slow for the link: the copy path is the problem.
+                    Pinning::AllPinned
+                        if !crate::rules::pinned_copy_rate::slow_copies(cx, main.device)
+                            .is_empty() =>
+                    {
+                        " (the copies are pinned but run under half of what the host link carries: see pinned_copy_rate)"
                     }
                     Pinning::AllPinned => {
                         " (the copies are already pinned: only moving fewer bytes, or overlapping them with compute, shortens this)"
@@ -767,7 +795,7 @@ fn dominant(cx: &Ctx, device: i32) -> Option<String> {
     }
     let k = a.kernels.first().filter(|k| k.share >= DOMINANT_SHARE)?;
     Some(format!(
-        "One kernel, {}, holds {:.0}% of the GPU time ({} in {}): its speed decides the run; the capture records no counters for it, so profile it with Nsight Compute (ncu --kernel-name {} --launch-count 1) to see what bounds it.",
+        "One kernel, {}, holds {:.0}% of the GPU time ({} in {}): its speed decides the run; the capture records no counters for it, so profile it with Nsight Compute{} to see what bounds it.",
         crate::names::short_name(&k.name, 80),
         100.0 * k.share,
         fmt_ns(k.gpu_ns),
@@ -780,18 +808,33 @@ fn dominant(cx: &Ctx, device: i32) -> Option<String> {
                 fmt_ns(k.gpu_ns / k.calls as i64)
             )
         },
-        ncu_function_name(&k.name),
+        ncu_function_name(&k.name)
+            .map(|n| format!(" (ncu --kernel-name {n} --launch-count 1)"))
+            .unwrap_or_default(),
     ))
 }
 
 /// The name Nsight Compute's `--kernel-name` matches by default (`--kernel-name-base
-/// function`): the function's own name, without namespaces, template arguments or parameters.
-fn ncu_function_name(kernel: &str) -> String {
+/// function`): the function's own name, without namespaces, template arguments, parameters or
+/// return type; None when nothing is left (an unnamed function).
+fn ncu_function_name(kernel: &str) -> Option<String> {
     let name = crate::names::demangle(kernel);
-    let head = name.split(['(', '<']).next().unwrap_or(&name);
+    // Drop what is inside brackets, at any depth: the parameter list, template arguments and
+    // `(anonymous namespace)`.
+    let mut plain = String::with_capacity(name.len());
+    let mut depth = 0usize;
+    for c in name.chars() {
+        match c {
+            '(' | '<' => depth += 1,
+            ')' | '>' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => plain.push(c),
+            _ => {}
+        }
+    }
     // A function template's demangled name starts with its return type (`void f<…>(…)`).
-    let head = head.trim().rsplit(' ').next().unwrap_or(head);
-    head.rsplit("::").next().unwrap_or(head).to_string()
+    let last = plain.trim().rsplit(' ').next().unwrap_or("");
+    let base = last.rsplit("::").next().unwrap_or(last).trim();
+    (!base.is_empty()).then(|| base.to_string())
 }
 
 /// How the GPU-bound verdict ends when nothing more is known of the kernels.
@@ -1044,6 +1087,28 @@ pub fn short_kernel(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::Bound;
+
+    #[test]
+    fn nsight_compute_matches_the_function_s_own_name() {
+        use super::ncu_function_name as n;
+        assert_eq!(
+            n("calcAllLowestResidualsGPU").as_deref(),
+            Some("calcAllLowestResidualsGPU")
+        );
+        assert_eq!(
+            n("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float> >(int)").as_deref(),
+            Some("vectorized_elementwise_kernel")
+        );
+        assert_eq!(
+            n("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4>(float*)").as_deref(),
+            Some("cunn_SoftMaxForward")
+        );
+        assert_eq!(
+            n("(anonymous namespace)::stencil_kernel(float*)").as_deref(),
+            Some("stencil_kernel")
+        );
+        assert_eq!(n("(anonymous namespace)::(unnamed)"), None);
+    }
 
     #[test]
     fn a_bound_is_written_and_printed_as_the_verdict_names_it() {

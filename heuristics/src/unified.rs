@@ -42,9 +42,11 @@ pub struct Moved {
 pub struct Migrations {
     /// Device index.
     pub device: i32,
-    /// To the device (kernel page faults, prefetches).
+    /// To the device on demand (kernel page faults, the driver's speculative prefetches);
+    /// the program's own prefetches are in `prefetched`.
     pub htod: Moved,
-    /// To the host (host page faults, prefetches back).
+    /// To the host on demand (host page faults); the program's own prefetches back are left
+    /// out.
     pub dtoh: Moved,
     /// Kernels during which pages migrated in, and their time, ns.
     pub faulting_kernels: (u64, i64),
@@ -201,8 +203,8 @@ pub fn migrations(cx: &Scope, device: i32) -> Option<Migrations> {
         }
     }
     m.cost_ns = m.fault_stall_ns + m.host_fault_idle.1;
-    // Between the end of each prefetch run and the first kernel to start after it: spans in
-    // time order, disjoint (a later prefetch before that kernel shares its span).
+    // From the earliest prefetch end before a kernel to that kernel's start: spans in time
+    // order, disjoint (a later prefetch before the same kernel shares its span).
     prefetch_ends.sort_unstable();
     let mut spans: Vec<(i64, i64)> = Vec::new();
     for &e in &prefetch_ends {

@@ -906,12 +906,14 @@ impl<'t> Attributor<'t> {
                 if is_alloc_call(call)
                     && s.dur() >= SLOW_CALL_NS
                     && op != NONE
+                    && self.loads_modules()
                     && self.is_first_op(op)
                 {
-                    // A millisecond-long cudaFree or cudaMalloc in an operator's first call is
+                    // A millisecond-long cudaFree or cudaMalloc in an operator's first call, in
+                    // a trace that shows start-up (module loading, slow first launches), is
                     // start-up (context creation behind cudaFree, a library's handle and
                     // workspace in the first convolution or GEMM), paid once: not allocator
-                    // churn.
+                    // churn. (A one-step capture makes every operator a first call.)
                     raw(
                         CauseKind::ModuleLoad,
                         Leaf::FirstCallIn(s.name, op_name),

@@ -361,10 +361,10 @@ impl Rule for CopyHotspots {
         if !round_trips.is_empty() {
             advice.push("Some tensors are converted and converted back (see round trips): keep them in one dtype across the boundary.".to_string());
         }
-        // An operator's own conversions (an underscore operator: attention's backward making
-        // its inputs contiguous) are not the model's calls to remove.
+        // An operator's own conversions (attention's backward making its inputs contiguous) are
+        // not the model's calls to remove.
         match top_caller.as_deref() {
-            Some(c) if c.starts_with("aten::_") => advice.push(format!(
+            Some(c) if converts_its_own_inputs(c) => advice.push(format!(
                 "Most of these copies are made inside {c}, by the operator itself (its inputs are not in the layout or dtype it computes in): pass it inputs laid out as it needs them, or leave them if they cost little."
             )),
             _ => advice.push(format!(
@@ -421,6 +421,16 @@ impl Rule for CopyHotspots {
             ]),
         }]
     }
+}
+
+/// Operators known to convert their own inputs (make them contiguous, cast them) inside:
+/// PyTorch's fused attention and multi-head attention, cuDNN's convolutions. Underscore
+/// operators users call themselves (`aten::_foreach_*`, `aten::_amp_*`) are not among them.
+fn converts_its_own_inputs(op: &str) -> bool {
+    op.starts_with("aten::_")
+        && ["attention", "multi_head", "cudnn", "convolution"]
+            .iter()
+            .any(|k| op.contains(k))
 }
 
 #[cfg(test)]
@@ -487,3 +497,4 @@ mod rule_tests {
         assert!(check(&t).is_empty());
     }
 }
+

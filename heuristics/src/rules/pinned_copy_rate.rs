@@ -47,36 +47,17 @@ impl Rule for PinnedCopyRate {
     }
 
     fn check(&self, cx: &Ctx) -> Vec<Finding> {
-        let t = cx.trace;
-        let w = &cx.window;
         let mut out = Vec::new();
-        for d in t.devices() {
-            let Some(link) = Reference::link(cx, d) else {
-                continue;
-            };
-            for dir in [CopyDirection::HtoD, CopyDirection::DtoH] {
-                let pick = |o: &GpuOp| {
-                    o.kind == GpuOpKind::Memcpy
-                        && o.direction == dir
-                        && o.bytes >= LARGE_BYTES
-                        && (o.src_kind == MemKind::Pinned || o.dst_kind == MemKind::Pinned)
-                        && o.start >= w.start
-                        && o.end <= w.end
-                };
-                let (count, bytes) = t
-                    .device_ops(d)
-                    .iter()
-                    .map(|&i| &t.gpu_ops[i as usize])
-                    .filter(|o| pick(o))
-                    .fold((0u64, 0u64), |(n, b), o| (n + 1, b + o.bytes));
-                let busy_ns = busy_total_of(t, d, w, pick);
-                if busy_ns < MIN_NS {
-                    continue;
-                }
-                let gbps = bytes as f64 / busy_ns as f64;
-                if gbps >= SLOW_SHARE * link.gbps {
-                    continue;
-                }
+        for d in cx.trace.devices() {
+            for Slow {
+                dir,
+                link,
+                count,
+                bytes,
+                busy_ns,
+                gbps,
+            } in slow_copies(cx, d)
+            {
                 let needed = bytes as f64 / link.gbps;
                 let impact = (busy_ns as f64 - needed).max(0.0) as i64;
                 let mut f = new_finding(
@@ -86,13 +67,14 @@ impl Rule for PinnedCopyRate {
                     format!(
                         "pinned {} copies reach {gbps:.1} GB/s, {:.0}% of what the host link carries ({:.1} GB/s)",
                         dir.label(),
-                        100.0 * gbps / link.gbps,
+                        // Floored: a rate just under the half reads as under it.
+                        (100.0 * gbps / link.gbps).floor(),
                         link.gbps
                     ),
                     impact,
                     Confidence::Medium,
                     format!(
-                        "{} pinned {} copies of at least {} each: {} in {} of copy time at {gbps:.1} GB/s; {}; impact: their time beyond what that rate needs ({})",
+                        "{} pinned {} copies of at least {} each: {} in {} of copy time at {gbps:.1} GB/s; {}; impact: their time beyond the {} that rate needs",
                         count,
                         dir.label(),
                         fmt_bytes(LARGE_BYTES),
@@ -118,6 +100,58 @@ impl Rule for PinnedCopyRate {
         }
         out
     }
+}
+
+/// Large pinned copies of one direction that reach under [`SLOW_SHARE`] of the link.
+pub(crate) struct Slow {
+    dir: CopyDirection,
+    link: Reference,
+    count: u64,
+    bytes: u64,
+    busy_ns: i64,
+    gbps: f64,
+}
+
+/// The directions of `device` whose large pinned copies are slow for its known link.
+pub(crate) fn slow_copies(cx: &Ctx, device: i32) -> Vec<Slow> {
+    let t = cx.trace;
+    let w = &cx.window;
+    let mut out = Vec::new();
+    for dir in [CopyDirection::HtoD, CopyDirection::DtoH] {
+        let Some(link) = Reference::link(cx, device) else {
+            return out;
+        };
+        let pick = |o: &GpuOp| {
+            o.kind == GpuOpKind::Memcpy
+                && o.direction == dir
+                && o.bytes >= LARGE_BYTES
+                && (o.src_kind == MemKind::Pinned || o.dst_kind == MemKind::Pinned)
+                && o.start >= w.start
+                && o.end <= w.end
+        };
+        let (count, bytes) = t
+            .device_ops(device)
+            .iter()
+            .map(|&i| &t.gpu_ops[i as usize])
+            .filter(|o| pick(o))
+            .fold((0u64, 0u64), |(n, b), o| (n + 1, b + o.bytes));
+        let busy_ns = busy_total_of(t, device, w, pick);
+        if busy_ns < MIN_NS {
+            continue;
+        }
+        let gbps = bytes as f64 / busy_ns as f64;
+        if gbps < SLOW_SHARE * link.gbps {
+            out.push(Slow {
+                dir,
+                link,
+                count,
+                bytes,
+                busy_ns,
+                gbps,
+            });
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -34,11 +34,19 @@ impl Rule for Throttling {
                 .and_then(|s| s.samples.last().map(|x| x.1))
                 .or_else(|| t.inventory.get(gpu as usize).and_then(|i| i.sm_clock_mhz.1));
             // A violation counter says the GPU hit a limit in that sample, not that it slowed:
-            // where the SM clock of the sample is recorded and stays within 10% of the maximum
-            // (known, else the highest the log saw under load), nothing was lost. (An H200 log
-            // shows pviol 28-31% at 1965-1980 of 1980 MHz and 40% of its power limit.)
+            // where the SM clock of the sample is recorded and stays within 10% of the maximum,
+            // nothing was lost. (An H200 log shows pviol 28-31% at 1965-1980 of 1980 MHz and
+            // 40% of its power limit.) The maximum is the known one, else the highest clock of
+            // the busy samples without a violation: a GPU capped for the whole run has none,
+            // and its violations all stand.
+            let violating = |ts: i64| {
+                ["pviol", "tviol"]
+                    .iter()
+                    .any(|m| at(t, gpu, m, ts).is_some_and(|v| v > 0.0))
+            };
             let reference = max_clock.filter(|m| *m > 0.0).or_else(|| {
                 busy.iter()
+                    .filter(|&&(ts, _)| !violating(ts))
                     .filter_map(|&(ts, _)| at(t, gpu, "pclk", ts))
                     .fold(None, |m: Option<f64>, c| Some(m.map_or(c, |m| m.max(c))))
             });
@@ -196,6 +204,24 @@ mod tests {
         let f = check(&t);
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].metrics["power_violation_s"], 2.0);
+    }
+
+    #[test]
+    fn a_gpu_capped_for_the_whole_run_throttles() {
+        // Every busy second violates at the same 1100 MHz, and no maximum is known: the log's
+        // own highest clock is a capped one, so it cannot clear the violations.
+        let mut t = Trace {
+            counters: vec![
+                series("sm", &[95.0; 6]),
+                series("pclk", &[1100.0; 6]),
+                series("pviol", &[100.0; 6]),
+            ],
+            ..Default::default()
+        };
+        t.finish();
+        let f = check(&t);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].metrics["power_violation_s"], 6.0);
     }
 
     #[test]

@@ -41,10 +41,9 @@ struct Group {
     lost: f64,
     blocks: (u64, u64),
     occupancy: Option<f32>,
-    /// The fewest threads per block, when blocks of fewer threads than a warp were launched.
+    /// The fewest threads per block, when every call of the kernel launched blocks of fewer
+    /// threads than a warp.
     threads: Option<u64>,
-    /// Calls with blocks of fewer threads than a warp.
-    part_warp_calls: u64,
 }
 
 impl Rule for UnderfilledKernels {
@@ -75,19 +74,27 @@ impl Rule for UnderfilledKernels {
             };
             // Grouped by name and caller ids first: no string is built per kernel.
             let mut by_id: rustc_hash::FxHashMap<(u32, u32), Group> = Default::default();
+            // Calls of each kernel, and those with blocks smaller than a warp: a kernel is said
+            // to run small blocks only when every call did.
+            let mut calls: rustc_hash::FxHashMap<u32, (u64, u64)> = Default::default();
             for (i, op) in w.kernels(t, d) {
                 let Some(k) = &op.kernel else { continue };
-                let blocks: u64 = k.grid.iter().map(|&g| u64::from(g.max(1))).product();
+                let c = calls.entry(op.name).or_default();
+                c.0 += 1;
+                let blocks: u64 = k.grid.iter().map(|&g| u64::from(g)).product();
                 let low_occ = cx.kernel_class(op.name).unit.is_none()
                     && k.occupancy_pct
                         .is_some_and(|o| o > 0.0 && o < LOW_OCCUPANCY_PCT);
                 // A kernel without a recorded grid (replayed from a graph, or ROCm's in Kineto)
                 // is no one-block launch: only what the trace recorded is judged.
-                let underfilled = k.geometry && 2 * blocks <= u64::from(sms);
+                // A grid the trace did not record reads as zeros: not judged.
+                let underfilled = k.geometry && blocks > 0 && 2 * blocks <= u64::from(sms);
                 // A block of fewer threads than a warp still occupies a whole warp: the rest of
                 // its lanes run nothing.
-                let threads: u64 = k.block.iter().map(|&b| u64::from(b.max(1))).product();
-                let part_warp = k.geometry && threads < WARP;
+                // A block the trace did not record reads as zeros: not judged.
+                let threads: u64 = k.block.iter().map(|&b| u64::from(b)).product();
+                let part_warp = k.geometry && threads > 0 && threads < WARP;
+                c.1 += u64::from(part_warp);
                 if !underfilled && !low_occ && !part_warp || is_comm(op.name) {
                     continue;
                 }
@@ -119,16 +126,19 @@ impl Rule for UnderfilledKernels {
                 g.lost += op.dur() as f64 * (1.0 - sm_used * lanes_used);
                 if part_warp {
                     g.threads = Some(g.threads.map_or(threads, |t: u64| t.min(threads)));
-                    g.part_warp_calls += 1;
                 }
             }
             let mut groups: BTreeMap<(String, String), Group> = BTreeMap::new();
-            for ((name, caller), g) in by_id {
+            for ((name, caller), mut g) in by_id {
+                if calls.get(&name).is_some_and(|c| c.1 < c.0) {
+                    g.threads = None;
+                }
                 let caller = name_or(t, caller, "").to_string();
                 let e = groups
                     .entry((short_name(t.str(name), 70), caller))
                     .or_default();
-                e.blocks = if e.count == 0 {
+                let first = e.count == 0;
+                e.blocks = if first {
                     g.blocks
                 } else {
                     (e.blocks.0.min(g.blocks.0), e.blocks.1.max(g.blocks.1))
@@ -140,21 +150,14 @@ impl Rule for UnderfilledKernels {
                     (Some(a), Some(b)) => Some(a.min(b)),
                     (a, b) => a.or(b),
                 };
-                e.threads = match (e.threads, g.threads) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
+                // Small blocks only where every merged kernel ran them.
+                e.threads = match (first, e.threads, g.threads) {
+                    (true, _, b) => b,
+                    (false, Some(a), Some(b)) => Some(a.min(b)),
+                    _ => None,
                 };
-                e.part_warp_calls += g.part_warp_calls;
             }
             groups.retain(|_, g| g.time / g.count.max(1) as i64 >= MIN_MEAN_NS);
-            // A group is said to run blocks smaller than a warp only when every call did (six
-            // one-thread sums of a scalar among 600 wider reductions are no such kernel); the
-            // lanes those few left idle still count in its impact.
-            for g in groups.values_mut() {
-                if g.part_warp_calls < g.count {
-                    g.threads = None;
-                }
-            }
             let lost: f64 = groups.values().map(|g| g.lost).sum();
             let time: i64 = groups.values().map(|g| g.time).sum();
             if cx.window.share(lost as i64) < 0.01 {

@@ -87,7 +87,7 @@ impl Rule for UnifiedMemory {
                     fmt_bytes(m.after_prefetch.bytes)
                 ));
                 f.advice.push(format!(
-                    "The program prefetches {} to the GPU, but the host touches managed memory between the prefetch and the kernel and {} moves back before the kernel runs, so the kernel faults it in again: finish the host's writes before cudaMemPrefetchAsync (or prefetch again after them), on the stream the kernel runs on, and prefetch results back with cudaMemPrefetchAsync(ptr, bytes, cudaCpuDeviceId) before the host reads them.",
+                    "The program prefetches {} to the GPU, and {} went back to the host on demand after the prefetch and before the kernel ran: the host touched managed memory in between, and if that is the prefetched memory the kernel faults it in again (the export's virtualAddress column says which). Finish the host's writes before cudaMemPrefetchAsync (or prefetch again after them), on the stream the kernel runs on, and prefetch results back with cudaMemPrefetchAsync(ptr, bytes, cudaCpuDeviceId) before the host reads them.",
                     fmt_bytes(m.prefetched.bytes),
                     fmt_bytes(m.after_prefetch.bytes)
                 ));

@@ -175,7 +175,8 @@ pub fn read(data: &[u8], source: &str, clock: ClockOptions) -> Result<Parsed, Lo
             notes.push("nvidia-smi timestamps are local wall time: assumed UTC (set --utc-offset otherwise)".to_string());
         }
         CounterClock::Wall {
-            utc_offset_s: offset,
+            // Unix time is UTC whatever --utc-offset says.
+            utc_offset_s: if epoch_time { 0 } else { offset },
         }
     } else {
         notes.push(

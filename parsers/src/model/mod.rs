@@ -525,9 +525,9 @@ impl MemKind {
 /// Launch configuration of a kernel.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct KernelInfo {
-    /// Grid dimensions.
+    /// Grid dimensions; zeros where the trace did not record them.
     pub grid: [u32; 3],
-    /// Block dimensions.
+    /// Block dimensions; zeros where the trace did not record them.
     pub block: [u32; 3],
     /// Registers per thread.
     pub registers: u16,
@@ -535,9 +535,10 @@ pub struct KernelInfo {
     pub shared_mem: u32,
     /// Estimated achieved occupancy in percent, when recorded.
     pub occupancy_pct: Option<f32>,
-    /// Whether the trace recorded this kernel's grid and block. Kernels replayed from a CUDA
-    /// or HIP graph, and ROCm's in Kineto, carry none; their `grid` and `block` then read
-    /// 1 × 1 × 1 and say nothing about the launch.
+    /// Whether the trace recorded this kernel's grid or block. Kernels replayed from a CUDA
+    /// or HIP graph, and ROCm's in Kineto, carry none; what is not recorded reads as zeros
+    /// and says nothing about the launch (Kineto's scan and serde readers alike; nsys
+    /// records both).
     pub geometry: bool,
 }
 

@@ -369,8 +369,9 @@ impl Builder {
             self.with_geometry += 1;
         }
         let kernel = (kind == GpuOpKind::Kernel).then(|| KernelInfo {
-            grid: a.grid.unwrap_or_default().0,
-            block: a.block.unwrap_or_default().0,
+            // What the event did not record reads as zeros, never as one block or one thread.
+            grid: a.grid.map_or([0; 3], |d| d.0),
+            block: a.block.map_or([0; 3], |d| d.0),
             registers: a.registers.i64().unwrap_or(0).clamp(0, u16::MAX as i64) as u16,
             shared_mem: a.shared_mem.i64().unwrap_or(0).clamp(0, u32::MAX as i64) as u32,
             occupancy_pct: a.occupancy.f64().map(|v| v as f32),
