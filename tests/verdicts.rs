@@ -29,8 +29,13 @@ fn analyze(file: &str) -> Value {
 }
 
 fn trace_events(file: &str) -> Vec<Value> {
+    events_at(&sample(file))
+}
+
+/// Reads a gzipped Kineto trace's events, shipped or shared (`../shared/sample-traces/…`).
+fn events_at(path: &std::path::Path) -> Vec<Value> {
     let mut text = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(sample(file)).expect("trace"))
+    flate2::read::GzDecoder::new(std::fs::File::open(path).expect("trace"))
         .read_to_string(&mut text)
         .expect("gzip");
     let doc: Value = serde_json::from_str(&text).expect("trace JSON");
@@ -367,16 +372,6 @@ fn a_cuda_loop_that_copies_from_pageable_memory_is_told_so_in_cuda_terms() {
             .expect("saving")
             > 0.5 * t["naive_median_ms"].as_f64().expect("naive")
     );
-}
-
-/// Reads a shipped or shared (`../shared/sample-traces/…`) Kineto trace's events.
-fn events_at(path: &std::path::Path) -> Vec<Value> {
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(path).expect("trace"))
-        .read_to_string(&mut text)
-        .expect("gzip");
-    let doc: Value = serde_json::from_str(&text).expect("trace JSON");
-    doc["traceEvents"].as_array().expect("traceEvents").clone()
 }
 
 /// HTA's AlexNet capture (A100, `param` benchmark, the region annotated `warmup`): the first

@@ -22,6 +22,7 @@ pub enum Source {
 }
 
 /// The rate pinned host copies of one direction reach on this machine, and where it came from.
+#[derive(Clone)]
 pub struct Reference {
     /// GB/s.
     pub gbps: f64,

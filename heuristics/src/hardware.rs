@@ -428,6 +428,7 @@ mod tests {
         );
         // A superchip's GPU reaches the host over NVLink-C2C, and GH200 contains "H200".
         assert_eq!(model_link("NVIDIA GH200 480GB"), None);
+        assert_eq!(model_link("NVIDIA GB200"), None);
         // Whole tokens only: these x8 workstation cards are not an A100 or an A40.
         assert_eq!(model_link("NVIDIA RTX A1000"), None);
         assert_eq!(model_link("NVIDIA RTX A400"), None);
@@ -754,13 +755,9 @@ const LINKS: &[(&str, HostLink)] = &[
 /// The host link a GPU model ships with (`NVIDIA H100 80GB HBM3` → Gen5 x16), when known.
 pub fn model_link(name: &str) -> Option<HostLink> {
     let upper = name.to_ascii_uppercase();
-    // Grace Hopper and Grace Blackwell superchips reach host memory over NVLink-C2C, not PCIe
-    // (and "GH200" contains "H200").
-    if upper.contains("GH200") || upper.contains("GB200") || upper.contains("GB300") {
-        return None;
-    }
     // A key names a model only as a whole token: "A100" is not in "RTX A1000", nor "A40" in
-    // "RTX A400" (x8 cards); a letter may follow ("A10G", "MI250X").
+    // "RTX A400" (x8 cards), nor "H200" in "GH200" or "B200" in "GB200" (superchips, which
+    // reach host memory over NVLink-C2C, not PCIe); a letter may follow ("A10G", "MI250X").
     let names = |key: &str| {
         upper.match_indices(key).any(|(i, _)| {
             let before = upper[..i].chars().next_back();

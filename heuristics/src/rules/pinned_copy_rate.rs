@@ -117,10 +117,10 @@ pub(crate) fn slow_copies(cx: &Ctx, device: i32) -> Vec<Slow> {
     let t = cx.trace;
     let w = &cx.window;
     let mut out = Vec::new();
+    let Some(link) = Reference::link(cx, device) else {
+        return out;
+    };
     for dir in [CopyDirection::HtoD, CopyDirection::DtoH] {
-        let Some(link) = Reference::link(cx, device) else {
-            return out;
-        };
         let pick = |o: &GpuOp| {
             o.kind == GpuOpKind::Memcpy
                 && o.direction == dir
@@ -143,7 +143,7 @@ pub(crate) fn slow_copies(cx: &Ctx, device: i32) -> Vec<Slow> {
         if gbps < SLOW_SHARE * link.gbps {
             out.push(Slow {
                 dir,
-                link,
+                link: link.clone(),
                 count,
                 bytes,
                 busy_ns,
