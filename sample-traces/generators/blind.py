@@ -77,10 +77,10 @@ def blind(name, meta, mistake, twin, steps=4):
                          "8 mistake; planted = median(mistake) - median(twin)"}
     print(f"{name}: mistake {cost['mistake_median_ms']} ms, twin {cost['twin_median_ms']} ms, "
           f"planted {cost['planted_ms_per_step']} ms/step ({time.time() - t0:.1f}s)", flush=True)
-    run(f"blind_{name}", truth, mistake, steps=steps, warmup=1, stack=True)
-    twin_truth = {"issue": 39, "blind_set": True, "planted": [], "twin_of": f"blind_{name}",
-                  "expected_top_cause": None, "notes": meta.get("twin", ""), "cost": cost}
-    run(f"blind_{name}_twin", twin_truth, twin, steps=steps, warmup=1, stack=True)
+    for sfx, stack in MODES:  # MODES, twin_truth_of: below the first set (its captures name these lines)
+        run(f"blind_{name}{sfx}", {**truth, "with_stack": stack}, mistake, steps=steps, warmup=1, stack=stack)
+        run(f"blind_{name}{sfx}_twin", twin_truth_of(name, sfx, stack, meta, cost), twin, steps=steps, warmup=1,
+            stack=stack)
 
 
 # ---------------------------------------------------------------- scenarios
@@ -434,8 +434,143 @@ def sdpa_mask_fallback():
         }, lambda: forward(True), lambda: forward(False))
 
 
+# --nostack: profile without Python stacks (shapes kept), names ending in _nostack; --both: with and
+# without. The stack tracer slows host code about 2x, so host-side costs read from a with_stack capture
+# are the profiled program's, not the unprofiled one's; a capture without it lets both be compared.
+MODES = ([("", True), ("_nostack", False)] if "--both" in sys.argv else
+         [("_nostack", False)] if "--nostack" in sys.argv else [("", True)])
+twin_truth_of = lambda name, sfx, stack, meta, cost: {  # noqa: E731 (one line fewer keeps the lines below)
+    "issue": 39, "blind_set": True, "planted": [], "twin_of": f"blind_{name}{sfx}", "expected_top_cause": None,
+    "notes": meta.get("twin", ""), "cost": cost, "with_stack": stack}
+# ---------------------------------------------------------------- second set
+# Captured after the rules of the first set were built (2026-12-05), so that the rules meet mistakes
+# they were not written against.
+
+def pairwise_broadcast():
+    """Pairwise distances by broadcasting, (x[:, None] - c[None]).norm(dim=-1), instead of torch.cdist."""
+    N, M, D, IT = 8192, 1024, 64, 4
+    x = torch.randn(N, D, device=dev)
+    c0 = x[torch.randperm(N, device=dev)[:M]].clone()
+
+    def kmeans(dist):
+        c = c0
+        for _ in range(IT):
+            a = dist(x, c).argmin(1)
+            n = torch.bincount(a, minlength=M).clamp(min=1).unsqueeze(1)
+            c = torch.zeros_like(c).index_add_(0, a, x) / n
+        return c
+
+    def dist_broadcast(a, b):
+        return (a[:, None] - b[None]).norm(dim=-1)  # PLANTED pairwise_broadcast
+
+    with torch.no_grad():
+        blind("pairwise_broadcast", {
+            "set": 2,
+            "expected": {"family": "broadcast elementwise + reduction (materialised [N, M, D] difference)",
+                         "ops_any": ["aten::sub", "aten::linalg_vector_norm", "aten::norm"]},
+            "wrong_causes": ["compute-bound", "launch-bound", "small shapes"],
+            "notes": f"k-means, {IT} iterations a step over {N} points and {M} centroids of {D} fp32: distances as "
+                     f"(x[:, None] - c[None]).norm(dim=-1), a [{N}, {M}, {D}] fp32 difference (2 GiB) written and read",
+            "twin": "torch.cdist(x, c) (matrix-multiply form)",
+        }, lambda: kmeans(dist_broadcast), lambda: kmeans(torch.cdist))
+
+
+def mha_need_weights():
+    """nn.MultiheadAttention with its default need_weights=True: scores materialised, no flash attention."""
+    B, T, E, H, L = 8, 1024, 1024, 16, 4
+    layers = nn.ModuleList([nn.MultiheadAttention(E, H, batch_first=True, device=dev, dtype=BF16)
+                            for _ in range(L)]).train()
+    x0 = torch.randn(B, T, E, device=dev, dtype=BF16, requires_grad=True)
+    causal = nn.Transformer.generate_square_subsequent_mask(T, device=dev, dtype=BF16)
+
+    def step(need):
+        x = x0
+        for m in layers:
+            a, _ = m(x, x, x, attn_mask=causal, is_causal=True, need_weights=need)  # PLANTED mha_need_weights
+            x = x + a
+        x.float().square().mean().backward()
+
+    blind("mha_need_weights", {
+        "set": 2,
+        "expected": {"family": "attention (unfused, inside nn.MultiheadAttention)",
+                     "ops_any": ["aten::baddbmm", "aten::bmm", "aten::softmax", "aten::_softmax", "aten::matmul"]},
+        "wrong_causes": ["compute-bound", "launch-bound", "small shapes"],
+        "notes": f"{L} nn.MultiheadAttention layers in training (bf16, batch {B}, {T} tokens, {H} heads of {E // H}), "
+                 "forward and backward, called with the default need_weights=True: the [B, H, T, T] weights are "
+                 "materialised (baddbmm, softmax, bmm) and averaged over heads",
+        "twin": "need_weights=False, so the is_causal hint reaches scaled_dot_product_attention (flash)",
+    }, lambda: step(True), lambda: step(False))
+
+
+def gqa_repeat_kv():
+    """Grouped-query decode that repeats K and V per query head (repeat_interleave) before attention."""
+    B, Hq, Hkv, T, D, L, N = 8, 32, 8, 8192, 128, 4, 16
+    r = Hq // Hkv
+    wq = torch.randn(L, Hq * D, Hq * D, device=dev, dtype=BF16) * 0.02
+    kc = [torch.randn(B, Hkv, T, D, device=dev, dtype=BF16) for _ in range(L)]
+    vc = [torch.randn(B, Hkv, T, D, device=dev, dtype=BF16) for _ in range(L)]
+    x0 = torch.randn(B, 1, Hq * D, device=dev, dtype=BF16)
+
+    def attend_repeat(q, k, v):
+        k, v = k.repeat_interleave(r, dim=1), v.repeat_interleave(r, dim=1)  # PLANTED gqa_repeat_kv
+        return F.scaled_dot_product_attention(q, k, v)
+
+    def attend_gqa(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+    def decode(attend):
+        x = x0
+        for _ in range(N):
+            for li in range(L):
+                q = (x @ wq[li]).view(B, 1, Hq, D).transpose(1, 2)
+                x = x + attend(q, kc[li], vc[li]).transpose(1, 2).reshape(B, 1, Hq * D)
+        return x
+
+    with torch.no_grad():
+        blind("gqa_repeat_kv", {
+            "set": 2,
+            "expected": {"family": "copy (repeat_interleave of the KV cache)",
+                         "ops_any": ["aten::repeat_interleave", "aten::index_select", "aten::copy_", "aten::repeat"]},
+            "wrong_causes": ["compute-bound", "launch-bound", "small shapes"],
+            "notes": f"bf16 decode of {N} tokens over a {T}-token cache, batch {B}, {Hq} query heads sharing {Hkv} KV "
+                     f"heads, {L} layers: K and V repeated {r}x per query head every call, then attended",
+            "twin": "scaled_dot_product_attention(..., enable_gqa=True) on the unrepeated cache",
+        }, lambda: decode(attend_repeat), lambda: decode(attend_gqa), steps=3)
+
+
+def categorical_validate():
+    """Sampling through torch.distributions.Categorical: its argument check reads a GPU value every token."""
+    Bs, dh, V, N = 256, 4096, 128256, 32
+    head = torch.randn(dh, V, device=dev, dtype=BF16) * 0.02
+    emb = torch.randn(V, dh, device=dev, dtype=BF16)
+    w1 = torch.randn(dh, dh, device=dev, dtype=BF16) * 0.02
+    h0 = torch.randn(Bs, dh, device=dev, dtype=BF16)
+
+    def decode(validate):
+        torch.manual_seed(0)
+        h = h0
+        for _ in range(N):
+            logits = (h @ head).float()
+            tok = torch.distributions.Categorical(logits=logits, validate_args=validate).sample()  # PLANTED categorical_validate
+            h = F.gelu(emb[tok] @ w1)
+        return h
+
+    with torch.no_grad():
+        blind("categorical_validate", {
+            "set": 2,
+            "expected": {"family": "host synchronisation (argument validation)", "sync": True,
+                         "ops_any": ["aten::is_nonzero", "aten::item", "aten::_local_scalar_dense", "aten::all"]},
+            "wrong_causes": ["compute-bound", "launch-bound / CUDA graphs", "small shapes"],
+            "notes": f"decode of {N} tokens, batch {Bs}, bf16 LM head {dh}x{V}: each token sampled with "
+                     "torch.distributions.Categorical(logits=...), whose default argument validation evaluates "
+                     "a GPU tensor in Python (a host wait every token)",
+            "twin": "Categorical(logits=..., validate_args=False)",
+        }, lambda: decode(None), lambda: decode(False))
+
+
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
-             sort_for_topk, onehot_ce, sdpa_mask_fallback]
+             sort_for_topk, onehot_ce, sdpa_mask_fallback,
+             pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate]
 
 # Public reports of each mistake (found after the capture with the search tool, and added to the
 # truth files then): what users hit, or the framework's own account of the slow path.
@@ -475,6 +610,22 @@ REPORTS = {
     "sdpa_mask_fallback": [
         "https://github.com/keras-team/keras/pull/22910",
         "https://github.com/Dao-AILab/flash-attention/issues/1321"
+    ],
+    "pairwise_broadcast": [
+        "https://discuss.pytorch.org/t/efficient-distance-matrix-computation/9065",
+        "https://github.com/pytorch/pytorch/issues/9406"
+    ],
+    "mha_need_weights": [
+        "https://github.com/pytorch/pytorch/issues/100347",
+        "https://discuss.pytorch.org/t/causal-masking-hint/222699"
+    ],
+    "gqa_repeat_kv": [
+        "https://github.com/karpathy/nanochat/pull/127",
+        "https://github.com/huggingface/transformers/pull/36218"
+    ],
+    "categorical_validate": [
+        "https://github.com/pytorch/pytorch/issues/66800",
+        "https://github.com/pytorch/pytorch/pull/48743"
     ]
 }
 
@@ -483,4 +634,5 @@ if __name__ == "__main__":
     for s in SCENARIOS:
         if not ONLY or s.__name__ in ONLY:
             s()
-            add_truth(f"blind_{s.__name__}", {"reports": REPORTS.get(s.__name__, [])})
+            for sfx, _ in MODES:
+                add_truth(f"blind_{s.__name__}{sfx}", {"reports": REPORTS.get(s.__name__, [])})

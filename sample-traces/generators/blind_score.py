@@ -57,9 +57,12 @@ for f in sorted(os.listdir(TRUTH)):
     planted = truth["cost"]["planted_ms_per_step"]
     profiled = step_ms - twin_step_ms
 
+    # A capture without Python stacks (truth "with_stack": false) has no frame to name: the operator must do.
+    stacks = truth.get("with_stack", True)
+
     def names_it(x):
         text = json.dumps(x)
-        return any(fr in text for fr in frames) and (any(o in text for o in ops) or "attention" in text)
+        return (not stacks or any(fr in text for fr in frames)) and (any(o in text for o in ops) or "attention" in text)
 
     hit = next((x for x in findings if x["severity"] in ("medium", "high") and names_it(x)), None)
     first = findings[0] if findings else None
