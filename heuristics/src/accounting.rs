@@ -215,6 +215,15 @@ pub struct Holder {
     /// A softmax over square `[.., T, T]` inputs with T ≥ [`SCORES_MIN`]: attention scores.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub square_scores: bool,
+    /// GPU time of its operations over square `[.., T, T]` score matrices (T ≥
+    /// [`SCORES_MIN`]): an operand of that shape, or a batched product that makes one. The
+    /// part of attention written out that a fused kernel would not do, ns.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub scores_ns: i64,
+    /// Time the FLOPs of its batched products over score matrices need at the compute peak:
+    /// what a fused attention kernel must still do, ns.
+    #[serde(skip_serializing_if = "is_zero_f")]
+    pub score_flops_ns: f64,
     /// GPU time of its layout-transform kernels (cuDNN's `nchwToNhwc`/`nhwcToNchw` around
     /// tensor-core convolutions on NCHW tensors), ns.
     #[serde(skip_serializing_if = "is_zero")]
@@ -223,6 +232,27 @@ pub struct Holder {
 
 fn is_zero(x: &i64) -> bool {
     *x == 0
+}
+
+fn is_zero_f(x: &f64) -> bool {
+    *x == 0.0
+}
+
+/// Whether an operator's recorded inputs hold a square `[.., T, T]` score matrix (T ≥
+/// [`SCORES_MIN`]) or are a batched product that makes one (`[.., T, D] x [.., D, T]`).
+fn over_scores(dims: &[Vec<u64>]) -> bool {
+    let square = |x: &Vec<u64>| {
+        x.len() >= 3 && x[x.len() - 1] == x[x.len() - 2] && x[x.len() - 1] >= SCORES_MIN
+    };
+    let product = dims.windows(2).any(|w| {
+        let (a, b) = (&w[0], &w[1]);
+        a.len() >= 3
+            && b.len() >= 3
+            && a[a.len() - 1] == b[b.len() - 2]
+            && a[a.len() - 2] == b[b.len() - 1]
+            && a[a.len() - 2] >= SCORES_MIN
+    });
+    dims.iter().take(3).any(square) || product
 }
 
 /// Whether a kernel name is a layout transform between NCHW and NHWC.
@@ -305,6 +335,8 @@ struct Acc {
     modelled_ns: i64,
     matrix_ns: i64,
     square_scores: bool,
+    scores_ns: i64,
+    score_flops_ns: f64,
 }
 
 impl Acc {
@@ -365,6 +397,9 @@ pub(crate) fn accounting(
             .unwrap_or_default();
         let mut holder_of: FxHashMap<u32, u32> =
             modelled_calls.iter().map(|c| (c.0, NONE)).collect();
+        // Whether an operator works on score matrices, by its recorded input dims (a handful
+        // of distinct texts in a trace, each parsed once).
+        let mut scores_of: FxHashMap<u32, bool> = FxHashMap::default();
         for &i in t.device_ops(d) {
             let op = &t.gpu_ops[i as usize];
             if op.start < w.start || op.start >= w.end || !op.is_work() {
@@ -426,9 +461,19 @@ pub(crate) fn accounting(
             if let Some(r) = &mut run {
                 r.3 += dur;
             }
+            let inner = t.index.op_cpu_op.get(i as usize).copied().unwrap_or(NONE);
+            let scores = inner != NONE && {
+                let sid = t.op_args(&t.host_spans[inner as usize]).input_dims;
+                *scores_of
+                    .entry(sid)
+                    .or_insert_with(|| over_scores(&t.input_dims(inner)))
+            };
             let a = &mut accs[h as usize];
             a.gpu_ns += dur;
             a.kernels += 1;
+            if scores {
+                a.scores_ns += dur;
+            }
             if let (Some(m), Some(p)) = (model, &peaks)
                 && call != NONE
                 && !std::mem::replace(&mut counted[call as usize], true)
@@ -455,7 +500,7 @@ pub(crate) fn accounting(
         }
         // The matrix calls' FLOPs and the sorts' bytes (the memory-bound calls' were added above).
         if let Some(p) = &peaks {
-            for &(outer, ns, work, matrix) in &modelled_calls {
+            for &(outer, ns, work, matrix, score_flops) in &modelled_calls {
                 let h = holder_of.get(&outer).copied().unwrap_or(NONE);
                 let Some(a) = accs.get_mut(h as usize) else {
                     continue;
@@ -468,6 +513,7 @@ pub(crate) fn accounting(
                 if matrix {
                     a.matrix_ns += ns;
                 }
+                a.score_flops_ns += score_flops;
             }
         }
         let mut kernels = loose;
@@ -525,6 +571,8 @@ pub(crate) fn accounting(
                         growth(&acc.calls, &steps)
                     },
                     square_scores: acc.square_scores,
+                    scores_ns: acc.scores_ns,
+                    score_flops_ns: acc.score_flops_ns,
                     layout_ns: acc
                         .by_kernel
                         .iter()
@@ -650,8 +698,13 @@ enum Work {
 }
 
 /// The matrix and sort calls of device `d` whose work is modelled: (outer operator, GPU ns,
-/// work, whether it is matrix work).
-fn model_calls(cx: &Scope, matrix: &[(i32, DeviceCalls)], d: i32) -> Vec<(u32, i64, Work, bool)> {
+/// work, whether it is matrix work, the time its FLOPs need at the compute peak when it is a
+/// batched product over score matrices, else 0).
+fn model_calls(
+    cx: &Scope,
+    matrix: &[(i32, DeviceCalls)],
+    d: i32,
+) -> Vec<(u32, i64, Work, bool, f64)> {
     let t = cx.trace;
     let Some(peaks) = peaks_of(t, d) else {
         return Vec::new();
@@ -664,11 +717,23 @@ fn model_calls(cx: &Scope, matrix: &[(i32, DeviceCalls)], d: i32) -> Vec<(u32, i
         let bytes = c.work.elems * c.math.elem_bytes();
         let compute = peaks.tflops(c.math);
         let roof = compute.min(c.work.flops / bytes.max(1.0) * peaks.mem_tbps);
+        // Q·Kᵀ makes a [T, T] score matrix (M = N), P·V and the gradients read one (M = K);
+        // one matrix alone (no batch) is a layer's weight, not attention.
+        let scores = c.work.kind == "gemm"
+            && c.work.mnk.is_some_and(|(m, n, k)| {
+                let one = 2.0 * m as f64 * n as f64 * k as f64;
+                m >= SCORES_MIN && (m == n || m == k) && c.work.flops > 1.5 * one
+            });
         out.push((
             c.outer,
             c.ns,
             Work::Flops(c.work.flops / (roof * 1e3)),
             true,
+            if scores {
+                c.work.flops / (compute * 1e3)
+            } else {
+                0.0
+            },
         ));
     }
     // Sorts: read the keys, write the sorted keys and int64 indices, once each (a radix sort
@@ -676,7 +741,7 @@ fn model_calls(cx: &Scope, matrix: &[(i32, DeviceCalls)], d: i32) -> Vec<(u32, i
     for (span, ns, bytes) in sort_calls(cx, d) {
         let outer = t.outermost_cpu_op(span);
         if outer != NONE && ns > 0 {
-            out.push((outer, ns, Work::Bytes(bytes), false));
+            out.push((outer, ns, Work::Bytes(bytes), false, 0.0));
         }
     }
     out

@@ -364,6 +364,17 @@ impl Rule for CopyHotspots {
         // An operator's own conversions (attention's backward making its inputs contiguous) are
         // not the model's calls to remove.
         match top_caller.as_deref() {
+            // A repeat writes every copy of its input out; a broadcast view reads the one.
+            Some(c) if matches!(c, "aten::repeat_interleave" | "aten::repeat" | "aten::tile") => {
+                advice.push(format!(
+                    "Most of these copies are {c} materialising a repeated tensor: keep it a view (x.expand(...) or indexing with None broadcasts without a copy) and let the consumer broadcast{}.",
+                    if t.strings.lookup("aten::scaled_dot_product_attention").is_some() {
+                        "; for grouped-query attention pass the unrepeated K and V to F.scaled_dot_product_attention(..., enable_gqa=True) (PyTorch 2.5+)"
+                    } else {
+                        ""
+                    }
+                ))
+            }
             Some(c) if converts_its_own_inputs(c) => advice.push(format!(
                 "Most of these copies are made inside {c}, by the operator itself (its inputs are not in the layout or dtype it computes in): pass it inputs laid out as it needs them, or leave them if they cost little."
             )),

@@ -16,7 +16,11 @@
 //! the last operator's output. Its time is those bytes at the best bandwidth an operator of
 //! the chain achieved (at most the HBM peak), plus the largest time one operator spends beyond
 //! its traffic at that rate (fusing removes passes over memory, not a reduction's structure or
-//! fixed costs), and at least the chain's shortest kernel. Impact: the chains' time less that;
+//! fixed costs), and at least the chain's shortest kernel. Where nine tenths or more of an
+//! operator's traffic is a tensor the chain itself makes and consumes (a broadcast
+//! `x[:, None] - y[None]` written only to be reduced), fusing removes that tensor: its excess
+//! counts in the share of its traffic that stays, and it sets no floor. Impact: the chains'
+//! time less that;
 //! reported from 1% of the window.
 
 use super::Rule;
@@ -38,6 +42,20 @@ pub struct Fusion;
 /// dropout) or a copy beside one elementwise operator (a residual add before
 /// `F.layer_norm`): that epilogue only a compiler fuses, and no fused op replaces it.
 const MIN_OPS: usize = 2;
+
+/// An operator whose traffic is at least this share a tensor of the chain's own making moves
+/// that tensor and little else: its slowness is that tensor's. Below it (a BatchNorm backward
+/// reading a fused ReLU's gradient beside its own input), the excess is the operator's.
+const INTERNAL: f64 = 0.9;
+
+/// Below this time at the chain's best bandwidth, a tensor's traffic is lost in a kernel's
+/// fixed costs (launch, tail): fusing it away leaves the kernel as slow, ns.
+const LATENCY_NS: f64 = 10_000.0;
+
+/// A broadcast whose output is this many times the bytes of its inputs is materialising a
+/// product of them (pairwise differences, an outer sum), not an elementwise pass: 8× is far
+/// past what a per-row scale or bias adds.
+const EXPANSION: f64 = 8.0;
 
 /// Whether an operator family counts toward [`MIN_OPS`].
 fn counts(f: Family) -> bool {
@@ -221,8 +239,21 @@ fn price(t: &Trace, m: &DeviceModel, chain: Chain, peak_tbps: Option<f64>) -> Op
     let mut state = 0.0;
     let mut last_out = None;
     let mut prev: Option<&crate::membound::OpModel> = None;
-    for &c in &chain.calls {
+    // Per call, the bytes of its traffic that stay inside the fused kernel: tensors an earlier
+    // operator of the chain wrote, and its own output when a later one reads it.
+    let mut internal: Vec<f64> = Vec::with_capacity(chain.calls.len());
+    for (j, &c) in chain.calls.iter().enumerate() {
         let model = &m.models[m.calls[c as usize].model as usize];
+        let mut inner: f64 = model
+            .inputs
+            .iter()
+            .filter(|s| produced.contains(s))
+            .map(|&s| bytes(s))
+            .sum();
+        if j + 1 < chain.calls.len() && model.in_place.is_none() {
+            inner += model.output.map_or(0.0, bytes);
+        }
+        internal.push(inner);
         let mut inputs = model.inputs.as_slice();
         let mut counted = false;
         if let (Some(reads), Some(own)) = (model.in_place, model.output) {
@@ -260,15 +291,44 @@ fn price(t: &Trace, m: &DeviceModel, chain: Chain, peak_tbps: Option<f64>) -> Op
     // largest such excess once (a BatchNorm backward stays as slow beside the ReLU backward
     // fused into it; a hand-written LayerNorm's broadcast multiplies leave a fused one at
     // its measured 30 µs, not the 16 µs its traffic needs).
+    // Where most of an operator's traffic is a tensor the chain makes and consumes (a
+    // broadcast `x[:, None] - y[None]` written only to be reduced), its slowness is that
+    // tensor's, and fusing removes the tensor: its excess counts in the share of its traffic
+    // that stays.
     let excess = chain
         .calls
         .iter()
-        .map(|&c| {
+        .zip(&internal)
+        .map(|(&c, &inner)| {
             let c = &m.calls[c as usize];
-            c.ns as f64 - m.models[c.model as usize].bytes() / best
+            let b = m.models[c.model as usize].bytes();
+            let stays = if b > 0.0 && inner >= INTERNAL * b && inner / best >= LATENCY_NS {
+                ((b - inner) / b).clamp(0.0, 1.0)
+            } else {
+                1.0
+            };
+            (c.ns as f64 - b / best) * stays
         })
         .fold(0.0, f64::max);
-    let fused_ns = ((fused_bytes / best + excess) as i64).max(shortest);
+    // A fused kernel is no faster than the shortest kernel of the chain, unless most of that
+    // kernel's traffic is what fusing removes.
+    let outward = |(&c, &inner): (&u32, &f64)| {
+        inner < INTERNAL * m.models[m.calls[c as usize].model as usize].bytes()
+            || inner / best < LATENCY_NS
+    };
+    let floor = if chain.calls.iter().zip(&internal).all(outward) {
+        shortest
+    } else {
+        chain
+            .calls
+            .iter()
+            .zip(&internal)
+            .filter(|&x| outward(x))
+            .map(|(&c, _)| m.calls[c as usize].ns)
+            .min()
+            .unwrap_or(0)
+    };
+    let fused_ns = ((fused_bytes / best + excess) as i64).max(floor);
     Some(Priced {
         chain,
         ns,
@@ -398,6 +458,8 @@ struct Kinds {
     backward: bool,
     /// Saving in optimizer chains, ns.
     optimizer_ns: i64,
+    /// Saving in chains that broadcast into a much larger tensor and reduce it, ns.
+    expand_ns: i64,
     /// Saving in all chains, ns.
     saving_ns: i64,
     frames: Vec<String>,
@@ -482,8 +544,23 @@ fn finding(cx: &Ctx, m: &DeviceModel, priced: &[Priced]) -> Option<Finding> {
                 // alone is a mean, a softmax's sum or a sampler's normalisation, not a norm.
                 kinds.norm |= families.contains(&Family::Reduction)
                     && has(&["rsqrt", "sqrt", "var", "std"]);
-                kinds.activation |= has(&["tanh", "erf", "sigmoid", "exp"]);
+                // An activation formula reduces nothing; exp beside a reduction is a softmax
+                // or logsumexp (torch.logsumexp itself runs as such a chain).
+                kinds.activation |= has(&["tanh", "erf", "sigmoid", "exp"])
+                    && !families.contains(&Family::Reduction);
             }
+        }
+        // A broadcast that writes a tensor many times larger than what it reads, reduced
+        // later in the same chain: the intermediate exists only to be shrunk again.
+        let expands = c.calls.iter().enumerate().any(|(j, &k)| {
+            let md = &m.models[m.calls[k as usize].model as usize];
+            let read: f64 = md.inputs.iter().map(|&x| m.shapes[x as usize].bytes()).sum();
+            md.output.is_some_and(|o| {
+                m.shapes[o as usize].bytes() >= EXPANSION * read.max(1.0)
+            }) && families[j + 1..].contains(&Family::Reduction)
+        });
+        if expands {
+            kinds.expand_ns += p.saving();
         }
         if c.calls.iter().any(|&k| m.calls[k as usize].optimizer != NONE)
             || families.contains(&Family::Optimizer)
@@ -612,6 +689,9 @@ fn advice(k: &Kinds) -> Vec<String> {
     // The optimizer's advice leads when its chains hold most of the saving.
     if 2 * k.optimizer_ns >= k.saving_ns && k.optimizer_ns > 0 {
         out.push(optimizer.to_string());
+    }
+    if 2 * k.expand_ns >= k.saving_ns && k.expand_ns > 0 {
+        out.push("A broadcast (x[:, None] - y[None] and the like) writes a tensor many times larger than its inputs only for a reduction to shrink it: compute the result without it, torch.cdist for distances, a matrix product for dot products and squared distances (|x|² + |y|² - 2·x·yᵀ), or torch.compile, which fuses the broadcast into the reduction.".to_string());
     }
     if k.norm {
         out.push("A hand-written norm (mean, subtract, variance, rsqrt, scale): use the fused op, nn.LayerNorm / F.layer_norm, nn.RMSNorm / F.rms_norm (PyTorch 2.4+) or F.group_norm: one kernel forward, one or two backward.".to_string());

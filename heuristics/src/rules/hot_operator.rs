@@ -219,24 +219,57 @@ fn unfused_attention(cx: &Ctx, acct: &DeviceAccounting) -> Option<(Option<String
         .find(|f| f.family == OpFamily::UnfusedAttention && f.share >= HOT_SHARE)?;
     let frame = (fr.frame != crate::accounting::NO_FRAME).then(|| fr.frame.clone());
     let hs: Vec<&Holder> = acct.holders.iter().filter(|h| h.frame == frame).collect();
-    // The attention FLOPs are the matmuls'; a fused kernel runs them at the attention roof.
-    let fused: f64 = hs
+    // Autograd runs the backward pass outside the user's frames: when this frame is the only
+    // one writing attention out, the backward work over score matrices is its gradient.
+    let only = acct
+        .frames
         .iter()
-        .filter(|h| h.family == OpFamily::Matmul)
-        .filter_map(|h| h.ideal_ns)
-        .sum::<f64>()
-        / ACHIEVABLE_ATTENTION;
-    let attention_ns: i64 = hs
-        .iter()
-        .filter(|h| {
-            matches!(
-                h.family,
-                OpFamily::Matmul | OpFamily::Softmax | OpFamily::Elementwise | OpFamily::Index
-            )
-        })
-        .map(|h| h.gpu_ns)
-        .sum();
+        .filter(|f| f.family == OpFamily::UnfusedAttention && f.share >= HOT_SHARE)
+        .count()
+        == 1;
+    let backward: Vec<&Holder> = if only && frame.is_some() {
+        acct.holders
+            .iter()
+            .filter(|h| h.frame.is_none() && h.scores_ns > 0 && is_backward(&h.op))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let scores_ns: i64 = hs.iter().chain(&backward).map(|h| h.scores_ns).sum();
+    let (fused, attention_ns) = if scores_ns > 0 {
+        // The work over score matrices (their products, softmax, masking, scaling, copies),
+        // against the score products' FLOPs in a fused kernel at the attention roof; the
+        // projections around them stay as they are.
+        let flops: f64 = hs.iter().chain(&backward).map(|h| h.score_flops_ns).sum();
+        (flops / ACHIEVABLE_ATTENTION, scores_ns)
+    } else {
+        // Without recorded shapes: the frame's matmuls at the attention roof.
+        let fused = hs
+            .iter()
+            .filter(|h| h.family == OpFamily::Matmul)
+            .filter_map(|h| h.ideal_ns)
+            .sum::<f64>()
+            / ACHIEVABLE_ATTENTION;
+        let ns = hs
+            .iter()
+            .filter(|h| {
+                matches!(
+                    h.family,
+                    OpFamily::Matmul | OpFamily::Softmax | OpFamily::Elementwise | OpFamily::Index
+                )
+            })
+            .map(|h| h.gpu_ns)
+            .sum();
+        (fused, ns)
+    };
     let impact = (attention_ns as f64 - fused).max(0.0) as i64;
+    // The attention's own share: a frame also runs the projections around it, and without
+    // Python stacks every operator is under the one frame.
+    let share = if scores_ns > 0 {
+        attention_ns as f64 / acct.gpu_ns.max(1) as f64
+    } else {
+        fr.share
+    };
     let d = acct.device;
     let mut f = new_finding(
         cx,
@@ -245,26 +278,54 @@ fn unfused_attention(cx: &Ctx, acct: &DeviceAccounting) -> Option<(Option<String
         format!(
             "attention written out{} holds {:.0}% of GPU {d}'s time: matmuls, softmax and elementwise passes over the score matrix in HBM",
             at(&frame),
-            100.0 * fr.share
+            100.0 * share
         ),
         impact,
         Confidence::Medium,
-        format!(
-            "{} under this frame in matmul, softmax and elementwise operators; the matmuls' FLOPs need {} in a fused attention kernel at {:.0}% of the roof; impact: the difference",
-            fmt_ns(attention_ns),
-            fmt_ns(fused as i64),
-            100.0 * ACHIEVABLE_ATTENTION
-        ),
+        if scores_ns > 0 {
+            format!(
+                "{} in operators over [.., T, T] score matrices under this frame{}; the score products' FLOPs need {} in a fused attention kernel at {:.0}% of the roof; impact: the difference",
+                fmt_ns(attention_ns),
+                if backward.is_empty() {
+                    ""
+                } else {
+                    " and in their backward"
+                },
+                fmt_ns(fused as i64),
+                100.0 * ACHIEVABLE_ATTENTION
+            )
+        } else {
+            format!(
+                "{} under this frame in matmul, softmax and elementwise operators; the matmuls' FLOPs need {} in a fused attention kernel at {:.0}% of the roof; impact: the difference",
+                fmt_ns(attention_ns),
+                fmt_ns(fused as i64),
+                100.0 * ACHIEVABLE_ATTENTION
+            )
+        },
     );
     f.subject = Some(format!("unfused attention{}", at(&frame)));
     f.breakdown = same_frame_rows(cx, acct, frame.as_deref());
     f.advice = advice(OpFamily::UnfusedAttention, false, "", "");
+    // nn.MultiheadAttention writes attention out itself when asked for its weights.
+    if cx
+        .trace
+        .strings
+        .matching(|n| n.contains("multi_head_attention_forward"))
+        .contains(&true)
+    {
+        f.advice.insert(0, "nn.MultiheadAttention (multi_head_attention_forward in the Python stacks) computes its attention this way when it returns the attention weights, and need_weights=True is its default: call it with need_weights=False (with is_causal=True beside a causal attn_mask) so it runs F.scaled_dot_product_attention.".into());
+    }
     f.metrics = metrics([
         ("gpu_ns", attention_ns as f64),
-        ("share", fr.share),
+        ("share", share),
         ("fused_estimate_ns", fused),
     ]);
     Some((frame, f))
+}
+
+/// Whether a holder is autograd's backward work (a `...Backward0` node or the engine's span).
+fn is_backward(op: &str) -> bool {
+    op.starts_with("autograd::engine") || op.contains("Backward")
 }
 
 fn masked_attention(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
