@@ -117,6 +117,7 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
         findings.retain(|f| ABOUT_THE_MACHINE.contains(&f.rule));
     }
     graphs_need_fixed_shapes(&mut findings);
+    graph_advice_agrees(&mut findings);
     let mut summary = summary;
     // The verdict names what bounds the run; when a costlier problem of another kind ranks
     // first, say so, or "GPU-bound" would read as "nothing to fix".
@@ -231,10 +232,40 @@ fn graphs_need_fixed_shapes(findings: &mut [Finding]) {
             f.advice.retain(|a| {
                 a != rules::launch_bound::GRAPH_ADVICE
                     && a != rules::launch_bound::GRAPH_ADVICE_CUDA
+                    && !a.starts_with(rules::launch_bound::VARYING_SHAPES_ADVICE)
             });
             f.advice.insert(0, format!(
                 "Shapes change call over call here ({what} costs more every call, see hot_operator): a CUDA graph replays fixed shapes, so fix the growth first, or pad to a few fixed sizes."
             ));
+        }
+    }
+}
+
+/// Where the launch_bound finding rules CUDA graphs out on a device (the syncs it names, or
+/// shapes that change call to call), idle_gaps' launch-overhead advice on that device drops
+/// its graph clause: two findings must not disagree about the same gaps.
+fn graph_advice_agrees(findings: &mut [Finding]) {
+    let no_graphs: Vec<Option<i32>> = findings
+        .iter()
+        .filter(|f| {
+            f.rule == rules::launch_bound::ID
+                && !f.advice.iter().any(|a| {
+                    a == rules::launch_bound::GRAPH_ADVICE
+                        || a == rules::launch_bound::GRAPH_ADVICE_CUDA
+                })
+        })
+        .map(|f| f.device)
+        .collect();
+    for f in findings
+        .iter_mut()
+        .filter(|f| f.rule == rules::idle_gaps::ID && no_graphs.contains(&f.device))
+    {
+        for a in &mut f.advice {
+            if a == idle::LAUNCH_OVERHEAD {
+                *a = "The GPU finishes each kernel faster than the host launches the next: batch more work per kernel (larger batch) or fuse operators with torch.compile; the launch_bound finding says why a CUDA graph would not help here.".into();
+            } else if a == idle::LAUNCH_OVERHEAD_CUDA {
+                *a = "The GPU finishes each kernel faster than the host launches the next: give each kernel more work (fuse small kernels, process more elements per launch); the launch_bound finding says why a CUDA graph would not help here.".into();
+            }
         }
     }
 }

@@ -3,6 +3,13 @@
 use super::CauseKind;
 use crate::phases::Workload;
 
+/// The advice for gaps of launch overhead in a PyTorch program (taken back by the analysis
+/// where the launch_bound finding rules CUDA graphs out).
+pub const LAUNCH_OVERHEAD: &str = "The GPU finishes each kernel faster than the host launches the next: batch more work per kernel (larger batch), fuse operators with torch.compile, or replay the step as a CUDA graph (torch.compile(mode=\"reduce-overhead\") or torch.cuda.CUDAGraph).";
+
+/// The same, for a program that is not PyTorch.
+pub const LAUNCH_OVERHEAD_CUDA: &str = "The GPU finishes each kernel faster than the host launches the next: give each kernel more work (fuse small kernels, process more elements per launch), or capture the launch sequence once as a CUDA graph (cudaStreamBeginCapture ... cudaGraphLaunch) and replay it.";
+
 /// Advice for a measured leaf of a category: the concrete change, not the class. Where the
 /// work can go depends on the program: a training loop has DataLoader workers, a server or
 /// a script does not; and a program that is not PyTorch gets it in CUDA's terms.
@@ -54,7 +61,7 @@ pub fn advice(kind: CauseKind, leaf: &str, workload: Workload, pytorch: bool) ->
         CauseKind::Autotune => format!(
             "{leaf}: cuDNN autotuning (`torch.backends.cudnn.benchmark=True`) runs again for every new input shape. Keep shapes fixed (pad or bucket sizes, `drop_last=True`) or set `cudnn.benchmark=False` when shapes vary."
         ),
-        CauseKind::LaunchOverhead => "The GPU finishes each kernel faster than the host launches the next: batch more work per kernel (larger batch), fuse operators with torch.compile, or replay the step as a CUDA graph (torch.compile(mode=\"reduce-overhead\") or torch.cuda.CUDAGraph).".to_string(),
+        CauseKind::LaunchOverhead => LAUNCH_OVERHEAD.to_string(),
         CauseKind::CpuOp => {
             if training {
                 format!(
@@ -140,7 +147,7 @@ fn cuda_advice(kind: CauseKind, leaf: &str, l: &str) -> Option<String> {
         CauseKind::ModuleLoad => format!(
             "{leaf}: first-call cost (context creation, lazy module loading, library handles, JIT): run a warm-up iteration before the measured region (and capture only that region: cudaProfilerStart/Stop with nsys --capture-range=cudaProfilerApi); `CUDA_MODULE_LOADING=EAGER` moves module loading to start-up."
         ),
-        CauseKind::LaunchOverhead => "The GPU finishes each kernel faster than the host launches the next: give each kernel more work (fuse small kernels, process more elements per launch), or capture the launch sequence once as a CUDA graph (cudaStreamBeginCapture ... cudaGraphLaunch) and replay it.".to_string(),
+        CauseKind::LaunchOverhead => LAUNCH_OVERHEAD_CUDA.to_string(),
         CauseKind::Untraced if !leaf.starts_with(super::NO_CPU_DATA) => {
             "Host time the profiler did not break down: capture with CPU sampling and OS runtime tracing (nsys -s cpu -t cuda,nvtx,osrt) or NVTX ranges around the host's phases.".to_string()
         }

@@ -22,7 +22,7 @@ mod advice;
 mod attribute;
 mod calls;
 
-pub use advice::advice;
+pub use advice::{LAUNCH_OVERHEAD, LAUNCH_OVERHEAD_CUDA, advice};
 
 use crate::scope::Scope;
 use crate::window::{WindowSource, for_each_busy};

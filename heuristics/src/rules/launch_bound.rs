@@ -35,6 +35,10 @@ const MIN_SHARE: f64 = 0.03;
 /// by the analysis where shapes change call over call, as [`GRAPH_ADVICE`] is).
 pub const GRAPH_ADVICE_CUDA: &str = "Capture the launch sequence once as a CUDA graph (cudaStreamBeginCapture ... cudaStreamEndCapture, cudaGraphInstantiate) and replay it with cudaGraphLaunch: one launch then queues every kernel.";
 
+/// How the advice begins where the operator whose kernels wait most runs on many shapes a step
+/// (a hot_operator finding's growth, when there is one, says it more precisely and replaces it).
+pub const VARYING_SHAPES_ADVICE: &str = "Shapes change call to call here";
+
 /// The advice to replay the step as a CUDA graph (taken back by the analysis where shapes
 /// change call over call).
 pub const GRAPH_ADVICE: &str = "Replay the step as a CUDA graph: torch.compile(mode=\"reduce-overhead\"), or torch.cuda.CUDAGraph around a static-shape step; one launch then queues every kernel.";
@@ -239,8 +243,24 @@ impl Rule for LaunchBound {
                     syncing.join("; ")
                 ));
             }
+            // A graph replays the shapes it captured: where the operator whose kernels wait
+            // most runs on many shapes a step, that comes first.
+            let varying = top.first().and_then(|&(name, _)| {
+                let shapes = shapes_per_step(cx, dev, name)?;
+                Some(format!(
+                    "{VARYING_SHAPES_ADVICE} ({} ran on {shapes:.0} distinct input shapes a step): a CUDA graph replays the shapes it captured, so each new shape is a new capture; pad to a few fixed sizes, or remove what varies, before replaying the step as a graph.",
+                    name_or(t, name, "(no operator)")
+                ))
+            });
             // A graph cannot capture the syncs that hold most of it: no graph advice then.
-            f.advice.extend(if sync_bound { Vec::new() } else if !cx.pytorch() { vec![
+            f.advice.extend(if sync_bound { Vec::new() } else if let Some(v) = varying { vec![
+                v,
+                if cx.pytorch() {
+                    "Or give each kernel more work: a larger batch, or torch.compile to fuse the elementwise chains into fewer kernels.".into()
+                } else {
+                    "Or give each kernel more work: fuse small kernels, process more elements per launch.".into()
+                },
+            ] } else if !cx.pytorch() { vec![
                 GRAPH_ADVICE_CUDA.into(),
                 "Or give each kernel more work: fuse small kernels, process more elements per launch.".into(),
             ] } else { vec![
@@ -262,3 +282,33 @@ impl Rule for LaunchBound {
         out
     }
 }
+
+/// Distinct input shapes a step, on average, of the starved kernels' operator `name` when they
+/// are at least [`VARYING_SHAPES`] (a model's layers run a handful; a loop that grows a
+/// sequence or routes a variable number of tokens runs a new one every call); `None` when
+/// fewer, or when the trace records no shapes.
+fn shapes_per_step(cx: &Ctx, dev: &crate::starved::DeviceStarved, name: u32) -> Option<f64> {
+    let t = cx.trace;
+    if name == tracehound_parsers::NONE {
+        return None;
+    }
+    let mut seen: rustc_hash::FxHashSet<u32> = Default::default();
+    for s in dev.launch_bound() {
+        let outer = t.index.op_outer_cpu_op[s.op as usize];
+        if outer == tracehound_parsers::NONE || t.host_spans[outer as usize].name != name {
+            continue;
+        }
+        let dims = t.op_args(&t.host_spans[outer as usize]).input_dims;
+        if !t.str(dims).is_empty() {
+            seen.insert(dims);
+        }
+    }
+    let w = &cx.window;
+    let steps = t.steps.iter().filter(|s| s.end > w.start && s.start < w.end).count().max(1);
+    let per = seen.len() as f64 / steps as f64;
+    (per >= VARYING_SHAPES).then_some(per)
+}
+
+/// Distinct input shapes a step from which an operator's shapes vary call to call.
+const VARYING_SHAPES: f64 = 32.0;
+
