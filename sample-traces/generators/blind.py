@@ -568,9 +568,132 @@ def categorical_validate():
         }, lambda: decode(None), lambda: decode(False))
 
 
+# ---------------------------------------------------------------- third set
+# Captured after the changes the second set led to (2026-12-05), to score the rules on mistakes
+# they have not met, before any change is made for them.
+
+def float64_numpy():
+    """Weights and inputs built from NumPy arrays (float64 by default): the GPU math runs in FP64."""
+    import numpy as np
+    torch.backends.cuda.matmul.allow_tf32 = True
+    N, d, L = 8192, 2048, 4
+    rng = np.random.default_rng(0)
+    w64 = [torch.from_numpy(rng.standard_normal((d, d)) * 0.02).to(dev) for _ in range(L)]
+    x64 = torch.from_numpy(rng.standard_normal((N, d))).to(dev)
+    w32, x32 = [w.float() for w in w64], x64.float()
+
+    def forward(x, ws):
+        for w in ws:
+            x = torch.tanh(x @ w)  # PLANTED float64_numpy
+        return x
+
+    with torch.no_grad():
+        blind("float64_numpy", {
+            "set": 3,
+            "expected": {"family": "FP64 matrix math (NumPy's default dtype)",
+                         "ops_any": ["aten::matmul", "aten::mm"], "dtype": "double"},
+            "planted_source_note": "the mistake is the float64 dtype of tensors made with torch.from_numpy; the "
+                                   "time is held by the matmuls of forward()",
+            "wrong_causes": ["compute-bound without naming FP64", "launch-bound", "small shapes"],
+            "notes": f"{L} layers of tanh(x @ w), x [{N}, {d}], w [{d}, {d}], all float64 because they were made "
+                     "from NumPy arrays; TF32 allowed",
+            "twin": "the same tensors as float32 (.float()), TF32 allowed",
+        }, lambda: forward(x64, w64), lambda: forward(x32, w32))
+
+
+def unfold_conv():
+    """A 3x3 convolution written as F.unfold (im2col) and a matmul instead of F.conv2d."""
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    B, C, H, W, L = 64, 128, 56, 56, 4
+    ws = [torch.randn(C, C, 3, 3, device=dev) * 0.02 for _ in range(L)]
+    x0 = torch.randn(B, C, H, W, device=dev)
+
+    def conv_unfold(x, w):
+        cols = F.unfold(x, 3, padding=1)  # PLANTED unfold_conv
+        return (w.view(C, -1) @ cols).view(B, C, H, W)  # PLANTED unfold_conv
+
+    def net(conv):
+        x = x0
+        for w in ws:
+            x = F.relu(conv(x, w))
+        return x
+
+    with torch.no_grad():
+        blind("unfold_conv", {
+            "set": 3,
+            "expected": {"family": "im2col copy and a batched matmul in place of a convolution",
+                         "ops_any": ["aten::im2col", "aten::unfold", "aten::matmul", "aten::bmm"]},
+            "wrong_causes": ["launch-bound", "small shapes"],
+            "notes": f"{L} 3x3 convolutions, {C} channels, batch {B}, {H}x{W}, fp32 with TF32: each an F.unfold "
+                     f"writing a [{B}, {C * 9}, {H * W}] column tensor and a matmul over it",
+            "twin": "F.conv2d(x, w, padding=1) (cuDNN)",
+        }, lambda: net(conv_unfold), lambda: net(lambda x, w: F.conv2d(x, w, padding=1)))
+
+
+def per_sample_loop():
+    """A per-sample Python loop, torch.stack([f(x[i]) for i in range(B)]), instead of one batched call."""
+    B, d = 256, 1024
+    w1 = torch.randn(d, d, device=dev) * 0.02
+    w2 = torch.randn(d, d, device=dev) * 0.02
+    x = torch.randn(B, d, device=dev)
+
+    def f(v):
+        return torch.tanh(v @ w1) @ w2
+
+    def mistake():
+        return torch.stack([f(x[i]) for i in range(B)])  # PLANTED per_sample_loop
+
+    with torch.no_grad():
+        blind("per_sample_loop", {
+            "set": 3,
+            "expected": {"family": "launch-bound per-sample loop", "ops_any": ["aten::matmul", "aten::tanh", "aten::stack"]},
+            "wrong_causes": ["compute-bound", "memory-bound"],
+            "notes": f"batch {B}: a two-layer map ({d}x{d} fp32) applied sample by sample in a Python loop and stacked",
+            "twin": "f(x) on the whole batch",
+        }, mistake, lambda: f(x))
+
+
+def unique_counts():
+    """Label counts with torch.unique(return_counts=True): a sort and a host wait per call."""
+    N, C, IT, d = 1 << 22, 1000, 8, 4096
+    labels = torch.randint(0, C, (IT, N), device=dev)
+    w = torch.randn(d, d, device=dev, dtype=BF16) * 0.02
+    h0 = torch.randn(2048, d, device=dev, dtype=BF16)
+
+    def mistake():
+        h, out = h0, []
+        for i in range(IT):
+            h = torch.tanh(h @ w)
+            _, counts = torch.unique(labels[i], return_counts=True)  # PLANTED unique_counts
+            out.append(counts.float().mean())
+        return torch.stack(out), h
+
+    def twin():
+        h, out = h0, []
+        for i in range(IT):
+            h = torch.tanh(h @ w)
+            c = torch.bincount(labels[i], minlength=C)
+            out.append(c.sum() / (c > 0).sum())
+        return torch.stack(out), h
+
+    with torch.no_grad():
+        blind("unique_counts", {
+            "set": 3,
+            "expected": {"family": "sort + host synchronisation (torch.unique)", "sync": True,
+                         "ops_any": ["aten::unique", "aten::_unique2", "aten::unique_dim", "aten::sort"]},
+            "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound"],
+            "notes": f"{IT} times a step: a bf16 [2048, {d}] x [{d}, {d}] matmul and the mean count of {N} labels "
+                     f"over {C} classes by torch.unique(return_counts=True), which sorts and must tell the host "
+                     "how many values it found",
+            "twin": "torch.bincount(labels, minlength=C): no sort, no host wait",
+        }, mistake, twin)
+
+
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
              sort_for_topk, onehot_ce, sdpa_mask_fallback,
-             pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate]
+             pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate,
+             float64_numpy, unfold_conv, per_sample_loop, unique_counts]
 
 # Public reports of each mistake (found after the capture with the search tool, and added to the
 # truth files then): what users hit, or the framework's own account of the slow path.
@@ -626,6 +749,22 @@ REPORTS = {
     "categorical_validate": [
         "https://github.com/pytorch/pytorch/issues/66800",
         "https://github.com/pytorch/pytorch/pull/48743"
+    ],
+    "float64_numpy": [
+        "https://github.com/dingo-gw/dingo/pull/55",
+        "https://openillumi.com/en/en-pytorch-double-expected-float-fix"
+    ],
+    "unfold_conv": [
+        "https://discuss.pytorch.org/t/make-custom-conv2d-layer-efficient-wrt-speed-and-memory/70175",
+        "https://github.com/AlexeyAB/darknet/issues/2775"
+    ],
+    "per_sample_loop": [
+        "https://docs.pytorch.org/tutorials/intermediate/per_sample_grads.html",
+        "https://github.com/kornia/kornia/pull/3823"
+    ],
+    "unique_counts": [
+        "https://github.com/pytorch/pytorch/issues/107132",
+        "https://docs.pytorch.org/docs/stable/generated/torch.unique.html"
     ]
 }
 

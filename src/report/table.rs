@@ -42,7 +42,7 @@ fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
     if shown.is_empty() {
         let _ = writeln!(
             s,
-            "  No findings: nothing in this trace costs measurable GPU time."
+            "  No findings: no rule found time to save in this trace (see the summary for where the time goes)."
         );
     } else {
         findings_header(s);

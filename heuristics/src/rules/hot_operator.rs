@@ -19,6 +19,9 @@
 //! holds [`HOT_SHARE`]: the kernels compute the masked half too, and a mask rules out the
 //! flash kernels; impact = its time beyond half its FLOPs at the attention roof, what a causal
 //! kernel would take (stated as such: the trace does not record the mask's values).
+//! `F.unfold`/`F.fold` called by the program (outermost `aten::im2col`/`aten::col2im`) holding
+//! [`HOT_SHARE`] is reported with its whole time: the column tensor it writes exists only for
+//! a matmul that a convolution computes without it.
 //! Convolutions whose cuDNN layout transforms (`nchwToNhwc`/`nhwcToNchw`) take at least
 //! [`LAYOUT_SHARE`] of the GPU time are reported with those kernels' time as the impact.
 
@@ -86,6 +89,9 @@ fn at(frame: &Option<String>) -> String {
 }
 
 fn holder_finding(cx: &Ctx, acct: &DeviceAccounting, h: &Holder) -> Option<Finding> {
+    if matches!(h.op.as_str(), "aten::im2col" | "aten::col2im") {
+        return Some(column_tensor(cx, acct, h));
+    }
     // Copies and casts are copy_hotspots', optimizers optimizer_overhead's, collectives
     // exposed_communication's, runtime copies pageable_memcpy's.
     if matches!(
@@ -185,6 +191,43 @@ fn holder_finding(cx: &Ctx, acct: &DeviceAccounting, h: &Holder) -> Option<Findi
     ]);
     f.metrics.retain(|_, v| v.is_finite());
     Some(f)
+}
+
+/// `F.unfold` (im2col) or `F.fold` (col2im) called by the program itself, not under a
+/// convolution: the column tensor, every k×k patch of the input written out, exists only for a
+/// matmul to read it back, and a convolution computes the same product without it (an
+/// implicit GEMM). Impact: the operator's whole time.
+fn column_tensor(cx: &Ctx, acct: &DeviceAccounting, h: &Holder) -> Finding {
+    let d = acct.device;
+    let mut f = new_finding(
+        cx,
+        ID,
+        Some(d),
+        format!(
+            "{}{} holds {:.0}% of GPU {d}'s time writing out a column tensor (F.unfold/F.fold) that a convolution never materialises",
+            shown(&h.op),
+            at(&h.frame),
+            100.0 * h.share
+        ),
+        h.gpu_ns,
+        Confidence::Medium,
+        format!(
+            "{} in {} calls ({} kernels, most in {}); im2col writes every patch of its input, kernel_size² times its size, for the matmul that follows to read back; impact: its whole time",
+            fmt_ns(h.gpu_ns),
+            h.calls,
+            h.kernels,
+            crate::names::short_name(&h.top_kernel, 80)
+        ),
+    );
+    f.subject = Some(format!("{}{}", shown(&h.op), at(&h.frame)));
+    f.breakdown = same_frame_rows(cx, acct, h.frame.as_deref());
+    f.advice = vec!["A convolution written as F.unfold and a matmul: F.conv2d / nn.Conv2d (or F.conv1d, F.conv3d) computes the same product in cuDNN without writing the patches out; for non-overlapping patches (a patch embedding, stride equal to the kernel), a Conv2d with that stride, or a reshape and permute, needs no copy of each patch either.".into()];
+    f.metrics = metrics([
+        ("gpu_ns", h.gpu_ns as f64),
+        ("share", h.share),
+        ("calls", h.calls as f64),
+    ]);
+    f
 }
 
 /// The holders under one frame, as breakdown rows.

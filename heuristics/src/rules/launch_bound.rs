@@ -172,6 +172,16 @@ impl Rule for LaunchBound {
                 g.1 += ns;
             }
             f.breakdown = rows_by_time(cx, groups, starved_ns);
+            // Each operator's line: the innermost user frame of its first sampled call, and
+            // the one that called it (a per-sample loop's line calls the function whose
+            // operators wait).
+            for r in &mut f.breakdown {
+                let span = by_name
+                    .iter()
+                    .filter(|&(&name, _)| name_or(t, name, "(no operator)") == r.label)
+                    .find_map(|(_, g)| g.2.first().copied());
+                r.python_frame = span.and_then(|s| user_frames(t, s));
+            }
             f.instances = stretches
                 .iter()
                 .take(cx.config.max_instances)
@@ -252,6 +262,27 @@ impl Rule for LaunchBound {
                     name_or(t, name, "(no operator)")
                 ))
             });
+            // One operator waiting many times a step from one line is a Python loop of small
+            // calls: if its iterations are independent, one batched call removes the launches.
+            let steps = t
+                .steps
+                .iter()
+                .filter(|s| s.end > w.start && s.start < w.end)
+                .count()
+                .max(1);
+            if !sync_bound
+                && varying.is_none()
+                && cx.pytorch()
+                && let Some(&(name, (n, _))) = top.first()
+                && n as usize / steps >= LOOP_CALLS
+                && let Some(at) = f.breakdown.first().and_then(|r| r.python_frame.clone())
+            {
+                f.advice.push(format!(
+                    "{} waits {} times a step at {at}: a Python loop of small calls. Iterations over independent items (samples, images, heads) batch into one call (stack the inputs, or torch.vmap(f)), which removes the launches rather than their cost; iterations that depend on each other (layers, decode steps, per-parameter updates) cannot be batched: make each call larger or replay them as a graph.",
+                    name_or(t, name, "(no operator)"),
+                    n as usize / steps
+                ));
+            }
             // A graph cannot capture the syncs that hold most of it: no graph advice then.
             f.advice.extend(if sync_bound { Vec::new() } else if let Some(v) = varying { vec![
                 v,
@@ -283,6 +314,26 @@ impl Rule for LaunchBound {
     }
 }
 
+/// The innermost user Python frame above span `i`, with its caller's when there is one
+/// (`model.py(12): f ← train.py(40): step`).
+fn user_frames(t: &tracehound_parsers::Trace, i: u32) -> Option<String> {
+    let mut found: Vec<&str> = Vec::new();
+    for a in std::iter::once(i).chain(t.ancestors(i)) {
+        let s = &t.host_spans[a as usize];
+        if s.kind == tracehound_parsers::HostKind::Python && t.is_user_frame_name(s.name) {
+            found.push(t.str(s.name));
+            if found.len() == 2 {
+                break;
+            }
+        }
+    }
+    match found.as_slice() {
+        [] => t.user_frame(i).map(str::to_string),
+        [one] => Some(one.to_string()),
+        [inner, outer, ..] => Some(format!("{inner} ← {outer}")),
+    }
+}
+
 /// Distinct input shapes a step, on average, of the starved kernels' operator `name` when they
 /// are at least [`VARYING_SHAPES`] (a model's layers run a handful; a loop that grows a
 /// sequence or routes a variable number of tokens runs a new one every call); `None` when
@@ -308,6 +359,9 @@ fn shapes_per_step(cx: &Ctx, dev: &crate::starved::DeviceStarved, name: u32) -> 
     let per = seen.len() as f64 / steps as f64;
     (per >= VARYING_SHAPES).then_some(per)
 }
+
+/// Starved kernels a step of one operator from which the operator is called in a loop.
+const LOOP_CALLS: usize = 64;
 
 /// Distinct input shapes a step from which an operator's shapes vary call to call.
 const VARYING_SHAPES: f64 = 32.0;

@@ -8,14 +8,17 @@
 //! architecture the kernels were built for); the impact is that time less what the same math
 //! needs at the GPU's TF32 (FP16 before 8.0) rate, by the datasheet ratio of the two peaks.
 //! Misaligned half-precision GEMMs fall back to kernels that cannot use the fastest tensor-core
-//! paths (`align1` in their names); their impact is the time beyond 70% of the roof.
+//! paths (`align1` in their names); their impact is the time beyond 70% of the roof. Matrix
+//! operators with float64 inputs (recorded input types) run at the FP64 peak, a fraction of
+//! TF32's: their impact is the time beyond the same FLOPs in TF32 (FP32 without it) at 70% of
+//! that peak, stated as conditional on the algorithm not needing FP64.
 
 use super::Rule;
 use crate::context::{Ctx, new_finding, rows_by_time};
-use crate::finding::{Confidence, Finding, fmt_ns, metrics};
+use crate::finding::{Confidence, Finding, Row, fmt_ns, metrics};
 use crate::hardware::{Math, MathUnit, peaks_for};
 use crate::names::{name_or, short_name, span_name_id};
-use crate::roofline::time_at_roof_ns;
+use crate::roofline::{ACHIEVABLE, time_at_roof_ns};
 use std::collections::BTreeMap;
 
 /// The rule's id: in its findings, their stable ids and `--rules`.
@@ -36,13 +39,14 @@ impl Rule for TensorCores {
     }
 
     fn description(&self) -> &'static str {
-        "FP32 GEMMs and convolutions on CUDA cores, and half-precision GEMMs with dimensions not multiples of 8"
+        "FP32 GEMMs and convolutions on CUDA cores, FP64 matrix math, and half-precision GEMMs with dimensions not multiples of 8"
     }
 
     fn check(&self, cx: &Ctx) -> Vec<Finding> {
         let mut out = Vec::new();
         for d in cx.trace.devices() {
             out.extend(fp32_on_cuda_cores(cx, d));
+            out.extend(fp64_matrix_math(cx, d));
             out.extend(misaligned_half(cx, d));
         }
         out
@@ -171,6 +175,115 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
         ("tensor_core_share", tc as f64 / matrix as f64),
         ("kernels", n as f64),
         ("peak_ratio", ratio),
+    ]);
+    Some(f)
+}
+
+/// Matrix operators whose inputs are float64: the FP64 rate is a fraction of FP32's (with
+/// TF32, of TF32's), and in a PyTorch program float64 usually comes from NumPy, whose arrays
+/// are float64 by default and keep that dtype through torch.from_numpy. Impact: their time
+/// beyond what the same FLOPs need in TF32 (FP32 without it) at the achievable 70% of that
+/// peak. Only with the GPU's peaks known.
+fn fp64_matrix_math(cx: &Ctx, d: i32) -> Option<Finding> {
+    let t = cx.trace;
+    let gpu = t.meta.gpus.iter().find(|g| g.id == d)?;
+    let p = peaks_for(&gpu.name, gpu.memory_bytes)?;
+    let target = if p.tf32.is_some() {
+        Math::Tf32
+    } else {
+        Math::Fp32
+    };
+    let (mut time, mut flops, mut impact) = (0i64, 0f64, 0f64);
+    // By operator, shape and the user's Python frame (the line to change).
+    let mut groups: BTreeMap<(String, Option<String>), (u64, i64)> = BTreeMap::new();
+    for c in cx
+        .matrix_calls(d)
+        .calls
+        .iter()
+        .filter(|c| c.math == Math::Fp64)
+    {
+        time += c.ns;
+        flops += c.work.flops;
+        let bytes = c.work.elems * target.elem_bytes();
+        impact += (c.ns as f64
+            - time_at_roof_ns(&p, target, c.work.flops, bytes, false) / ACHIEVABLE)
+            .max(0.0);
+        let g = groups
+            .entry((
+                format!(
+                    "{} fp64 {}",
+                    t.str(t.host_spans[c.op as usize].name),
+                    c.work.shape
+                ),
+                t.user_frame(c.outer).map(str::to_string),
+            ))
+            .or_default();
+        g.0 += 1;
+        g.1 += c.ns;
+    }
+    if time == 0 || cx.window.share(time) < MIN_SHARE || p.fp64 <= 0.0 {
+        return None;
+    }
+    let achieved = flops / time as f64 / 1e3;
+    let mut f = new_finding(
+        cx,
+        ID,
+        Some(d),
+        format!(
+            "FP64 matrix math: {} of GEMM time in double precision at {achieved:.0} TFLOP/s ({:.0}% of the {}'s FP64 peak of {:.0})",
+            fmt_ns(time),
+            100.0 * achieved / p.fp64,
+            p.model,
+            p.fp64
+        ),
+        impact as i64,
+        if cx.pytorch() {
+            Confidence::Medium
+        } else {
+            Confidence::Low
+        },
+        format!(
+            "matrix operators with float64 inputs; {}: FP64 {:.0} vs {} {:.0} TFLOP/s; impact = their time beyond what the same FLOPs need in {} at {:.0}% of its peak (if the algorithm does not need FP64)",
+            p.model,
+            p.fp64,
+            target.label().to_uppercase(),
+            p.tflops(target),
+            target.label().to_uppercase(),
+            100.0 * ACHIEVABLE
+        ),
+    );
+    f.subject = Some("fp64".into());
+    let mut rows: Vec<Row> = groups
+        .into_iter()
+        .map(|((label, frame), (count, ns))| Row {
+            label,
+            count,
+            time_ns: ns,
+            bytes: None,
+            python_frame: frame,
+            cause: None,
+            share: Some(ns as f64 / time.max(1) as f64),
+        })
+        .collect();
+    rows.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.label.cmp(&b.label)));
+    rows.truncate(cx.config.max_rows);
+    f.breakdown = rows;
+    f.advice = if cx.pytorch() {
+        vec![
+            "Tensors made from NumPy arrays (torch.from_numpy, torch.tensor(ndarray)) keep NumPy's float64 default, and so does everything computed from them: convert at the source (.float(), dtype=torch.float32, or float32 arrays) and allow TF32 (torch.set_float32_matmul_precision(\"high\")), or run in bf16 under torch.autocast. Keep float64 only where the algorithm needs it (an ill-conditioned solve, a long accumulation).".into(),
+        ]
+    } else {
+        vec![format!(
+            "Where the algorithm tolerates it, run these GEMMs in FP32 with TF32 tensor-core math (cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32) or in mixed precision (FP32 or BF16 products, FP64 accumulation or iterative refinement where accuracy needs it): the {}'s FP64 peak is {:.0} TFLOP/s against {:.0}.",
+            p.model,
+            p.fp64,
+            p.tflops(target)
+        )]
+    };
+    f.metrics = metrics([
+        ("fp64_ns", time as f64),
+        ("fp64_tflops", achieved),
+        ("fp64_peak_tflops", p.fp64),
     ]);
     Some(f)
 }
