@@ -182,17 +182,32 @@ pub(crate) fn rows_by_time(
     groups: impl IntoIterator<Item = (String, (u64, i64))>,
     total_ns: i64,
 ) -> Vec<crate::finding::Row> {
+    rows_with_frames(
+        cx,
+        groups.into_iter().map(|(l, v)| ((l, None), v)),
+        total_ns,
+    )
+}
+
+/// [`rows_by_time`] from `((label, Python frame), (count, time))` groups.
+pub(crate) fn rows_with_frames(
+    cx: &Ctx,
+    groups: impl IntoIterator<Item = ((String, Option<String>), (u64, i64))>,
+    total_ns: i64,
+) -> Vec<crate::finding::Row> {
     let mut rows: Vec<crate::finding::Row> = groups
         .into_iter()
-        .map(|(label, (count, time_ns))| crate::finding::Row {
-            label,
-            count,
-            time_ns,
-            bytes: None,
-            python_frame: None,
-            cause: None,
-            share: Some(time_ns as f64 / total_ns.max(1) as f64),
-        })
+        .map(
+            |((label, python_frame), (count, time_ns))| crate::finding::Row {
+                label,
+                count,
+                time_ns,
+                bytes: None,
+                python_frame,
+                cause: None,
+                share: Some(time_ns as f64 / total_ns.max(1) as f64),
+            },
+        )
         .collect();
     rows.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.label.cmp(&b.label)));
     rows.truncate(cx.config.max_rows);

@@ -14,8 +14,8 @@
 //! that peak, stated as conditional on the algorithm not needing FP64.
 
 use super::Rule;
-use crate::context::{Ctx, new_finding, rows_by_time};
-use crate::finding::{Confidence, Finding, Row, fmt_ns, metrics};
+use crate::context::{Ctx, new_finding, rows_by_time, rows_with_frames};
+use crate::finding::{Confidence, Finding, fmt_ns, metrics};
 use crate::hardware::{Math, MathUnit, peaks_for};
 use crate::names::{name_or, short_name, span_name_id};
 use crate::roofline::{ACHIEVABLE, time_at_roof_ns};
@@ -253,21 +253,7 @@ fn fp64_matrix_math(cx: &Ctx, d: i32) -> Option<Finding> {
         ),
     );
     f.subject = Some("fp64".into());
-    let mut rows: Vec<Row> = groups
-        .into_iter()
-        .map(|((label, frame), (count, ns))| Row {
-            label,
-            count,
-            time_ns: ns,
-            bytes: None,
-            python_frame: frame,
-            cause: None,
-            share: Some(ns as f64 / time.max(1) as f64),
-        })
-        .collect();
-    rows.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.label.cmp(&b.label)));
-    rows.truncate(cx.config.max_rows);
-    f.breakdown = rows;
+    f.breakdown = rows_with_frames(cx, groups, time);
     f.advice = if cx.pytorch() {
         vec![
             "Tensors made from NumPy arrays (torch.from_numpy, torch.tensor(ndarray)) keep NumPy's float64 default, and so does everything computed from them: convert at the source (.float(), dtype=torch.float32, or float32 arrays) and allow TF32 (torch.set_float32_matmul_precision(\"high\")), or run in bf16 under torch.autocast. Keep float64 only where the algorithm needs it (an ill-conditioned solve, a long accumulation).".into(),
