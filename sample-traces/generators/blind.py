@@ -690,10 +690,136 @@ def unique_counts():
         }, mistake, twin)
 
 
+# ---------------------------------------------------------------- fourth set
+# Captured after the third set's changes (2026-12-05) and scored as they stand: mistakes close to
+# the families the rules now know (a broadcast reduced, attention by einsum, a loop over heads,
+# a broadcast made contiguous), to see whether what was built generalises.
+
+def broadcast_dot():
+    """Similarities as (a[:, None] * b[None]).sum(-1) instead of a @ b.T."""
+    torch.backends.cuda.matmul.allow_tf32 = True
+    N, M, D, IT = 2048, 2048, 128, 4
+    a0 = torch.randn(N, D, device=dev)
+    b = torch.randn(M, D, device=dev)
+
+    def sim_broadcast(x, y):
+        return (x[:, None] * y[None]).sum(-1)  # PLANTED broadcast_dot
+
+    def step(sim):
+        a = a0
+        for _ in range(IT):
+            a = a + 0.01 * sim(a, b).softmax(-1) @ b
+        return a
+
+    with torch.no_grad():
+        blind("broadcast_dot", {
+            "set": 4,
+            "expected": {"family": "broadcast elementwise + reduction (materialised [N, M, D] product)",
+                         "ops_any": ["aten::mul", "aten::sum"]},
+            "wrong_causes": ["compute-bound", "launch-bound", "small shapes"],
+            "notes": f"{IT} iterations a step of similarities between {N} and {M} fp32 vectors of {D}, as "
+                     f"(a[:, None] * b[None]).sum(-1): a [{N}, {M}, {D}] product (2 GiB) written and summed",
+            "twin": "a @ b.T (TF32 allowed)",
+        }, lambda: step(sim_broadcast), lambda: step(lambda x, y: x @ y.T))
+
+
+def einsum_attention():
+    """Attention written with torch.einsum and a softmax instead of scaled_dot_product_attention."""
+    B, H, T, D, L = 4, 16, 2048, 64, 4
+    d = H * D
+    w_qkv = torch.randn(L, d, 3 * d, device=dev, dtype=BF16) * 0.02
+    x0 = torch.randn(B, T, d, device=dev, dtype=BF16)
+
+    def attend_einsum(q, k, v):
+        s = torch.einsum("bhqd,bhkd->bhqk", q, k) * D ** -0.5  # PLANTED einsum_attention
+        return torch.einsum("bhqk,bhkd->bhqd", s.softmax(-1), v)  # PLANTED einsum_attention
+
+    def forward(attend):
+        x = x0
+        for li in range(L):
+            q, k, v = (x @ w_qkv[li]).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4)
+            x = x + attend(q, k, v).transpose(1, 2).reshape(B, T, d)
+        return x
+
+    with torch.no_grad():
+        blind("einsum_attention", {
+            "set": 4,
+            "expected": {"family": "attention (unfused, by einsum)",
+                         "ops_any": ["aten::einsum", "aten::bmm", "aten::softmax", "aten::_softmax"]},
+            "wrong_causes": ["compute-bound", "launch-bound", "small shapes"],
+            "notes": f"bf16 self-attention forward, {L} layers, batch {B}, {T} tokens, {H} heads of {D}, scores and "
+                     "output by torch.einsum around a softmax",
+            "twin": "F.scaled_dot_product_attention(q, k, v)",
+        }, lambda: forward(attend_einsum), lambda: forward(F.scaled_dot_product_attention))
+
+
+def per_head_loop():
+    """Per-head projections as a Python loop over nn.Linear modules instead of one Linear."""
+    B, T, d, H, L = 16, 256, 1024, 16, 6
+    hd = d // H
+    heads = [nn.ModuleList([nn.Linear(d, hd) for _ in range(H)]).to(dev, BF16) for _ in range(L)]
+    fused = []
+    for hs in heads:
+        lin = nn.Linear(d, d).to(dev, BF16)
+        with torch.no_grad():
+            lin.weight.copy_(torch.cat([h.weight for h in hs]))
+            lin.bias.copy_(torch.cat([h.bias for h in hs]))
+        fused.append(lin)
+    x0 = torch.randn(B, T, d, device=dev, dtype=BF16)
+
+    def loop(x, hs):
+        return torch.cat([h(x) for h in hs], -1)  # PLANTED per_head_loop
+
+    def forward(layer):
+        x = x0
+        for li in range(L):
+            x = torch.tanh(layer(x, li))
+        return x
+
+    with torch.no_grad():
+        blind("per_head_loop", {
+            "set": 4,
+            "expected": {"family": "launch-bound loop over independent heads", "ops_any": ["aten::linear", "aten::addmm", "aten::cat"]},
+            "wrong_causes": ["compute-bound", "memory-bound"],
+            "notes": f"{L} layers, each {H} per-head nn.Linear({d}, {hd}) called in a Python loop and concatenated, "
+                     f"bf16, {B}x{T} tokens",
+            "twin": f"one nn.Linear({d}, {d}) per layer holding the same weights",
+        }, lambda: forward(lambda x, li: loop(x, heads[li])), lambda: forward(lambda x, li: fused[li](x)))
+
+
+def expand_contiguous_mask():
+    """An attention bias expanded to [B, H, T, T] and made contiguous every call instead of broadcast."""
+    B, H, T, D, L = 8, 16, 1024, 64, 4
+    d = H * D
+    w_qkv = torch.randn(L, d, 3 * d, device=dev, dtype=BF16) * 0.02
+    x0 = torch.randn(B, T, d, device=dev, dtype=BF16)
+    bias = torch.randn(T, T, device=dev, dtype=BF16)
+
+    def forward(full):
+        x = x0
+        for li in range(L):
+            q, k, v = (x @ w_qkv[li]).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4)
+            m = bias.expand(B, H, T, T).contiguous() if full else bias  # PLANTED expand_contiguous_mask
+            x = x + F.scaled_dot_product_attention(q, k, v, attn_mask=m).transpose(1, 2).reshape(B, T, d)
+        return x
+
+    with torch.no_grad():
+        blind("expand_contiguous_mask", {
+            "set": 4,
+            "expected": {"family": "copy (a broadcast made contiguous)",
+                         "ops_any": ["aten::contiguous", "aten::clone", "aten::copy_"]},
+            "wrong_causes": ["compute-bound", "launch-bound", "small shapes"],
+            "notes": f"bf16 attention with an additive [{T}, {T}] bias, {L} layers, batch {B}, {H} heads: the bias "
+                     f"expanded to [{B}, {H}, {T}, {T}] and made contiguous (256 MiB) every call",
+            "twin": "the [T, T] bias passed as is (SDPA broadcasts it)",
+        }, lambda: forward(True), lambda: forward(False))
+
+
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
              sort_for_topk, onehot_ce, sdpa_mask_fallback,
              pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate,
-             float64_numpy, unfold_conv, per_sample_loop, unique_counts]
+             float64_numpy, unfold_conv, per_sample_loop, unique_counts,
+             broadcast_dot, einsum_attention, per_head_loop, expand_contiguous_mask]
 
 # Public reports of each mistake (found after the capture with the search tool, and added to the
 # truth files then): what users hit, or the framework's own account of the slow path.
@@ -765,6 +891,22 @@ REPORTS = {
     "unique_counts": [
         "https://github.com/pytorch/pytorch/issues/107132",
         "https://docs.pytorch.org/docs/stable/generated/torch.unique.html"
+    ],
+    "broadcast_dot": [
+        "https://github.com/torch/torch7/issues/1174",
+        "https://github.com/pytorch/pytorch/issues/9406"
+    ],
+    "einsum_attention": [
+        "https://github.com/lucidrains/muse-maskgit-pytorch/issues/35",
+        "https://github.com/lucidrains/x-transformers/issues/136"
+    ],
+    "per_head_loop": [
+        "https://github.com/karpathy/nanoGPT/issues/536",
+        "https://github.com/eubinean/the-clean-transformer/issues/13"
+    ],
+    "expand_contiguous_mask": [
+        "https://github.com/ByteDance-Seed/Depth-Anything-3/pull/268",
+        "https://github.com/pytorch/pytorch/issues/116472"
     ]
 }
 
