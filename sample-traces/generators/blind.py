@@ -815,11 +815,146 @@ def expand_contiguous_mask():
         }, lambda: forward(True), lambda: forward(False))
 
 
+# ---------------------------------------------------------------- fifth set
+# Captured after the fourth set's baseline and the host-check change of sync_stalls
+# (2026-12-05), scored before any change for them: a Python assert on a GPU tensor (the
+# host-check pricing meets a check it was not written against), RMSNorm written out, FP32
+# matmuls without TF32, and a DataLoader building batches in the training process.
+
+def isfinite_assert():
+    """A finiteness assert in Python after every layer: its kernels and a host wait per layer."""
+    N, d, L = 16384, 2048, 8
+    ws = [torch.randn(d, d, device=dev, dtype=BF16) * 0.02 for _ in range(L)]
+    x0 = torch.randn(N, d, device=dev, dtype=BF16)
+
+    def forward(check):
+        x = x0
+        for w in ws:
+            x = F.gelu(x @ w)
+            if check:
+                assert torch.isfinite(x).all(), "non-finite activation"  # PLANTED isfinite_assert
+        return x
+
+    with torch.no_grad():
+        blind("isfinite_assert", {
+            "set": 5,
+            "expected": {"family": "host check (a Python assert on a GPU tensor)", "sync": True,
+                         "ops_any": ["aten::isfinite", "aten::all", "aten::is_nonzero"]},
+            "wrong_causes": ["compute-bound", "launch-bound / CUDA graphs", "small shapes"],
+            "notes": f"{L} layers of gelu(x @ w), x [{N}, {d}] bf16, each followed by "
+                     "assert torch.isfinite(x).all(): the check's kernels and a host wait per layer",
+            "twin": "the same forward without the assert",
+        }, lambda: forward(True), lambda: forward(False))
+
+
+def rmsnorm_manual():
+    """RMSNorm written out in Python (upcast, pow, mean, rsqrt, multiply, downcast) instead of F.rms_norm."""
+    N, d, L, eps = 8192, 4096, 8, 1e-6
+    ws = [torch.randn(d, d, device=dev, dtype=BF16) * 0.02 for _ in range(L)]
+    g = torch.ones(d, device=dev, dtype=BF16)
+    x0 = torch.randn(N, d, device=dev, dtype=BF16)
+
+    def rms_manual(x):
+        h = x.to(torch.float32)
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)  # PLANTED rmsnorm_manual
+        return g * h.to(x.dtype)  # PLANTED rmsnorm_manual
+
+    def forward(norm):
+        x = x0
+        for w in ws:
+            x = x + norm(x) @ w
+        return x
+
+    with torch.no_grad():
+        blind("rmsnorm_manual", {
+            "set": 5,
+            "expected": {"family": "norm written out (unfused elementwise and a reduction)",
+                         "ops_any": ["aten::to", "aten::pow", "aten::mean", "aten::rsqrt", "aten::mul"]},
+            "wrong_causes": ["compute-bound", "launch-bound", "small shapes"],
+            "notes": f"{L} pre-norm residual layers x + rms(x) @ w, x [{N}, {d}] bf16, RMSNorm as in many "
+                     "model files: upcast to fp32, pow, mean, rsqrt, multiply, downcast, weight",
+            "twin": "F.rms_norm(x, (d,), g, eps)",
+        }, lambda: forward(rms_manual), lambda: forward(lambda x: F.rms_norm(x, (d,), g, eps)))
+
+
+def fp32_no_tf32():
+    """An fp32 model trained with TF32 off (PyTorch's default for matmuls): FP32 GEMMs without tensor cores."""
+    d, B, L = 4096, 4096, 4
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(d, d), nn.GELU()) for _ in range(L)]).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-4)
+    x = torch.randn(B, d, device=dev)
+
+    def step(tf32):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        loss = model(x).pow(2).mean()  # PLANTED fp32_no_tf32
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    blind("fp32_no_tf32", {
+        "set": 5,
+        "expected": {"family": "FP32 matrix math without tensor cores (TF32 off)",
+                     "ops_any": ["aten::linear", "aten::addmm", "aten::mm", "AddmmBackward0"]},
+        "planted_source_note": "the mistake is the missing torch.backends.cuda.matmul.allow_tf32 = True (or "
+                               "torch.set_float32_matmul_precision('high')); the time is held by the matmuls of "
+                               "step()'s forward and backward",
+        "wrong_causes": ["compute-bound without naming FP32/TF32", "launch-bound", "small shapes"],
+        "notes": f"SGD training of {L} fp32 Linear({d}, {d}) + GELU layers, batch {B}, TF32 off for matmuls",
+        "twin": "the same step with torch.backends.cuda.matmul.allow_tf32 = True",
+    }, lambda: step(False), lambda: step(True))
+
+
+def loader_in_process():
+    """A DataLoader with num_workers=0 builds every batch in the training process while the GPU waits."""
+
+    class Images(torch.utils.data.Dataset):
+        def __len__(self):
+            return 1 << 30
+
+        def __getitem__(self, i):
+            img = torch.rand(3, 64, 64, generator=torch.Generator().manual_seed(i))
+            img = (img - 0.5) / 0.25
+            return img.flip(-1) if i % 2 else img, i % 100
+
+    loader = torch.utils.data.DataLoader(Images(), batch_size=256, num_workers=0)
+    batches = iter(loader)
+    model = nn.Sequential(
+        nn.Conv2d(3, 64, 3, 1, 1), nn.ReLU(), nn.Conv2d(64, 128, 3, 2, 1), nn.ReLU(),
+        nn.Conv2d(128, 256, 3, 2, 1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(256, 100),
+    ).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    xg = torch.randn(256, 3, 64, 64, device=dev)
+    yg = torch.randint(0, 100, (256,), device=dev)
+
+    def step(load):
+        if load:
+            x, y = next(batches)  # PLANTED loader_in_process
+            x, y = x.to(dev), y.to(dev)
+        else:
+            x, y = xg, yg
+        with torch.autocast("cuda", BF16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    blind("loader_in_process", {
+        "set": 5,
+        "expected": {"family": "input pipeline on the training thread (DataLoader, num_workers=0)",
+                     "ops_any": ["enumerate(DataLoader)", "_SingleProcessDataLoaderIter", "__next__"]},
+        "wrong_causes": ["compute-bound", "launch-bound / CUDA graphs", "small shapes"],
+        "notes": "a small bf16 convnet trained on 256 3x64x64 images a step, each batch made by a DataLoader with "
+                 "num_workers=0 whose dataset builds every image with torch ops on the CPU",
+        "twin": "the same step on a batch already on the GPU",
+    }, lambda: step(True), lambda: step(False))
+
+
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
              sort_for_topk, onehot_ce, sdpa_mask_fallback,
              pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate,
              float64_numpy, unfold_conv, per_sample_loop, unique_counts,
-             broadcast_dot, einsum_attention, per_head_loop, expand_contiguous_mask]
+             broadcast_dot, einsum_attention, per_head_loop, expand_contiguous_mask,
+             isfinite_assert, rmsnorm_manual, fp32_no_tf32, loader_in_process]
 
 # Public reports of each mistake (found after the capture with the search tool, and added to the
 # truth files then): what users hit, or the framework's own account of the slow path.
