@@ -606,3 +606,151 @@ fn a_per_sample_loop_is_launch_bound_at_its_loop_line() {
     );
     assert!(steps > 0);
 }
+
+// The fourth set (`set: 4`): captured after the third set's changes and scored before any
+// change for it (blind-set.md); these hold what it showed.
+
+#[test]
+fn the_fourth_set_is_named_at_its_lines_with_its_costs() {
+    for v in ["", "_nostack"] {
+        let stack = v.is_empty();
+        // A broadcast product written only to be summed: a matrix product.
+        let (t, a, steps, _) = mistake(&format!("broadcast_dot{v}"));
+        let f = naming(&a, "unfused_elementwise", &["aten::mul", "aten::sum"]);
+        assert!(text(f).contains("a matrix product for dot products"), "{f}");
+        if stack {
+            assert!(text(f).contains(&planted_frame(&t)), "{f}");
+        }
+        within(per_step_ms(f, steps), planted_ms(&t), 0.25, "broadcast_dot");
+        // Attention by einsum: attention written out, priced on its score matrices.
+        let (t, a, steps, _) = mistake(&format!("einsum_attention{v}"));
+        let f = &findings(&a)[0];
+        assert_eq!(f["rule"], "hot_operator", "{f}");
+        assert!(
+            text(f).contains("attention written out") && text(f).contains("aten::einsum"),
+            "{f}"
+        );
+        within(per_step_ms(f, steps), planted_ms(&t), 0.25, "einsum_attention");
+        // An expanded bias made contiguous: the [B, H, T, T] copy at its line.
+        let (t, a, steps, _) = mistake(&format!("expand_contiguous_mask{v}"));
+        let f = &findings(&a)[0];
+        assert_eq!(f["rule"], "copy_hotspots", "{f}");
+        assert!(text(f).contains("[8, 16, 1024, 1024]"), "{f}");
+        within(per_step_ms(f, steps), planted_ms(&t), 0.25, "expand_contiguous_mask");
+        // A loop over heads: launch-bound at the loop, advised to batch the heads. Its launches
+        // are slower under the profiler, so the capture's own twin is the measure.
+        let (t, a, steps, file) = mistake(&format!("per_head_loop{v}"));
+        let f = &findings(&a)[0];
+        assert_eq!(f["rule"], "launch_bound", "{f}");
+        assert!(text(f).contains("aten::linear"), "{f}");
+        // The loop advice needs the loop's line, which only a capture with stacks records.
+        if stack {
+            assert!(
+                text(f).contains(&planted_frame(&t)) && text(f).contains("heads"),
+                "{f}"
+            );
+        }
+        let (_, mistake_ms) = profiled_steps(&file);
+        let (_, twin_ms) = profiled_steps(&format!("h200_blind_per_head_loop{v}_twin.pt.trace.json.gz"));
+        within(per_step_ms(f, steps), mistake_ms - twin_ms, 0.25, "per_head_loop");
+    }
+}
+
+// The fifth set (`set: 5`): captured after the host-check pricing of sync_stalls was written
+// against `categorical_validate` (set 2), scored before the changes it then led to.
+
+#[test]
+fn a_host_check_is_priced_with_its_kernels_and_its_waits() {
+    // Argument validation in torch.distributions (set 2), and a Python assert (set 5) that the
+    // pricing was not written against.
+    for (name, ops) in [
+        ("categorical_validate", ["aten::eq", "aten::all"]),
+        ("categorical_validate_nostack", ["aten::eq", "aten::all"]),
+        ("isfinite_assert", ["aten::isfinite", "aten::all"]),
+        ("isfinite_assert_nostack", ["aten::isfinite", "aten::all"]),
+    ] {
+        let (t, a, steps, _) = mistake(name);
+        let f = naming(&a, "sync_stalls", &[ops[0], ops[1], "aten::is_nonzero"]);
+        let s = text(f);
+        assert!(s.contains("host checks"), "{name}: {s}");
+        assert!(
+            s.contains("validate_args=False") && s.contains("torch._assert_async"),
+            "{name}: {s}"
+        );
+        assert!(!s.contains("boolean-mask index"), "{name}: {s}");
+        if t["with_stack"] != false {
+            assert!(s.contains(&planted_frame(&t)), "{name}: {s}");
+        }
+        within(per_step_ms(f, steps), planted_ms(&t), 0.25, name);
+    }
+    // Without the check, no sync to name.
+    for v in ["", "_nostack"] {
+        let twin = analyze(&format!("h200_blind_isfinite_assert{v}_twin.pt.trace.json.gz"));
+        assert!(
+            !findings(&twin).iter().any(|f| f["rule"] == "sync_stalls"),
+            "{}",
+            twin["findings"]
+        );
+    }
+}
+
+#[test]
+fn fp32_matmuls_without_tf32_are_named_at_their_line() {
+    for name in ["fp32_no_tf32", "fp32_no_tf32_nostack"] {
+        let (t, a, steps, _) = mistake(name);
+        let f = &findings(&a)[0];
+        assert_eq!(f["rule"], "tensor_cores", "{name}: {f}");
+        let s = text(f);
+        assert!(s.contains("FP32") && s.contains("allow_tf32"), "{name}: {s}");
+        if t["with_stack"] != false {
+            assert!(s.contains(&planted_frame(&t)), "{name}: {s}");
+        }
+        within(per_step_ms(f, steps), planted_ms(&t), 0.25, name);
+    }
+    let twin = analyze("h200_blind_fp32_no_tf32_twin.pt.trace.json.gz");
+    assert!(
+        !findings(&twin).iter().any(|f| f["rule"] == "tensor_cores"),
+        "{}",
+        twin["findings"]
+    );
+}
+
+#[test]
+fn rmsnorm_written_out_is_priced_against_one_fused_pass() {
+    for name in ["rmsnorm_manual", "rmsnorm_manual_nostack"] {
+        let (t, a, steps, _) = mistake(name);
+        let f = &findings(&a)[0];
+        assert_eq!(f["rule"], "unfused_elementwise", "{name}: {f}");
+        let s = text(f);
+        assert!(
+            s.contains("aten::pow") && s.contains("aten::mean") && s.contains("F.rms_norm"),
+            "{name}: {s}"
+        );
+        if t["with_stack"] != false {
+            assert!(s.contains(&planted_frame(&t)), "{name}: {s}");
+        }
+        within(per_step_ms(f, steps), planted_ms(&t), 0.25, name);
+    }
+}
+
+#[test]
+fn a_dataloader_in_the_training_process_is_named_as_input_bound() {
+    for name in ["loader_in_process", "loader_in_process_nostack"] {
+        let (t, a, steps, _) = mistake(name);
+        let f = &findings(&a)[0];
+        assert_eq!(f["rule"], "idle_gaps", "{name}: {f}");
+        let s = text(f);
+        assert!(
+            s.contains("data loading") && s.contains("num_workers"),
+            "{name}: {s}"
+        );
+        assert!(
+            a["summary"]["verdict"]
+                .as_str()
+                .is_some_and(|v| v.starts_with("input-bound")),
+            "{name}: {}",
+            a["summary"]["verdict"]
+        );
+        within(per_step_ms(f, steps), planted_ms(&t), 0.25, name);
+    }
+}

@@ -185,8 +185,9 @@ fn shared_samples_keep_their_ids() {
                 v.push(format!("underfilled_kernels/gpu{g}"));
             }
             // Adagrad's per-parameter updates (addcmul_, sqrt, add_, addcdiv_ per tensor):
-            // just above 1% of the window on these ranks, just below on the others.
-            if [0, 2, 4, 6, 7].contains(&g) {
+            // just above 1% of the window on these ranks, just below on the others (rank 5
+            // reaches it with its loss chain, whose first copy fills a converted tensor).
+            if [0, 2, 4, 5, 6, 7].contains(&g) {
                 v.push(format!("unfused_elementwise/gpu{g}"));
             }
             v

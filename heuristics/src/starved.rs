@@ -17,6 +17,9 @@
 //!   that synchronised;
 //! - otherwise the host was simply slower than the GPU at issuing work: **launch-bound**.
 //!
+//! A memset or copy that restarts the GPU after a sync drained the queue is the first of the
+//! chain too: code after `.item()` often starts with an allocation's memset or a small copy.
+//!
 //! The launch_bound rule reports the second set, the sync_stalls rule the first. Gaps from the
 //! threshold up are the idle_gaps rule's, which names drains of its own. Kernels replayed from
 //! a CUDA graph (`cudaGraphLaunch`) are left out: a replay queues all of them at once.
@@ -26,7 +29,7 @@
 use crate::blocking::BlockingCalls;
 use crate::scope::Scope;
 use rustc_hash::FxHashMap;
-use tracehound_parsers::{NONE, Trace};
+use tracehound_parsers::{GpuOpKind, NONE, Trace};
 
 /// A sync that returned at most this long before the gap began drained the queue: the host
 /// wakes a few µs after the GPU finishes; 20 µs covers the wake-up and the return path. The
@@ -43,7 +46,8 @@ pub const CHAIN_KERNELS: usize = 16;
 /// One kernel that started after a short gap with nothing queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Starved {
-    /// GPU op index of the kernel.
+    /// GPU op index of the kernel (of a memset or copy for a drained gap before one, which
+    /// the sync's chain counts like a kernel).
     pub op: u32,
     /// The idle time before it, ns (`start - busy end`).
     pub gap_ns: i64,
@@ -248,8 +252,44 @@ pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
         for (started, &(i, th, launch_start)) in ks.iter().enumerate() {
             let op = &t.gpu_ops[i as usize];
             while oi < dev_ops.len() && t.gpu_ops[dev_ops[oi] as usize].start < op.start {
-                let o = &t.gpu_ops[dev_ops[oi] as usize];
+                let oidx = dev_ops[oi];
+                let o = &t.gpu_ops[oidx as usize];
                 if o.is_work() {
+                    // A memset or copy that restarts an idle GPU after a sync drained the
+                    // queue (the `aten::empty`/`zero_` or input copy at the top of the code
+                    // after `.item()`): its gap is the sync's, and the kernels after it
+                    // continue the sync's chain.
+                    if o.kind != GpuOpKind::Kernel
+                        && busy_end != i64::MIN
+                        && o.start > busy_end
+                        && o.start >= w.start
+                        && o.start < w.end
+                    {
+                        if let Some(sp) = t
+                            .index
+                            .op_launch
+                            .get(oidx as usize)
+                            .filter(|&&l| l != NONE)
+                            .map(|&l| &t.host_spans[l as usize])
+                        {
+                            let thread = (sp.pid, sp.tid);
+                            let direct = syncs.drained_by(thread, busy_end, sp.start);
+                            if direct != NONE {
+                                let s = &t.host_spans[direct as usize];
+                                let (gap, budget) = (o.start - busy_end, s.end - s.start);
+                                chain = Some((direct, thread, CHAIN_KERNELS, budget));
+                                if gap < threshold && gap <= budget {
+                                    chain = Some((direct, thread, CHAIN_KERNELS - 1, budget - gap));
+                                    dev.starved.push(Starved {
+                                        op: oidx,
+                                        gap_ns: gap,
+                                        latency_ns: o.start - sp.start,
+                                        drained_by: direct,
+                                    });
+                                }
+                            }
+                        }
+                    }
                     busy_end = busy_end.max(o.end);
                 }
                 oi += 1;

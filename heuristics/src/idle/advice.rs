@@ -26,9 +26,13 @@ pub fn advice(kind: CauseKind, leaf: &str, workload: Workload, pytorch: bool) ->
     };
     match kind {
         CauseKind::HostSync => {
-            let what = if l.contains("aten::item") || l.contains("aten::_local_scalar_dense") {
+            let what = if l.contains("aten::bincount") {
+                "`torch.bincount` on the GPU reads the input's largest value on the host to size its result: where the number of bins is known, count with `index_add_`/`scatter_add_` into `torch.zeros(n)`, which never waits"
+            } else if l.contains("aten::is_nonzero") {
+                "`if t:`, `bool(t)`, `assert t` or `while t` on a GPU tensor reads its value, which waits for the GPU: keep the decision on the GPU (`torch.where`, a multiply by the mask), check every N steps, or use `torch._assert_async`"
+            } else if l.contains("aten::item") || l.contains("aten::_local_scalar_dense") {
                 "`.item()` (and `float(t)`, `print(t)`) on a GPU tensor waits for the GPU: accumulate metrics on the GPU and read them every N steps"
-            } else if l.contains("nonzero") || l.contains("masked_select") || l.contains("aten::index") {
+            } else if l.contains("aten::nonzero") || l.contains("masked_select") || l.contains("aten::index") {
                 "boolean-mask indexing and `nonzero()` must read the result size from the GPU: use `torch.where`/masked arithmetic with static shapes"
             } else if l.contains("aten::to") || l.contains("copy_") || l.contains("aten::cpu") || l.contains("memcpy") {
                 "a device-to-host copy (`.cpu()`, `.numpy()`, `.tolist()`) or a copy from pageable memory blocks the host: copy into pinned memory with `non_blocking=True` and read it a step later, or keep the computation on the GPU"

@@ -238,26 +238,34 @@ fn price(t: &Trace, m: &DeviceModel, chain: Chain, peak_tbps: Option<f64>) -> Op
     let mut outside: FxHashMap<u32, usize> = FxHashMap::default();
     let mut state = 0.0;
     let mut last_out = None;
-    let mut prev: Option<&crate::membound::OpModel> = None;
+    // The tensor the operator before made (out of place), which an in-place one after it
+    // updates without it being state.
+    let mut prev_made: Option<u32> = None;
     // Per call, the bytes of its traffic that stay inside the fused kernel: tensors an earlier
     // operator of the chain wrote, and its own output when a later one reads it.
     let mut internal: Vec<f64> = Vec::with_capacity(chain.calls.len());
     for (j, &c) in chain.calls.iter().enumerate() {
         let model = &m.models[m.calls[c as usize].model as usize];
+        // A copy into a tensor its conversion just allocated (`x.to(torch.float32)`,
+        // `.clone()`, `.contiguous()`) writes a new tensor like an out-of-place operator: the
+        // fused kernel keeps it in registers, not as state.
+        let converts = model.in_place == Some(false) && into_new_tensor(t, m.calls[c as usize].span);
+        let in_place = model.in_place.filter(|_| !converts);
         let mut inner: f64 = model
             .inputs
             .iter()
+            .skip(usize::from(converts))
             .filter(|s| produced.contains(s))
             .map(|&s| bytes(s))
             .sum();
-        if j + 1 < chain.calls.len() && model.in_place.is_none() {
+        if j + 1 < chain.calls.len() && in_place.is_none() {
             inner += model.output.map_or(0.0, bytes);
         }
         internal.push(inner);
-        let mut inputs = model.inputs.as_slice();
+        let mut inputs = model.inputs.get(usize::from(converts)..).unwrap_or_default();
         let mut counted = false;
-        if let (Some(reads), Some(own)) = (model.in_place, model.output) {
-            let fresh = prev.is_some_and(|p| p.in_place.is_none() && p.output == Some(own));
+        if let (Some(reads), Some(own)) = (in_place, model.output) {
+            let fresh = prev_made.is_some_and(|p| p == own);
             if !fresh {
                 state += bytes(own) * if reads { 2.0 } else { 1.0 };
             }
@@ -278,7 +286,7 @@ fn price(t: &Trace, m: &DeviceModel, chain: Chain, peak_tbps: Option<f64>) -> Op
             produced.insert(o);
         }
         last_out = model.output.filter(|_| !counted);
-        prev = Some(model);
+        prev_made = model.output.filter(|_| in_place.is_none());
     }
     let fused_bytes: f64 = state
         + outside
@@ -334,6 +342,19 @@ fn price(t: &Trace, m: &DeviceModel, chain: Chain, peak_tbps: Option<f64>) -> Op
         ns,
         fused_ns,
         best_tbps: best / 1e3,
+    })
+}
+
+/// Whether copy operator `span` fills a tensor its caller just allocated: the copy inside a
+/// dtype or device conversion, a clone or a contiguous copy.
+fn into_new_tensor(t: &Trace, span: u32) -> bool {
+    let parent = t.host_spans.get(span as usize).map_or(NONE, |s| s.parent);
+    t.host_spans.get(parent as usize).is_some_and(|p| {
+        p.kind == HostKind::CpuOp
+            && matches!(
+                t.str(p.name),
+                "aten::_to_copy" | "aten::to" | "aten::clone" | "aten::contiguous"
+            )
     })
 }
 

@@ -8,6 +8,11 @@
 //! The starved kernels come from [`crate::starved`]; the gaps of those whose queue a sync
 //! drained are grouped by the operator that synchronised (outermost and innermost) and the
 //! user's Python frame around it. Reported from 3% of the window, like launch_bound.
+//!
+//! A sync that reads a true or false (`aten::is_nonzero` or `aten::item` of a bool: Python's
+//! `if t.all():`, `assert`, torch.distributions' argument validation) is a host check: the
+//! comparisons and all/any reductions just before it on the thread exist only to give the host
+//! that answer, so their kernels are charged to the check with the gaps it causes.
 
 use super::Rule;
 use crate::context::{Ctx, new_finding};
@@ -33,6 +38,75 @@ struct Place {
     idle_ns: i64,
     frame: Option<String>,
     worst: (i64, i64, i64),
+    /// The operators of the host checks read here (the syncing operators too), for their
+    /// kernel time.
+    check_ops: std::collections::BTreeSet<u32>,
+    /// The first check's operators, in order, for the text.
+    check_chain: Option<String>,
+    /// Kernel time of `check_ops` in the window, ns.
+    check_ns: i64,
+}
+
+/// Operators whose result is a predicate: a comparison, a test per element, or a reduction of
+/// booleans (names without the `aten::` prefix).
+const PREDICATES: &[&str] = &[
+    "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "isposinf", "isneginf",
+    "isclose", "signbit", "all", "any", "_is_all_true", "_is_any_true", "logical_not",
+    "logical_and", "logical_or", "logical_xor",
+];
+
+/// Operators that pass booleans on when their input is one (a view, or a bitwise operator).
+const ON_BOOLS: &[&str] = &[
+    "reshape", "view", "flatten", "squeeze", "unsqueeze", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "bitwise_not", "__and__", "__or__", "__invert__",
+];
+
+/// How many operators before a sync are searched for its check: a check is a few operators.
+const CHECK_LOOKBACK: usize = 16;
+
+/// The host check a sync reads, outermost operators in order: the run of predicate operators
+/// just before `outer` on its thread, when `outer` reads a boolean; empty otherwise.
+fn check_chain(t: &tracehound_parsers::Trace, outer: u32) -> Vec<u32> {
+    let Some(s) = t.host_spans.get(outer as usize) else {
+        return Vec::new();
+    };
+    let reads_bool = matches!(
+        t.str(s.name),
+        "aten::is_nonzero" | "aten::item" | "aten::_local_scalar_dense"
+    ) && t.input_types(outer).first().map(String::as_str) == Some("bool");
+    if !reads_bool {
+        return Vec::new();
+    }
+    let spans = t.thread_spans((s.pid, s.tid));
+    let pos = spans.partition_point(|&i| t.host_spans[i as usize].start < s.start);
+    let mut chain = Vec::new();
+    let mut seen = 0;
+    for &k in spans[..pos].iter().rev() {
+        let h = &t.host_spans[k as usize];
+        // Python frames and runtime calls between the operators, and operators inside others,
+        // are passed over: the check is a run of outermost operators.
+        if h.kind != HostKind::CpuOp || h.end > s.start || t.outermost_cpu_op(k) != k {
+            continue;
+        }
+        seen += 1;
+        let name = t.str(h.name);
+        let bare = name.strip_prefix("aten::").unwrap_or(name);
+        let on_bool = ON_BOOLS.contains(&bare)
+            && t.input_types(k).first().map(String::as_str) == Some("bool");
+        if !(PREDICATES.contains(&bare) || on_bool) || seen > CHECK_LOOKBACK {
+            break;
+        }
+        chain.push(k);
+    }
+    chain.reverse();
+    // A check computes something: a run of views alone is not one.
+    if !chain.iter().any(|&k| {
+        let n = t.str(t.host_spans[k as usize].name);
+        PREDICATES.contains(&n.strip_prefix("aten::").unwrap_or(n))
+    }) {
+        return Vec::new();
+    }
+    chain
 }
 
 impl Rule for SyncStalls {
@@ -76,7 +150,22 @@ impl Rule for SyncStalls {
                 if p.frame.is_none() {
                     p.frame = t.user_frame(call).map(str::to_string);
                 }
-                p.syncs.insert(call);
+                if p.syncs.insert(call) && outer != NONE {
+                    let chain = check_chain(t, outer);
+                    if !chain.is_empty() {
+                        if p.check_chain.is_none() {
+                            p.check_chain = Some(
+                                chain
+                                    .iter()
+                                    .map(|&k| span_name(t, k, "").to_string())
+                                    .collect::<Vec<_>>()
+                                    .join(" → "),
+                            );
+                        }
+                        p.check_ops.extend(chain);
+                        p.check_ops.insert(outer);
+                    }
+                }
                 syncs.insert(call);
                 p.gaps += 1;
                 p.idle_ns += s.gap_ns;
@@ -86,11 +175,40 @@ impl Rule for SyncStalls {
                 total += s.gap_ns;
                 n += 1;
             }
+            // The checks' kernels, in the window: one pass over the device's work, and only
+            // when a check was found.
+            let checked: std::collections::BTreeSet<u32> = places
+                .values()
+                .flat_map(|p| p.check_ops.iter().copied())
+                .collect();
+            if !checked.is_empty() {
+                let mut by_op: BTreeMap<u32, i64> = BTreeMap::new();
+                for &i in t.device_ops(d) {
+                    let op = &t.gpu_ops[i as usize];
+                    if op.start < w.start || op.start >= w.end || !op.is_work() {
+                        continue;
+                    }
+                    let outer = t.index.op_outer_cpu_op.get(i as usize).copied().unwrap_or(NONE);
+                    if checked.contains(&outer) {
+                        *by_op.entry(outer).or_default() += op.dur();
+                    }
+                }
+                for p in places.values_mut() {
+                    p.check_ns = p.check_ops.iter().filter_map(|k| by_op.get(k)).sum();
+                }
+            }
+            let checks: i64 = places.values().map(|p| p.check_ns).sum();
+            let drained = total;
+            let total = drained + checks;
             if w.share(total) < MIN_SHARE {
                 continue;
             }
             let mut ranked: Vec<(String, Place)> = places.into_iter().collect();
-            ranked.sort_by(|a, b| b.1.idle_ns.cmp(&a.1.idle_ns).then(a.0.cmp(&b.0)));
+            ranked.sort_by(|a, b| {
+                (b.1.idle_ns + b.1.check_ns)
+                    .cmp(&(a.1.idle_ns + a.1.check_ns))
+                    .then(a.0.cmp(&b.0))
+            });
             let (top_label, top) = &ranked[0];
             let at = top
                 .frame
@@ -107,34 +225,46 @@ impl Rule for SyncStalls {
                     fmt_count(top.syncs.len() as f64 / steps as f64)
                 )
             };
-            let mut f = new_finding(
-                cx,
-                ID,
-                Some(d),
-                format!(
+            let shown = |label: &str, p: &Place| match &p.check_chain {
+                Some(chain) => format!("check {chain} read by {label}"),
+                None => label.to_string(),
+            };
+            let title = match &top.check_chain {
+                Some(chain) => format!(
+                    "GPU {d} loses {} to host checks: {chain} read by {top_label}{at} ({rate}): {} in the checks' kernels, {} idle in {n} short gaps after the syncs drained the queue",
+                    fmt_ns(total),
+                    fmt_ns(checks),
+                    fmt_ns(drained)
+                ),
+                None => format!(
                     "GPU {d} idles after host syncs: {} in {n} short gaps after {} syncs that drained the queue, most after {top_label}{at} ({rate})",
                     fmt_ns(total),
                     syncs.len()
                 ),
-                total,
-                Confidence::High,
-                format!(
-                    "each gap follows a synchronising call on the launching thread that was still blocked when the GPU ran out of work (returned within {} of it): the host then had to launch the next kernels onto an empty queue; gaps ≥ {} are in idle_gaps; launch_bound leaves these out",
-                    fmt_ns(crate::starved::DRAIN_SLACK_NS),
-                    fmt_ns(cx.config.gap_threshold_ns)
-                ),
+            };
+            let mut evidence = format!(
+                "each gap follows a synchronising call on the launching thread that was still blocked when the GPU ran out of work (returned within {} of it): the host then had to launch the next kernels onto an empty queue; gaps ≥ {} are in idle_gaps; launch_bound leaves these out",
+                fmt_ns(crate::starved::DRAIN_SLACK_NS),
+                fmt_ns(cx.config.gap_threshold_ns)
             );
+            if checks > 0 {
+                evidence.push_str(&format!(
+                    "; a host check is the run of comparisons and all/any reductions just before a sync that reads a boolean: their kernels ({}) only tell the host true or false, so they count with the wait",
+                    fmt_ns(checks)
+                ));
+            }
+            let mut f = new_finding(cx, ID, Some(d), title, total, Confidence::High, evidence);
             f.breakdown = ranked
                 .iter()
                 .take(cx.config.max_rows)
                 .map(|(label, p)| Row {
-                    label: label.clone(),
+                    label: shown(label, p),
                     count: p.syncs.len() as u64,
-                    time_ns: p.idle_ns,
+                    time_ns: p.idle_ns + p.check_ns,
                     bytes: None,
                     python_frame: p.frame.clone(),
                     cause: None,
-                    share: Some(p.idle_ns as f64 / total.max(1) as f64),
+                    share: Some((p.idle_ns + p.check_ns) as f64 / total.max(1) as f64),
                 })
                 .collect();
             f.instances = ranked
@@ -152,9 +282,10 @@ impl Rule for SyncStalls {
                     python_frame: p.frame.clone(),
                 })
                 .collect();
-            f.advice = advice(top_label, cx.pytorch());
+            f.advice = advice(top_label, cx.pytorch(), top.check_chain.is_some());
             f.metrics = metrics([
-                ("drained_ns", total as f64),
+                ("drained_ns", drained as f64),
+                ("check_kernel_ns", checks as f64),
                 ("drained_kernels", n as f64),
                 ("syncs", syncs.len() as f64),
             ]);
@@ -163,6 +294,9 @@ impl Rule for SyncStalls {
         out
     }
 }
+
+/// What replaces a host check, where the top sync reads one.
+const CHECK_ADVICE: &str = "A check of a GPU tensor in Python (if t.all():, assert, bool(t)) runs its kernels and waits for the GPU on every call. torch.distributions checks its arguments this way by default: pass validate_args=False, or call torch.distributions.Distribution.set_default_validate_args(False) once the code is tested; for your own checks, check every N steps, or use torch._assert_async(cond), which fails on the GPU without a host wait.";
 
 /// A count per step for a title: whole numbers plain, others with one decimal.
 fn fmt_count(x: f64) -> String {
@@ -174,15 +308,21 @@ fn fmt_count(x: f64) -> String {
 }
 
 /// What to change, by what synchronised, in the program's terms.
-fn advice(label: &str, pytorch: bool) -> Vec<String> {
+fn advice(label: &str, pytorch: bool, check: bool) -> Vec<String> {
     let has = |s: &str| label.contains(s);
     let mut out = Vec::new();
-    if !pytorch && has("Memcpy") {
+    if pytorch && check {
+        out.push(CHECK_ADVICE.into());
+    } else if !pytorch && has("Memcpy") {
         out.push("A blocking cudaMemcpy waits for the GPU to finish the work before it: copy with cudaMemcpyAsync into pinned memory (cudaMallocHost) and wait on an event where the host reads the data, or keep the data on the GPU.".into());
     } else if !pytorch {
         out.push("A synchronising call after launches makes the host wait for the GPU each time, and the GPU then waits for the next launch: work on one stream already runs in order, so synchronise (cudaDeviceSynchronize, cudaStreamSynchronize) only where the host reads a result, and time kernels with events instead.".into());
-    } else if has("nonzero") || has("aten::index") || has("masked_select") || has("unique") {
+    } else if has("aten::nonzero") || has("aten::index") || has("masked_select") || has("unique") {
         out.push("A boolean-mask index (x[mask], x[mask] = y), masked_select, nonzero or unique makes the host wait for the GPU to learn the result's size. Keep shapes static: torch.where(mask, a, b) or a multiply by the mask, integer indices computed once, or sort once and split by counts (one wait per batch instead of one per mask).".into());
+    } else if has("aten::bincount") {
+        out.push("torch.bincount on the GPU reads the input's largest value on the host to size its result, whatever minlength says: where the number of bins is known, count with torch.zeros(n, dtype=torch.long, device=x.device).index_add_(0, x, torch.ones_like(x)) (or scatter_add_), which never waits.".into());
+    } else if has("aten::is_nonzero") {
+        out.push("if t:, bool(t), assert t or while t on a GPU tensor reads its value, which waits for the GPU: keep the decision on the GPU (torch.where, a multiply by the mask), check every N steps, or use torch._assert_async(t), which fails on the GPU without a host wait.".into());
     } else if has("item") || has("_local_scalar_dense") {
         out.push("A .item(), .tolist() or print of a GPU tensor waits for the GPU: keep the value on the GPU and read it every N steps, or after the step's work is queued.".into());
     } else if has("aten::to") || has("aten::copy_") || has("Memcpy") {

@@ -20,6 +20,7 @@ use crate::hardware::{Math, MathUnit, peaks_for};
 use crate::names::{name_or, short_name, span_name_id};
 use crate::roofline::{ACHIEVABLE, time_at_roof_ns};
 use std::collections::BTreeMap;
+use tracehound_parsers::NONE;
 
 /// The rule's id: in its findings, their stable ids and `--rules`.
 pub const ID: &str = "tensor_cores";
@@ -59,7 +60,11 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
     let (mut tc, mut simt) = (0i64, 0i64);
     // By caller and kernel name ids first: the label is spelled once per pair, not once per
     // kernel (a decode capture runs millions of FP32 GEMVs).
-    let mut by_id: rustc_hash::FxHashMap<(u32, u32), (u64, i64)> = Default::default();
+    // With the user's line that launched them: the operator alone does not say which model
+    // code holds the time. Consecutive kernels mostly share their operator, so its line is
+    // looked up once per operator.
+    let mut by_id: rustc_hash::FxHashMap<(u32, u32, Option<&str>), (u64, i64)> = Default::default();
+    let mut last: (u32, Option<&str>) = (NONE, None);
     let mut built = BTreeMap::<u32, i64>::new();
     let mut n = 0u64;
     for (i, op) in w.kernels(t, d) {
@@ -73,18 +78,25 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
                     *built.entry(sm).or_default() += op.dur();
                 }
                 let caller = span_name_id(t, t.index.op_cpu_op[i]);
-                let g = by_id.entry((caller, op.name)).or_default();
+                let outer = t.index.op_outer_cpu_op[i];
+                if outer != last.0 {
+                    last = (outer, (outer != NONE).then(|| t.user_frame(outer)).flatten());
+                }
+                let g = by_id.entry((caller, op.name, last.1)).or_default();
                 g.0 += 1;
                 g.1 += op.dur();
             }
             None => {}
         }
     }
-    let mut groups: BTreeMap<String, (u64, i64)> = BTreeMap::new();
-    for ((caller, name), (count, ns)) in by_id {
+    let mut groups: BTreeMap<(String, Option<String>), (u64, i64)> = BTreeMap::new();
+    for ((caller, name, frame), (count, ns)) in by_id {
         let caller = name_or(t, caller, "(no operator)");
         let g = groups
-            .entry(format!("{caller} → {}", short_name(t.str(name), 60)))
+            .entry((
+                format!("{caller} → {}", short_name(t.str(name), 60)),
+                frame.map(str::to_string),
+            ))
             .or_default();
         g.0 += count;
         g.1 += ns;
@@ -147,7 +159,7 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
         ),
     );
     f.subject = Some("fp32".into());
-    f.breakdown = rows_by_time(cx, groups, simt);
+    f.breakdown = rows_with_frames(cx, groups, simt);
     f.advice = if !cx.pytorch() {
         vec![if tf32 {
             "Let cuBLAS use the tensor cores for FP32 GEMMs: cublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH), or cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32 (cuDNN: CUDNN_FMA_MATH / allow TF32 in the convolution descriptor's math type); or keep the data in BF16/FP16 where the precision allows.".into()
