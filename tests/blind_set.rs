@@ -630,13 +630,23 @@ fn the_fourth_set_is_named_at_its_lines_with_its_costs() {
             text(f).contains("attention written out") && text(f).contains("aten::einsum"),
             "{f}"
         );
-        within(per_step_ms(f, steps), planted_ms(&t), 0.25, "einsum_attention");
+        within(
+            per_step_ms(f, steps),
+            planted_ms(&t),
+            0.25,
+            "einsum_attention",
+        );
         // An expanded bias made contiguous: the [B, H, T, T] copy at its line.
         let (t, a, steps, _) = mistake(&format!("expand_contiguous_mask{v}"));
         let f = &findings(&a)[0];
         assert_eq!(f["rule"], "copy_hotspots", "{f}");
         assert!(text(f).contains("[8, 16, 1024, 1024]"), "{f}");
-        within(per_step_ms(f, steps), planted_ms(&t), 0.25, "expand_contiguous_mask");
+        within(
+            per_step_ms(f, steps),
+            planted_ms(&t),
+            0.25,
+            "expand_contiguous_mask",
+        );
         // A loop over heads: launch-bound at the loop, advised to batch the heads. Its launches
         // are slower under the profiler, so the capture's own twin is the measure.
         let (t, a, steps, file) = mistake(&format!("per_head_loop{v}"));
@@ -651,8 +661,15 @@ fn the_fourth_set_is_named_at_its_lines_with_its_costs() {
             );
         }
         let (_, mistake_ms) = profiled_steps(&file);
-        let (_, twin_ms) = profiled_steps(&format!("h200_blind_per_head_loop{v}_twin.pt.trace.json.gz"));
-        within(per_step_ms(f, steps), mistake_ms - twin_ms, 0.25, "per_head_loop");
+        let (_, twin_ms) = profiled_steps(&format!(
+            "h200_blind_per_head_loop{v}_twin.pt.trace.json.gz"
+        ));
+        within(
+            per_step_ms(f, steps),
+            mistake_ms - twin_ms,
+            0.25,
+            "per_head_loop",
+        );
     }
 }
 
@@ -685,7 +702,9 @@ fn a_host_check_is_priced_with_its_kernels_and_its_waits() {
     }
     // Without the check, no sync to name.
     for v in ["", "_nostack"] {
-        let twin = analyze(&format!("h200_blind_isfinite_assert{v}_twin.pt.trace.json.gz"));
+        let twin = analyze(&format!(
+            "h200_blind_isfinite_assert{v}_twin.pt.trace.json.gz"
+        ));
         assert!(
             !findings(&twin).iter().any(|f| f["rule"] == "sync_stalls"),
             "{}",
@@ -701,7 +720,10 @@ fn fp32_matmuls_without_tf32_are_named_at_their_line() {
         let f = &findings(&a)[0];
         assert_eq!(f["rule"], "tensor_cores", "{name}: {f}");
         let s = text(f);
-        assert!(s.contains("FP32") && s.contains("allow_tf32"), "{name}: {s}");
+        assert!(
+            s.contains("FP32") && s.contains("allow_tf32"),
+            "{name}: {s}"
+        );
         if t["with_stack"] != false {
             assert!(s.contains(&planted_frame(&t)), "{name}: {s}");
         }

@@ -264,29 +264,27 @@ pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
                         && o.start > busy_end
                         && o.start >= w.start
                         && o.start < w.end
-                    {
-                        if let Some(sp) = t
+                        && let Some(sp) = t
                             .index
                             .op_launch
                             .get(oidx as usize)
                             .filter(|&&l| l != NONE)
                             .map(|&l| &t.host_spans[l as usize])
-                        {
-                            let thread = (sp.pid, sp.tid);
-                            let direct = syncs.drained_by(thread, busy_end, sp.start);
-                            if direct != NONE {
-                                let s = &t.host_spans[direct as usize];
-                                let (gap, budget) = (o.start - busy_end, s.end - s.start);
-                                chain = Some((direct, thread, CHAIN_KERNELS, budget));
-                                if gap < threshold && gap <= budget {
-                                    chain = Some((direct, thread, CHAIN_KERNELS - 1, budget - gap));
-                                    dev.starved.push(Starved {
-                                        op: oidx,
-                                        gap_ns: gap,
-                                        latency_ns: o.start - sp.start,
-                                        drained_by: direct,
-                                    });
-                                }
+                    {
+                        let thread = (sp.pid, sp.tid);
+                        let direct = syncs.drained_by(thread, busy_end, sp.start);
+                        if direct != NONE {
+                            let s = &t.host_spans[direct as usize];
+                            let (gap, budget) = (o.start - busy_end, s.end - s.start);
+                            chain = Some((direct, thread, CHAIN_KERNELS, budget));
+                            if gap < threshold && gap <= budget {
+                                chain = Some((direct, thread, CHAIN_KERNELS - 1, budget - gap));
+                                dev.starved.push(Starved {
+                                    op: oidx,
+                                    gap_ns: gap,
+                                    latency_ns: o.start - sp.start,
+                                    drained_by: direct,
+                                });
                             }
                         }
                     }
