@@ -1042,6 +1042,22 @@ REPORTS = {
     "expand_contiguous_mask": [
         "https://github.com/ByteDance-Seed/Depth-Anything-3/pull/268",
         "https://github.com/pytorch/pytorch/issues/116472"
+    ],
+    "isfinite_assert": [
+        "https://github.com/huggingface/transformers/issues/33693",
+        "https://github.com/pytorch/pytorch/issues/36853"
+    ],
+    "rmsnorm_manual": [
+        "https://github.com/pytorch/pytorch/issues/72643",
+        "https://github.com/vllm-project/vllm/pull/16"
+    ],
+    "fp32_no_tf32": [
+        "https://github.com/tensorpix/benchmarking-cv-models/issues/8",
+        "https://github.com/mittagessen/kraken/issues/505"
+    ],
+    "loader_in_process": [
+        "https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide",
+        "https://github.com/NVIDIA-NeMo/Speech/issues/1204"
     ]
 }
 
