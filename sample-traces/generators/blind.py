@@ -949,12 +949,137 @@ def loader_in_process():
     }, lambda: step(True), lambda: step(False))
 
 
+# ---------------------------------------------------------------- sixth set
+# Captured after the fifth set's changes (2026-12-05) and scored before any change for them:
+# per-parameter optimizer kernels, dropout written as a mask multiply, an embedding as a
+# one-hot matmul, and an LSTM stepped in Python.
+
+def adam_foreach_off():
+    """Adam with foreach=False: a few small kernels per parameter instead of one fused update."""
+    L, d, B = 24, 512, 512
+
+    def net():
+        return nn.Sequential(*[nn.Sequential(nn.Linear(d, d), nn.LayerNorm(d), nn.GELU()) for _ in range(L)]).to(dev)
+
+    ma = net()
+    mb = copy.deepcopy(ma)
+    opt_a = torch.optim.Adam(ma.parameters(), lr=1e-4, foreach=False)
+    opt_b = torch.optim.Adam(mb.parameters(), lr=1e-4, fused=True)
+    x = torch.randn(B, d, device=dev)
+
+    def step(model, opt):
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        opt.step()  # PLANTED adam_foreach_off
+        opt.zero_grad(set_to_none=True)
+
+    blind("adam_foreach_off", {
+        "set": 6,
+        "expected": {"family": "optimizer: per-parameter kernels (foreach=False)",
+                     "ops_any": ["Optimizer.step#Adam.step", "aten::add_", "aten::mul_", "aten::addcdiv_",
+                                 "aten::lerp_", "aten::sqrt"]},
+        "planted_source_note": "the mistake is foreach=False where the optimizer is built; the time is held by "
+                               "opt.step() in step()",
+        "wrong_causes": ["compute-bound", "small shapes"],
+        "notes": f"fp32 training of {L} Linear({d}, {d}) + LayerNorm + GELU layers, batch {B}; "
+                 f"Adam(foreach=False) over {3 * 2 * L} parameters",
+        "twin": "Adam(fused=True) on a copy of the model",
+    }, lambda: step(ma, opt_a), lambda: step(mb, opt_b))
+
+
+def dropout_manual():
+    """Dropout written as a mask multiply (rand_like, compare, multiply, divide) instead of F.dropout."""
+    N, d, L, p = 8192, 4096, 6, 0.1
+    ws = [torch.randn(d, d, device=dev, dtype=BF16) * 0.02 for _ in range(L)]
+    x0 = torch.randn(N, d, device=dev, dtype=BF16)
+
+    def drop_manual(x):
+        return x * (torch.rand_like(x) > p) / (1 - p)  # PLANTED dropout_manual
+
+    def forward(drop):
+        x = x0
+        for w in ws:
+            x = drop(F.gelu(x @ w))
+        return x
+
+    with torch.no_grad():
+        blind("dropout_manual", {
+            "set": 6,
+            "expected": {"family": "elementwise chain written out (dropout)",
+                         "ops_any": ["aten::rand_like", "aten::uniform_", "aten::gt", "aten::mul", "aten::div"]},
+            "wrong_causes": ["compute-bound", "launch-bound", "small shapes"],
+            "notes": f"{L} layers of dropout(gelu(x @ w)), x [{N}, {d}] bf16, dropout as "
+                     "x * (torch.rand_like(x) > p) / (1 - p)",
+            "twin": "F.dropout(x, p, training=True)",
+        }, lambda: forward(drop_manual), lambda: forward(lambda x: F.dropout(x, p, training=True)))
+
+
+def onehot_embedding():
+    """Token embeddings as one_hot(ids) @ W instead of an embedding lookup."""
+    V, d, B, T = 32000, 1024, 8, 1024
+    W = torch.randn(V, d, device=dev, dtype=BF16) * 0.02
+    ids = torch.randint(0, V, (B, T), device=dev)
+    w1 = torch.randn(d, d, device=dev, dtype=BF16) * 0.02
+
+    def embed_onehot(i):
+        return F.one_hot(i, V).to(BF16) @ W  # PLANTED onehot_embedding
+
+    def forward(embed):
+        return torch.tanh(embed(ids) @ w1)
+
+    with torch.no_grad():
+        blind("onehot_embedding", {
+            "set": 6,
+            "expected": {"family": "one-hot matrix product in place of a lookup",
+                         "ops_any": ["aten::one_hot", "aten::to", "aten::_to_copy", "aten::matmul", "aten::mm"]},
+            "wrong_causes": ["compute-bound", "launch-bound", "small shapes"],
+            "notes": f"embeddings of {B}x{T} token ids from a [{V}, {d}] bf16 table as F.one_hot(ids, V).to(bf16) @ W "
+                     "(a 2 GiB int64 one-hot, its bf16 copy, and a matmul over the vocabulary), then a layer",
+            "twin": "F.embedding(ids, W)",
+        }, lambda: forward(embed_onehot), lambda: forward(lambda i: F.embedding(i, W)))
+
+
+def lstm_cell_loop():
+    """An LSTM stepped in Python with nn.LSTMCell instead of nn.LSTM (one cuDNN call)."""
+    torch.backends.cuda.matmul.allow_tf32 = True
+    B, T, d = 64, 256, 512
+    cell = nn.LSTMCell(d, d).to(dev)
+    lstm = nn.LSTM(d, d, batch_first=True).to(dev)
+    with torch.no_grad():
+        lstm.weight_ih_l0.copy_(cell.weight_ih)
+        lstm.weight_hh_l0.copy_(cell.weight_hh)
+        lstm.bias_ih_l0.copy_(cell.bias_ih)
+        lstm.bias_hh_l0.copy_(cell.bias_hh)
+    x = torch.randn(B, T, d, device=dev)
+
+    def loop():
+        h = c = torch.zeros(B, d, device=dev)
+        outs = []
+        for t in range(T):
+            h, c = cell(x[:, t], (h, c))  # PLANTED lstm_cell_loop
+            outs.append(h)
+        return torch.stack(outs, 1)
+
+    with torch.no_grad():
+        blind("lstm_cell_loop", {
+            "set": 6,
+            "expected": {"family": "launch-bound loop over dependent steps (recurrence)",
+                         "ops_any": ["aten::lstm_cell", "aten::_thnn_fused_lstm_cell", "aten::linear", "aten::addmm",
+                                     "aten::mm"]},
+            "wrong_causes": ["compute-bound", "memory-bound"],
+            "notes": f"an fp32 LSTM over {T} steps, batch {B}, {d} units, stepped with nn.LSTMCell in a Python loop "
+                     "(TF32 allowed)",
+            "twin": "nn.LSTM with the same weights (cuDNN)",
+        }, loop, lambda: lstm(x)[0])
+
+
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
              sort_for_topk, onehot_ce, sdpa_mask_fallback,
              pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate,
              float64_numpy, unfold_conv, per_sample_loop, unique_counts,
              broadcast_dot, einsum_attention, per_head_loop, expand_contiguous_mask,
-             isfinite_assert, rmsnorm_manual, fp32_no_tf32, loader_in_process]
+             isfinite_assert, rmsnorm_manual, fp32_no_tf32, loader_in_process,
+             adam_foreach_off, dropout_manual, onehot_embedding, lstm_cell_loop]
 
 # Public reports of each mistake (found after the capture with the search tool, and added to the
 # truth files then): what users hit, or the framework's own account of the slow path.
