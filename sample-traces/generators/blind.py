@@ -982,7 +982,7 @@ def adam_foreach_off():
                                "opt.step() in step()",
         "wrong_causes": ["compute-bound", "small shapes"],
         "notes": f"fp32 training of {L} Linear({d}, {d}) + LayerNorm + GELU layers, batch {B}; "
-                 f"Adam(foreach=False) over {3 * 2 * L} parameters",
+                 f"Adam(foreach=False) over {4 * L} parameters",
         "twin": "Adam(fused=True) on a copy of the model",
     }, lambda: step(ma, opt_a), lambda: step(mb, opt_b))
 
@@ -1183,6 +1183,21 @@ REPORTS = {
     "loader_in_process": [
         "https://docs.pytorch.org/tutorials/recipes/recipes/tuning_guide",
         "https://github.com/NVIDIA-NeMo/Speech/issues/1204"
+    ],
+    "adam_foreach_off": [
+        "https://github.com/pytorch/pytorch/pull/92306",
+        "https://github.com/pytorch/pytorch/pull/43507"
+    ],
+    "dropout_manual": [
+        "https://github.com/pytorch/pytorch/pull/18375",
+        "https://github.com/pytorch/pytorch/pull/9666"
+    ],
+    "onehot_embedding": [
+        "https://github.com/bytedance/PXDesign/pull/17",
+        "https://github.com/andportnoy/nanograd"
+    ],
+    "lstm_cell_loop": [
+        "https://gist.github.com/MilesQLi/22d116118fd762b20608a19b36c32fc0"
     ]
 }
 
