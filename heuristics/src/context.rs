@@ -39,6 +39,8 @@ pub struct Ctx<'a> {
     /// Where the GPU time goes by operator, Python frame and kernel, computed on first use:
     /// the hot_operator rule and the summary read it.
     accounting: std::sync::OnceLock<Vec<crate::accounting::DeviceAccounting>>,
+    /// The optimizer calls, for optimizer_overhead and launch_bound.
+    optimizer: std::sync::OnceLock<crate::optimizer::OptimizerCalls>,
 }
 
 impl<'a> std::ops::Deref for Ctx<'a> {
@@ -61,6 +63,7 @@ impl<'a> Ctx<'a> {
             membound: std::sync::OnceLock::new(),
             starved: std::sync::OnceLock::new(),
             accounting: std::sync::OnceLock::new(),
+            optimizer: std::sync::OnceLock::new(),
         }
     }
 
@@ -78,6 +81,12 @@ impl<'a> Ctx<'a> {
         self.starved.get_or_init(|| {
             tracehound_parsers::timing::timed("starved kernels", || crate::starved::starved(self))
         })
+    }
+
+    /// The window's optimizer calls and the kernels they queued
+    /// ([`crate::optimizer::scan`]).
+    pub(crate) fn optimizer_calls(&self) -> &crate::optimizer::OptimizerCalls {
+        self.optimizer.get_or_init(|| crate::optimizer::scan(self))
     }
 
     /// Where each device's GPU time goes ([`crate::accounting`]).

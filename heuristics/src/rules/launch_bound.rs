@@ -8,7 +8,9 @@
 //! shorter ones, which no single gap makes visible but which add up when kernels are a few
 //! microseconds long. Kernels replayed from a CUDA graph (`cudaGraphLaunch`) are not counted:
 //! a replay queues all of them at once, and neither are kernels whose queue a synchronising
-//! call had just drained (the sync_stalls rule's; [`crate::starved`] splits the two). Reported
+//! call had just drained (the sync_stalls rule's; [`crate::starved`] splits the two), nor
+//! kernels launched inside a single-tensor optimizer's step (optimizer_overhead's, which
+//! names that cause: `foreach=False`, not launch speed). Reported
 //! from 3% of the window, with the launch latency distribution of the kernels that waited
 //! (runtime call start to kernel start, the launch path alone since nothing was queued) and
 //! the operators whose kernels waited; when those operators synchronise on most calls, the
@@ -67,13 +69,14 @@ impl Rule for LaunchBound {
         let w = &cx.window;
         let threshold = cx.config.gap_threshold_ns;
         let mut out = Vec::new();
+        let storms = crate::optimizer::storm_steps(cx, cx.optimizer_calls());
         for dev in cx.starved() {
             let d = dev.device;
             let graph = dev.graph_kernels;
             // Kernels that waited after a sync drained the queue are the sync's cost (the
             // sync_stalls rule's): faster launches would not have filled that queue.
             let drained_ns: i64 = dev.drained().map(|s| s.gap_ns).sum();
-            let (mut starved_ns, mut starved_n) = (0i64, 0u64);
+            let (mut starved_ns, mut starved_n, mut optimizer_ns) = (0i64, 0u64, 0i64);
             let mut latency: Vec<i64> = Vec::new();
             let mut durs: Vec<i64> = Vec::new();
             // By the operator's name id: no string built per starved kernel.
@@ -83,6 +86,16 @@ impl Rule for LaunchBound {
             let mut stretches: Vec<(i64, usize, i64, i64)> = Vec::new();
             let mut prev: Option<u32> = None;
             for s in dev.launch_bound() {
+                // Launched inside a single-tensor optimizer's step: optimizer_overhead's, which
+                // names the cause (faster launches shorten these waits; one multi-tensor launch
+                // per step removes them).
+                let l = t.index.op_launch[s.op as usize];
+                if let Some(h) = t.host_spans.get(l as usize)
+                    && in_storm(&storms, (h.pid, h.tid), h.start)
+                {
+                    optimizer_ns += s.gap_ns;
+                    continue;
+                }
                 latency.push(s.latency_ns);
                 starved_ns += s.gap_ns;
                 starved_n += 1;
@@ -141,7 +154,7 @@ impl Rule for LaunchBound {
                 starved_ns,
                 Confidence::High,
                 format!(
-                    "{starved_n} of {} kernels started after a gap < {} with an empty queue and no sync before it; {} stretches of {STRETCH_KERNELS}+ such kernels; their launch latency (runtime call to kernel start) median {}, p99 {}, {} above max(10× median, {}){}{}",
+                    "{starved_n} of {} kernels started after a gap < {} with an empty queue and no sync before it; {} stretches of {STRETCH_KERNELS}+ such kernels; their launch latency (runtime call to kernel start) median {}, p99 {}, {} above max(10× median, {}){}{}{}",
                     dev.kernels,
                     fmt_ns(threshold),
                     stretches.len(),
@@ -158,6 +171,14 @@ impl Rule for LaunchBound {
                         format!(
                             "; {} more after syncs that drained the queue (see sync_stalls)",
                             fmt_ns(drained_ns)
+                        )
+                    } else {
+                        String::new()
+                    },
+                    if optimizer_ns > 0 {
+                        format!(
+                            "; {} more in a single-tensor optimizer's step (see optimizer_overhead)",
+                            fmt_ns(optimizer_ns)
                         )
                     } else {
                         String::new()
@@ -303,6 +324,7 @@ impl Rule for LaunchBound {
                 ("starved_kernels", starved_n as f64),
                 ("kernels", dev.kernels as f64),
                 ("drained_ns", drained_ns as f64),
+                ("optimizer_ns", optimizer_ns as f64),
                 ("stretches", stretches.len() as f64),
                 ("launch_latency_p50_ns", p50 as f64),
                 ("launch_latency_p99_ns", p99 as f64),
@@ -366,3 +388,9 @@ const LOOP_CALLS: usize = 64;
 /// Distinct input shapes a step from which an operator's shapes vary call to call.
 const VARYING_SHAPES: f64 = 32.0;
 
+/// Whether a launch at `at` on `thread` falls in one of the optimizer storm steps (sorted by
+/// thread and start).
+fn in_storm(storms: &[((i64, i64), i64, i64)], thread: (i64, i64), at: i64) -> bool {
+    let i = storms.partition_point(|s| (s.0, s.1) <= (thread, at));
+    i > 0 && storms[i - 1].0 == thread && storms[i - 1].2 > at
+}
