@@ -158,15 +158,16 @@ const KINETO_SHARED: &[(&str, &str)] = &[
         "hta_cupti_profiler_range_a100_no_kernels.json.gz",
         "nnn yy nn n nn y nn",
     ),
-    // 2021: `Call stack` text, [memory] events with Bytes only (no Total Allocated).
+    // 2021: `Call stack` text, [memory] events with Bytes only (no Total Allocated); the step
+    // markers, written as operators, are annotations.
     (
         "kineto_tbplugin_resnet50_v100_2021_memory.pt.trace.json.gz",
-        "yyy yy ny y yn n nn",
+        "yyy yy ny y yn y nn",
     ),
     // 2021 top-level array: grid and block, no occupancy.
     (
         "kineto_plugin_resnet50_2021_toplevel_array.pt.trace.json.gz",
-        "yyn yy nn y nn n nn",
+        "yyn yy nn y nn y nn",
     ),
 ];
 

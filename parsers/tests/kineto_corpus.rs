@@ -343,7 +343,8 @@ const EXPECTED: &[Row] = &[
         377,
         10800,
         0,
-        42438,
+        // 42438 `Operator` events, 6 of them the ProfilerStep# markers (annotations).
+        42432,
         0,
         0,
         12,
@@ -356,7 +357,8 @@ const EXPECTED: &[Row] = &[
         0,
         42,
         0,
-        179,
+        // 179 `Operator` events, one of them the ProfilerStep#2 marker (an annotation).
+        178,
         0,
         0,
         2,
@@ -382,7 +384,8 @@ const EXPECTED: &[Row] = &[
         312,
         11923,
         0,
-        23646,
+        // 23646 `Operator` events, 6 of them the ProfilerStep# markers (annotations).
+        23640,
         12838,
         0,
         12,

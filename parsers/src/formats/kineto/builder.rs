@@ -18,6 +18,9 @@ pub(super) fn category(cat: &str, name: &str, ph: &str) -> Cat {
         "gpu_memcpy" | "Memcpy" => Cat::Gpu(GpuOpKind::Memcpy),
         "gpu_memset" | "Memset" => Cat::Gpu(GpuOpKind::Memset),
         "cuda_sync" => Cat::Gpu(GpuOpKind::Sync),
+        // Profilers of 2021 wrote the step markers as operators: a step is an annotation,
+        // not the outermost operator of everything in it.
+        "Operator" if name.starts_with("ProfilerStep#") => Cat::Host(HostKind::Annotation),
         "cpu_op" | "Operator" => Cat::Host(HostKind::CpuOp),
         "cuda_runtime" | "Runtime" => Cat::Host(HostKind::Runtime),
         "cuda_driver" => Cat::Host(HostKind::Driver),
