@@ -131,6 +131,21 @@ fn mistake(name: &str) -> (Value, Value, usize, String) {
     (t, a, steps, file)
 }
 
+/// The first finding of capture `name`, checked: of `rule`, holding every one of `words`, at
+/// the planted line when the capture has Python stacks, and costing within 25% of what the
+/// twin measured outside the profiler.
+fn first_finding_holds(name: &str, rule: &str, words: &[&str]) {
+    let (t, a, steps, _) = mistake(name);
+    let f = &findings(&a)[0];
+    assert_eq!(f["rule"], rule, "{name}: {f}");
+    let s = text(f);
+    assert!(words.iter().all(|w| s.contains(w)), "{name}: {s}");
+    if t["with_stack"] != false {
+        assert!(s.contains(&planted_frame(&t)), "{name}: {s}");
+    }
+    within(per_step_ms(f, steps), planted_ms(&t), 0.25, name);
+}
+
 #[test]
 fn a_cat_grown_in_a_loop_is_named_with_its_line_growth_and_cost() {
     let (t, a, steps, _) = mistake("cat_kv_cache");
@@ -547,36 +562,14 @@ fn no_finding_advises_graphs_where_syncs_empty_the_queue() {
 #[test]
 fn float64_from_numpy_is_named_with_what_tf32_would_take() {
     for name in ["float64_numpy", "float64_numpy_nostack"] {
-        let (t, a, steps, _) = mistake(name);
-        let first = &findings(&a)[0];
-        assert_eq!(first["rule"], "tensor_cores", "{name}: {first}");
-        let s = text(first);
-        assert!(
-            s.contains("FP64") && s.contains("from_numpy"),
-            "{name}: {s}"
-        );
-        if t["with_stack"] != false {
-            assert!(s.contains(&planted_frame(&t)), "{name}: {s}");
-        }
-        within(per_step_ms(first, steps), planted_ms(&t), 0.25, name);
+        first_finding_holds(name, "tensor_cores", &["FP64", "from_numpy"]);
     }
 }
 
 #[test]
 fn a_convolution_written_as_unfold_is_named_with_its_column_tensor() {
     for name in ["unfold_conv", "unfold_conv_nostack"] {
-        let (t, a, steps, _) = mistake(name);
-        let first = &findings(&a)[0];
-        assert_eq!(first["rule"], "hot_operator", "{name}: {first}");
-        let s = text(first);
-        assert!(
-            s.contains("aten::im2col") && s.contains("F.conv2d"),
-            "{name}: {s}"
-        );
-        if t["with_stack"] != false {
-            assert!(s.contains(&planted_frame(&t)), "{name}: {s}");
-        }
-        within(per_step_ms(first, steps), planted_ms(&t), 0.25, name);
+        first_finding_holds(name, "hot_operator", &["aten::im2col", "F.conv2d"]);
     }
     // Its twin runs cuDNN's convolution: nothing about a column tensor there.
     let twin = analyze("h200_blind_unfold_conv_twin.pt.trace.json.gz");
@@ -716,18 +709,7 @@ fn a_host_check_is_priced_with_its_kernels_and_its_waits() {
 #[test]
 fn fp32_matmuls_without_tf32_are_named_at_their_line() {
     for name in ["fp32_no_tf32", "fp32_no_tf32_nostack"] {
-        let (t, a, steps, _) = mistake(name);
-        let f = &findings(&a)[0];
-        assert_eq!(f["rule"], "tensor_cores", "{name}: {f}");
-        let s = text(f);
-        assert!(
-            s.contains("FP32") && s.contains("allow_tf32"),
-            "{name}: {s}"
-        );
-        if t["with_stack"] != false {
-            assert!(s.contains(&planted_frame(&t)), "{name}: {s}");
-        }
-        within(per_step_ms(f, steps), planted_ms(&t), 0.25, name);
+        first_finding_holds(name, "tensor_cores", &["FP32", "allow_tf32"]);
     }
     let twin = analyze("h200_blind_fp32_no_tf32_twin.pt.trace.json.gz");
     assert!(
@@ -740,18 +722,11 @@ fn fp32_matmuls_without_tf32_are_named_at_their_line() {
 #[test]
 fn rmsnorm_written_out_is_priced_against_one_fused_pass() {
     for name in ["rmsnorm_manual", "rmsnorm_manual_nostack"] {
-        let (t, a, steps, _) = mistake(name);
-        let f = &findings(&a)[0];
-        assert_eq!(f["rule"], "unfused_elementwise", "{name}: {f}");
-        let s = text(f);
-        assert!(
-            s.contains("aten::pow") && s.contains("aten::mean") && s.contains("F.rms_norm"),
-            "{name}: {s}"
+        first_finding_holds(
+            name,
+            "unfused_elementwise",
+            &["aten::pow", "aten::mean", "F.rms_norm"],
         );
-        if t["with_stack"] != false {
-            assert!(s.contains(&planted_frame(&t)), "{name}: {s}");
-        }
-        within(per_step_ms(f, steps), planted_ms(&t), 0.25, name);
     }
 }
 

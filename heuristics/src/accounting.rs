@@ -360,12 +360,7 @@ pub(crate) fn accounting(
     let w = &cx.window;
     // Calls are put in the step that launched them, by their operator's host start: the
     // steps are the host's ranges (one per step number, sorted by start).
-    let steps: Vec<(i64, i64)> = t
-        .steps
-        .iter()
-        .filter(|s| s.end > w.start && s.start < w.end)
-        .map(|s| (s.start, s.end))
-        .collect();
+    let steps: Vec<(i64, i64)> = w.steps_overlapping(t).map(|s| (s.start, s.end)).collect();
     let mut out = Vec::new();
     let softmax_names = t.strings.matching(|n| n.contains("softmax"));
     for d in t.devices() {

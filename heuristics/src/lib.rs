@@ -263,9 +263,9 @@ fn graph_advice_agrees(findings: &mut [Finding]) {
     {
         for a in &mut f.advice {
             if a == idle::LAUNCH_OVERHEAD {
-                *a = "The GPU finishes each kernel faster than the host launches the next: batch more work per kernel (larger batch) or fuse operators with torch.compile; the launch_bound finding says why a CUDA graph would not help here.".into();
+                *a = idle::LAUNCH_OVERHEAD_NO_GRAPHS.into();
             } else if a == idle::LAUNCH_OVERHEAD_CUDA {
-                *a = "The GPU finishes each kernel faster than the host launches the next: give each kernel more work (fuse small kernels, process more elements per launch); the launch_bound finding says why a CUDA graph would not help here.".into();
+                *a = idle::LAUNCH_OVERHEAD_CUDA_NO_GRAPHS.into();
             }
         }
     }

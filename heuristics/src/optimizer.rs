@@ -34,15 +34,14 @@ pub(crate) struct Calls {
 }
 
 /// The optimizer calls of the window, as scanned.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct OptimizerCalls {
-    /// The `Optimizer.step#…` and `Optimizer.zero_grad#…` range spans starting in the window,
-    /// in span order.
-    ranges: Vec<u32>,
-    /// Per range: kernels, multi-tensor kernels, kernel time, first kernel start, last end.
-    per_call: Vec<(u64, u64, i64, i64, i64)>,
-    /// Python frames of the per-tensor implementations (`_single_tensor_adam`), when stacks.
-    single_tensor_frames: u64,
+    /// The calls grouped by optimizer (`Adam.step`) and whether they are `zero_grad`.
+    pub(crate) by_label: BTreeMap<(String, bool), Calls>,
+    /// The step ranges of single-tensor optimizers (storms), as (thread, start, end), sorted:
+    /// `launch_bound` leaves the waits for launches made inside them to `optimizer_overhead`,
+    /// which names their cause.
+    pub(crate) storm_steps: Vec<((i64, i64), i64, i64)>,
 }
 
 /// Scans the window's optimizer ranges and the kernels their launch calls queued.
@@ -112,24 +111,17 @@ pub(crate) fn scan(cx: &Scope) -> OptimizerCalls {
         c.3 = c.3.min(op.start);
         c.4 = c.4.max(op.end);
     }
-    OptimizerCalls {
-        ranges,
-        per_call,
-        single_tensor_frames,
-    }
-}
-
-/// The calls grouped by optimizer (`Adam.step`) and whether they are `zero_grad`.
-pub(crate) fn by_label(cx: &Scope, scan: &OptimizerCalls) -> BTreeMap<(String, bool), Calls> {
-    let t = cx.trace;
-    let mut by_range: BTreeMap<(String, bool), Calls> = BTreeMap::new();
-    for (k, &r) in scan.ranges.iter().enumerate() {
+    // By optimizer, each range with its key.
+    let mut by_label: BTreeMap<(String, bool), Calls> = BTreeMap::new();
+    let mut keys: Vec<(String, bool)> = Vec::with_capacity(ranges.len());
+    for (k, &r) in ranges.iter().enumerate() {
         let s = &t.host_spans[r as usize];
         let name = t.str(s.name);
         let zero = name.contains("zero_grad");
         let label = name.split('#').nth(1).unwrap_or(name).to_string();
-        let (n, multi, ns, first, last) = scan.per_call[k];
-        let c = by_range.entry((label, zero)).or_default();
+        let (n, multi, ns, first, last) = per_call[k];
+        keys.push((label.clone(), zero));
+        let c = by_label.entry((label, zero)).or_default();
         if c.calls == 0 {
             c.frame = t.user_frame(r).map(str::to_string);
             c.range = name.to_string();
@@ -143,38 +135,26 @@ pub(crate) fn by_label(cx: &Scope, scan: &OptimizerCalls) -> BTreeMap<(String, b
         }
     }
     // The per-tensor frames go to the first optimizer step's row (not zero_grad's).
-    if let Some(c) = by_range.iter_mut().find(|(k, _)| !k.1).map(|(_, c)| c) {
-        c.single_tensor_frames += scan.single_tensor_frames;
+    if let Some(c) = by_label.iter_mut().find(|(k, _)| !k.1).map(|(_, c)| c) {
+        c.single_tensor_frames += single_tensor_frames;
     }
-    by_range
+    let mut storm_steps: Vec<((i64, i64), i64, i64)> = ranges
+        .iter()
+        .zip(&keys)
+        .filter(|(_, key)| !key.1 && by_label.get(*key).is_some_and(is_storm))
+        .map(|(&r, _)| {
+            let s = &t.host_spans[r as usize];
+            ((s.pid, s.tid), s.start, s.end)
+        })
+        .collect();
+    storm_steps.sort_unstable();
+    OptimizerCalls {
+        by_label,
+        storm_steps,
+    }
 }
 
 /// Whether an optimizer's step calls are a storm: per-tensor kernels, many per call.
 pub(crate) fn is_storm(c: &Calls) -> bool {
     (c.kernels / c.calls.max(1)) as usize >= STORM_KERNELS && c.multi_tensor * 2 < c.kernels
-}
-
-/// The step ranges of single-tensor optimizers (storms), as (thread, start, end), sorted:
-/// `launch_bound` leaves the waits for launches made inside them to `optimizer_overhead`,
-/// which names their cause.
-pub(crate) fn storm_steps(cx: &Scope, scan: &OptimizerCalls) -> Vec<((i64, i64), i64, i64)> {
-    let t = cx.trace;
-    let storms: Vec<String> = by_label(cx, scan)
-        .into_iter()
-        .filter(|((_, zero), c)| !zero && is_storm(c))
-        .map(|((label, _), _)| label)
-        .collect();
-    let mut out: Vec<((i64, i64), i64, i64)> = scan
-        .ranges
-        .iter()
-        .map(|&r| &t.host_spans[r as usize])
-        .filter(|s| {
-            let name = t.str(s.name);
-            let label = name.split('#').nth(1).unwrap_or(name);
-            storms.iter().any(|l| l == label)
-        })
-        .map(|s| ((s.pid, s.tid), s.start, s.end))
-        .collect();
-    out.sort_unstable();
-    out
 }

@@ -150,13 +150,16 @@ pub fn framework(trace: &Trace) -> Framework {
     }
 }
 
+/// Whether a span name is autograd's backward work: a `...Backward0` node or the engine's
+/// span around it.
+pub fn is_backward(name: &str) -> bool {
+    name.contains("Backward") || name.starts_with("autograd::engine")
+}
+
 /// Whether the trace shows training, inference, or cannot say.
 pub fn workload(trace: &Trace) -> Workload {
     let marks = trace.strings.matching(|n| {
-        n.contains("Backward")
-            || n.starts_with("autograd::engine")
-            || n.contains("Optimizer.step")
-            || n.contains("Optimizer.zero_grad")
+        is_backward(n) || n.contains("Optimizer.step") || n.contains("Optimizer.zero_grad")
     });
     let marked =
         |s: &tracehound_parsers::HostSpan| marks.get(s.name as usize).copied().unwrap_or(false);

@@ -276,16 +276,17 @@ pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
                         if direct != NONE {
                             let s = &t.host_spans[direct as usize];
                             let (gap, budget) = (o.start - busy_end, s.end - s.start);
-                            chain = Some((direct, thread, CHAIN_KERNELS, budget));
-                            if gap < threshold && gap <= budget {
-                                chain = Some((direct, thread, CHAIN_KERNELS - 1, budget - gap));
+                            chain = if gap < threshold && gap <= budget {
                                 dev.starved.push(Starved {
                                     op: oidx,
                                     gap_ns: gap,
                                     latency_ns: o.start - sp.start,
                                     drained_by: direct,
                                 });
-                            }
+                                Some((direct, thread, CHAIN_KERNELS - 1, budget - gap))
+                            } else {
+                                Some((direct, thread, CHAIN_KERNELS, budget))
+                            };
                         }
                     }
                     busy_end = busy_end.max(o.end);

@@ -63,6 +63,18 @@ impl Window {
             .count()
     }
 
+    /// Profiler steps that overlap the window, in start order.
+    pub fn steps_overlapping<'t>(
+        &self,
+        trace: &'t Trace,
+    ) -> impl Iterator<Item = &'t tracehound_parsers::Step> + 't {
+        let (start, end) = (self.start, self.end);
+        trace
+            .steps
+            .iter()
+            .filter(move |s| s.end > start && s.start < end)
+    }
+
     /// `ns` as a share of the window.
     pub fn share(&self, ns: i64) -> f64 {
         ns as f64 / self.len() as f64

@@ -10,6 +10,12 @@ pub const LAUNCH_OVERHEAD: &str = "The GPU finishes each kernel faster than the 
 /// The same, for a program that is not PyTorch.
 pub const LAUNCH_OVERHEAD_CUDA: &str = "The GPU finishes each kernel faster than the host launches the next: give each kernel more work (fuse small kernels, process more elements per launch), or capture the launch sequence once as a CUDA graph (cudaStreamBeginCapture ... cudaGraphLaunch) and replay it.";
 
+/// [`LAUNCH_OVERHEAD`] where the launch_bound finding rules CUDA graphs out.
+pub const LAUNCH_OVERHEAD_NO_GRAPHS: &str = "The GPU finishes each kernel faster than the host launches the next: batch more work per kernel (larger batch) or fuse operators with torch.compile; the launch_bound finding says why a CUDA graph would not help here.";
+
+/// [`LAUNCH_OVERHEAD_CUDA`] where the launch_bound finding rules CUDA graphs out.
+pub const LAUNCH_OVERHEAD_CUDA_NO_GRAPHS: &str = "The GPU finishes each kernel faster than the host launches the next: give each kernel more work (fuse small kernels, process more elements per launch); the launch_bound finding says why a CUDA graph would not help here.";
+
 /// Advice for a measured leaf of a category: the concrete change, not the class. Where the
 /// work can go depends on the program: a training loop has DataLoader workers, a server or
 /// a script does not; and a program that is not PyTorch gets it in CUDA's terms.

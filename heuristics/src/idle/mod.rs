@@ -22,7 +22,10 @@ mod advice;
 mod attribute;
 mod calls;
 
-pub use advice::{LAUNCH_OVERHEAD, LAUNCH_OVERHEAD_CUDA, advice};
+pub use advice::{
+    LAUNCH_OVERHEAD, LAUNCH_OVERHEAD_CUDA, LAUNCH_OVERHEAD_CUDA_NO_GRAPHS,
+    LAUNCH_OVERHEAD_NO_GRAPHS, advice,
+};
 
 use crate::scope::Scope;
 use crate::window::{WindowSource, for_each_busy};

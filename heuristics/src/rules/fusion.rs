@@ -303,35 +303,41 @@ fn price(t: &Trace, m: &DeviceModel, chain: Chain, peak_tbps: Option<f64>) -> Op
     // broadcast `x[:, None] - y[None]` written only to be reduced), its slowness is that
     // tensor's, and fusing removes the tensor: its excess counts in the share of its traffic
     // that stays.
-    let excess = chain
+    // Per call: its modelled bytes, and whether most of them are what fusing removes (a
+    // modelled call always has some bytes).
+    let absorbed: Vec<(f64, bool)> = chain
         .calls
         .iter()
         .zip(&internal)
         .map(|(&c, &inner)| {
-            let c = &m.calls[c as usize];
-            let b = m.models[c.model as usize].bytes();
-            let stays = if b > 0.0 && inner >= INTERNAL * b && inner / best >= LATENCY_NS {
+            let b = m.models[m.calls[c as usize].model as usize].bytes();
+            (b, inner >= INTERNAL * b && inner / best >= LATENCY_NS)
+        })
+        .collect();
+    let excess = chain
+        .calls
+        .iter()
+        .zip(&internal)
+        .zip(&absorbed)
+        .map(|((&c, &inner), &(b, gone))| {
+            let stays = if gone {
                 ((b - inner) / b).clamp(0.0, 1.0)
             } else {
                 1.0
             };
-            (c.ns as f64 - b / best) * stays
+            (m.calls[c as usize].ns as f64 - b / best) * stays
         })
         .fold(0.0, f64::max);
     // A fused kernel is no faster than the shortest kernel of the chain, unless most of that
     // kernel's traffic is what fusing removes.
-    let outward = |(&c, &inner): (&u32, &f64)| {
-        inner < INTERNAL * m.models[m.calls[c as usize].model as usize].bytes()
-            || inner / best < LATENCY_NS
-    };
-    let floor = if chain.calls.iter().zip(&internal).all(outward) {
+    let floor = if absorbed.iter().all(|&(_, gone)| !gone) {
         shortest
     } else {
         chain
             .calls
             .iter()
-            .zip(&internal)
-            .filter(|&x| outward(x))
+            .zip(&absorbed)
+            .filter(|&(_, &(_, gone))| !gone)
             .map(|(&c, _)| m.calls[c as usize].ns)
             .min()
             .unwrap_or(0)

@@ -273,7 +273,7 @@ fn unfused_attention(cx: &Ctx, acct: &DeviceAccounting) -> Option<(Option<String
     let backward: Vec<&Holder> = if only && frame.is_some() {
         acct.holders
             .iter()
-            .filter(|h| h.frame.is_none() && h.scores_ns > 0 && is_backward(&h.op))
+            .filter(|h| h.frame.is_none() && h.scores_ns > 0 && crate::phases::is_backward(&h.op))
             .collect()
     } else {
         Vec::new()
@@ -364,11 +364,6 @@ fn unfused_attention(cx: &Ctx, acct: &DeviceAccounting) -> Option<(Option<String
         ("fused_estimate_ns", fused),
     ]);
     Some((frame, f))
-}
-
-/// Whether a holder is autograd's backward work (a `...Backward0` node or the engine's span).
-fn is_backward(op: &str) -> bool {
-    op.starts_with("autograd::engine") || op.contains("Backward")
 }
 
 fn masked_attention(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {

@@ -69,7 +69,7 @@ impl Rule for LaunchBound {
         let w = &cx.window;
         let threshold = cx.config.gap_threshold_ns;
         let mut out = Vec::new();
-        let storms = crate::optimizer::storm_steps(cx, cx.optimizer_calls());
+        let storms = &cx.optimizer_calls().storm_steps;
         for dev in cx.starved() {
             let d = dev.device;
             let graph = dev.graph_kernels;
@@ -91,7 +91,7 @@ impl Rule for LaunchBound {
                 // per step removes them).
                 let l = t.index.op_launch[s.op as usize];
                 if let Some(h) = t.host_spans.get(l as usize)
-                    && in_storm(&storms, (h.pid, h.tid), h.start)
+                    && in_storm(storms, (h.pid, h.tid), h.start)
                 {
                     optimizer_ns += s.gap_ns;
                     continue;
@@ -285,12 +285,7 @@ impl Rule for LaunchBound {
             });
             // One operator waiting many times a step from one line is a Python loop of small
             // calls: if its iterations are independent, one batched call removes the launches.
-            let steps = t
-                .steps
-                .iter()
-                .filter(|s| s.end > w.start && s.start < w.end)
-                .count()
-                .max(1);
+            let steps = w.steps_overlapping(t).count().max(1);
             if !sync_bound
                 && varying.is_none()
                 && cx.pytorch()
@@ -376,8 +371,7 @@ fn shapes_per_step(cx: &Ctx, dev: &crate::starved::DeviceStarved, name: u32) -> 
             seen.insert(dims);
         }
     }
-    let w = &cx.window;
-    let steps = t.steps.iter().filter(|s| s.end > w.start && s.start < w.end).count().max(1);
+    let steps = cx.window.steps_overlapping(t).count().max(1);
     let per = seen.len() as f64 / steps as f64;
     (per >= VARYING_SHAPES).then_some(per)
 }

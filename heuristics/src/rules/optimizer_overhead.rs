@@ -35,12 +35,12 @@ impl Rule for OptimizerOverhead {
 
     fn check(&self, cx: &Ctx) -> Vec<Finding> {
         let w = &cx.window;
-        let by_range = crate::optimizer::by_label(cx, cx.optimizer_calls());
+        let by_range = &cx.optimizer_calls().by_label;
         let mut out = Vec::new();
         let mut groups: BTreeMap<(String, Option<String>), (u64, i64)> = BTreeMap::new();
         let (mut impact, mut storm_kernels, mut zero_kernels, mut steps) = (0i64, 0u64, 0u64, 0u64);
         let mut names = Vec::new();
-        for ((label, zero), c) in &by_range {
+        for ((label, zero), c) in by_range {
             let per_call = c.kernels / c.calls.max(1);
             if *zero {
                 if c.kernels == 0 {
