@@ -731,8 +731,8 @@ fn model_calls(
             },
         ));
     }
-    // Sorts: read the keys, write the sorted keys and int64 indices, once each (a radix sort
-    // makes several passes; this is the least any sort must move).
+    // Sorts: the bytes a radix sort moves (`sort_bytes`); selections the bytes they read and
+    // write.
     for (span, ns, bytes) in sort_calls(cx, d) {
         let outer = t.outermost_cpu_op(span);
         if outer != NONE && ns > 0 {
@@ -787,11 +787,34 @@ fn sort_calls(cx: &Scope, d: i32) -> Vec<(u32, i64, f64)> {
                 _ => return None,
             };
             let n: f64 = first.iter().map(|&x| x as f64).product();
-            Some((s, ns, n * (2.0 * elem + 8.0)))
+            let name = t.str(t.host_spans[s as usize].name);
+            let bytes = if name == "aten::topk" {
+                // A selection reads its input and writes k values and int64 indices per row.
+                let k: f64 = t
+                    .concrete_inputs_of(s)
+                    .and_then(|c| c.get(1)?.parse().ok())
+                    .unwrap_or(0.0);
+                let rows = n / first.last().map_or(1.0, |&x| (x as f64).max(1.0));
+                n * elem + rows * k * (elem + 8.0)
+            } else {
+                sort_bytes(n, elem)
+            };
+            Some((s, ns, bytes))
         })
         .collect();
     out.sort_unstable_by_key(|e| e.0);
     out
+}
+
+/// The bytes a radix sort of `n` keys of `elem` bytes moves when it returns the sorted keys
+/// and their int64 indices. A GPU sort is a least-significant-digit radix sort (CUB's
+/// onesweep, which PyTorch calls, sorts 8 bits a pass): one pass reads the keys for the digit
+/// histograms, then each of `elem` passes reads and writes every key with its 4-byte index,
+/// and the last writes the indices at 8 bytes. Counting one read and one write, as if a sort
+/// were a copy, would hold a sort at its best to a roof no sort reaches and put the passes
+/// every sort makes into its excess.
+fn sort_bytes(n: f64, elem: f64) -> f64 {
+    n * (elem + elem * 2.0 * (elem + 4.0) + 4.0)
 }
 
 /// How the cost of one call grows over a step's calls: the last quarter's mean over the

@@ -277,6 +277,10 @@ pub(crate) struct OpModel {
     pub shape: String,
     /// Element type of the first tensor.
     pub dtype: &'static str,
+    /// An elementwise op over dimensioned tensors of different element types
+    /// (`x_bf16 * mask_bool`): TensorIterator runs it on its casting path, slower than the
+    /// vectorised one for the same traffic; a fused kernel casts in registers.
+    pub mixed: bool,
 }
 
 impl OpModel {
@@ -655,6 +659,9 @@ fn formula(name: &str) -> Option<(Family, Formula)> {
         "native_dropout" => (Family::Dropout, Formula::Dropout),
         "copy" => (Family::Copy, Formula::CopyInto),
         "fill" | "zero" => (Family::Copy, Formula::Fill),
+        // In-place random fills (`torch.rand_like` is `empty_like` + `uniform_`): they write
+        // their tensor, and their generator's arithmetic is an elementwise kernel's.
+        _ if random_fill(name) => (Family::Elementwise, Formula::Fill),
         "cat" | "_cat" | "stack" => (Family::Copy, Formula::Concat),
         "index_select" | "embedding" => (Family::Index, Formula::Rows),
         "gather" => (Family::Index, Formula::Gather),
@@ -666,6 +673,23 @@ fn formula(name: &str) -> Option<(Family, Formula)> {
         s if ELEMENTWISE.contains(&s) => (Family::Elementwise, Formula::Elementwise),
         _ => return None,
     })
+}
+
+/// Whether operator `name` fills its tensor with random numbers in place (`aten::uniform_`,
+/// `aten::bernoulli_`): its time beyond its traffic is the generator's arithmetic, which a
+/// kernel drawing the same numbers does too.
+pub(crate) fn random_fill(name: &str) -> bool {
+    matches!(
+        name,
+        "aten::uniform_"
+            | "aten::normal_"
+            | "aten::bernoulli_"
+            | "aten::random_"
+            | "aten::exponential_"
+            | "aten::log_normal_"
+            | "aten::geometric_"
+            | "aten::cauchy_"
+    )
 }
 
 /// One recorded input.
@@ -895,6 +919,14 @@ fn model_op(
         .iter()
         .find(|t| elem_size(t).is_some() || t.as_str() == "TensorList")
         .map_or("other", |t| dtype_label(t));
+    let mixed = matches!(f, Formula::Elementwise | Formula::Compare) && {
+        let mut dimensioned = types.iter().zip(&inputs).filter_map(|(ty, i)| match i {
+            Input::Tensor(s) if !s.list && !s.dims.is_empty() => Some(ty.as_str()),
+            _ => None,
+        });
+        let first = dimensioned.next();
+        dimensioned.any(|ty| Some(ty) != first)
+    };
     let input_ids = tensors.iter().map(|&s| shapes.id(s.clone())).collect();
     let output = output.map(|s| shapes.id(s));
     Some(OpModel {
@@ -907,6 +939,7 @@ fn model_op(
         full: shapes.id(full),
         shape,
         dtype,
+        mixed,
     })
 }
 
@@ -1382,6 +1415,43 @@ mod tests {
         // Comparisons write booleans.
         let m = model("aten::gt", "[[1024], []]", r#"["c10::BFloat16", "Scalar"]"#);
         assert_eq!((m.read, m.write), (2048.0, 1024.0));
+    }
+
+    #[test]
+    fn random_fills_write_and_mixed_types_are_marked() {
+        // rand_like's fill of the dropout capture: 32M bf16 written, nothing read.
+        let m = model(
+            "aten::uniform_",
+            "[[8192, 4096], [], [], []]",
+            r#"["c10::BFloat16", "Scalar", "Scalar", ""]"#,
+        );
+        assert_eq!((m.read, m.write), (0.0, 67_108_864.0));
+        assert_eq!((m.family, m.in_place), (Family::Elementwise, Some(false)));
+        // The out-of-place draw reads its probabilities: no fill formula for it.
+        assert!(
+            model_op(
+                "aten::bernoulli",
+                "[[8192, 4096], []]",
+                r#"["float", ""]"#,
+                None,
+                &mut Shapes::default()
+            )
+            .is_none()
+        );
+        // bf16 times a bool mask runs on the casting path; bf16 times a Python number does not.
+        let mixed = |types: &str, dims: &str| model("aten::mul", dims, types).mixed;
+        assert!(mixed(
+            r#"["c10::BFloat16", "bool"]"#,
+            "[[8192, 4096], [8192, 4096]]"
+        ));
+        assert!(!mixed(
+            r#"["c10::BFloat16", "double"]"#,
+            "[[8192, 4096], []]"
+        ));
+        assert!(!mixed(
+            r#"["c10::BFloat16", "c10::BFloat16"]"#,
+            "[[8192, 4096], [8192, 4096]]"
+        ));
     }
 
     #[test]

@@ -26,7 +26,7 @@
 use super::Rule;
 use crate::context::{Ctx, new_finding};
 use crate::finding::{Confidence, Finding, Instance, Row, fmt_ns, metrics};
-use crate::membound::{DeviceModel, Family, MemClass, Origin, broadcastable};
+use crate::membound::{DeviceModel, Family, MemClass, Origin, broadcastable, random_fill};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::BTreeMap;
 use tracehound_parsers::{HostKind, NONE, Trace};
@@ -247,8 +247,9 @@ fn price(t: &Trace, m: &DeviceModel, chain: Chain, peak_tbps: Option<f64>) -> Op
     for (j, &c) in chain.calls.iter().enumerate() {
         let model = &m.models[m.calls[c as usize].model as usize];
         // A copy into a tensor its conversion just allocated (`x.to(torch.float32)`,
-        // `.clone()`, `.contiguous()`) writes a new tensor like an out-of-place operator: the
-        // fused kernel keeps it in registers, not as state.
+        // `.clone()`, `.contiguous()`), or a fill of one a factory just allocated
+        // (`torch.rand_like`), writes a new tensor like an out-of-place operator: the fused
+        // kernel keeps it in registers, not as state.
         let converts = model.in_place == Some(false) && into_new_tensor(t, m.calls[c as usize].span);
         let in_place = model.in_place.filter(|_| !converts);
         let mut inner: f64 = model
@@ -305,13 +306,16 @@ fn price(t: &Trace, m: &DeviceModel, chain: Chain, peak_tbps: Option<f64>) -> Op
     // that stays.
     // Per call: its modelled bytes, and whether most of them are what fusing removes (a
     // modelled call always has some bytes).
+    // A random fill's time is its generator's arithmetic, which the fused kernel does too
+    // (`F.dropout`'s kernel takes as long as `rand_like` alone): never what fusing removes.
     let absorbed: Vec<(f64, bool)> = chain
         .calls
         .iter()
         .zip(&internal)
         .map(|(&c, &inner)| {
             let b = m.models[m.calls[c as usize].model as usize].bytes();
-            (b, inner >= INTERNAL * b && inner / best >= LATENCY_NS)
+            let random = random_fill(t.str(t.host_spans[m.calls[c as usize].span as usize].name));
+            (b, !random && inner >= INTERNAL * b && inner / best >= LATENCY_NS)
         })
         .collect();
     let excess = chain
@@ -325,6 +329,10 @@ fn price(t: &Trace, m: &DeviceModel, chain: Chain, peak_tbps: Option<f64>) -> Op
             } else {
                 1.0
             };
+            // A mixed-type elementwise op's time beyond its traffic is TensorIterator's
+            // casting path, which a fused kernel does not take.
+            let md = &m.models[m.calls[c as usize].model as usize];
+            let stays = if md.mixed { 0.0 } else { stays };
             (m.calls[c as usize].ns as f64 - b / best) * stays
         })
         .fold(0.0, f64::max);
@@ -351,15 +359,35 @@ fn price(t: &Trace, m: &DeviceModel, chain: Chain, peak_tbps: Option<f64>) -> Op
     })
 }
 
-/// Whether copy operator `span` fills a tensor its caller just allocated: the copy inside a
-/// dtype or device conversion, a clone or a contiguous copy.
+/// Whether copy or fill operator `span` fills a tensor its caller just allocated: the copy
+/// inside a dtype or device conversion, a clone or a contiguous copy; the fill inside a
+/// factory (`rand_like` is `empty_like` + `uniform_`, `zeros` is `empty` + `zero_`).
 fn into_new_tensor(t: &Trace, span: u32) -> bool {
     let parent = t.host_spans.get(span as usize).map_or(NONE, |s| s.parent);
     t.host_spans.get(parent as usize).is_some_and(|p| {
         p.kind == HostKind::CpuOp
             && matches!(
                 t.str(p.name),
-                "aten::_to_copy" | "aten::to" | "aten::clone" | "aten::contiguous"
+                "aten::_to_copy"
+                    | "aten::to"
+                    | "aten::clone"
+                    | "aten::contiguous"
+                    | "aten::rand"
+                    | "aten::rand_like"
+                    | "aten::randn"
+                    | "aten::randn_like"
+                    | "aten::randint"
+                    | "aten::randint_like"
+                    | "aten::bernoulli"
+                    | "aten::zeros"
+                    | "aten::zeros_like"
+                    | "aten::ones"
+                    | "aten::ones_like"
+                    | "aten::full"
+                    | "aten::full_like"
+                    | "aten::new_zeros"
+                    | "aten::new_ones"
+                    | "aten::new_full"
             )
     })
 }
@@ -489,6 +517,9 @@ struct Kinds {
     expand_ns: i64,
     /// Saving in all chains, ns.
     saving_ns: i64,
+    /// A chain draws a random tensor, compares it and multiplies by the result: dropout
+    /// written out.
+    dropout: bool,
     frames: Vec<String>,
 }
 
@@ -575,6 +606,9 @@ fn finding(cx: &Ctx, m: &DeviceModel, priced: &[Priced]) -> Option<Finding> {
                 // or logsumexp (torch.logsumexp itself runs as such a chain).
                 kinds.activation |= has(&["tanh", "erf", "sigmoid", "exp"])
                     && !families.contains(&Family::Reduction);
+                kinds.dropout |= has(&["aten::uniform_", "aten::bernoulli_"])
+                    && has(&["aten::lt", "aten::gt", "aten::le", "aten::ge", "aten::bernoulli_"])
+                    && has(&["aten::mul", "aten::where", "aten::masked_fill"]);
             }
         }
         // A broadcast that writes a tensor many times larger than what it reads, reduced
@@ -722,6 +756,9 @@ fn advice(k: &Kinds) -> Vec<String> {
     }
     if k.norm {
         out.push("A hand-written norm (mean, subtract, variance, rsqrt, scale): use the fused op, nn.LayerNorm / F.layer_norm, nn.RMSNorm / F.rms_norm (PyTorch 2.4+) or F.group_norm: one kernel forward, one or two backward.".to_string());
+    }
+    if k.dropout {
+        out.push("Dropout written out (a random tensor compared with p and multiplied in): F.dropout(x, p, training=self.training) / nn.Dropout draws the mask in registers and applies it in one kernel.".to_string());
     }
     if k.activation {
         out.push("A hand-written activation: use the fused one, F.gelu(x, approximate=\"tanh\") for the tanh formula, F.silu for x * sigmoid(x), F.mish, F.softplus: one kernel forward and one backward.".to_string());
