@@ -288,39 +288,35 @@ fn one_hot_cross_entropy_is_named_at_its_line() {
 
 #[test]
 fn nchw_batchnorm_is_named_and_batch_128_is_not_called_small() {
-    let (t, a, steps, file) = mistake("conv_nchw");
+    let (t, a, _, _) = mistake("conv_nchw");
     let fs = findings(&a);
-    // cuDNN's transposes around the NCHW convolutions, at the planted frame, costing what the
-    // profiled twin gains (the unprofiled twin also gains the NHWC BatchNorm: blind-set.md).
-    let layout = fs
-        .iter()
-        .find(|f| {
-            f["rule"] == "hot_operator"
-                && f["title"]
-                    .as_str()
-                    .is_some_and(|t| t.contains("run on NCHW tensors"))
-        })
-        .expect("the layout transforms named");
-    assert!(text(layout).contains(&planted_frame(&t)), "{layout}");
-    assert!(text(layout).contains("channels_last"), "{layout}");
-    let (_, mistake_ms) = profiled_steps(&file);
-    let (_, twin_ms) = profiled_steps("h200_blind_conv_nchw_twin.pt.trace.json.gz");
-    within(
-        per_step_ms(layout, steps),
-        mistake_ms - twin_ms,
-        0.25,
-        "layout transforms",
-    );
-    assert!(
-        fs.iter().any(|f| f["rule"] == "hot_operator"
-            && text(f).contains("BatchNorm")
-            && text(f).contains("channels_last")),
-        "BatchNorm in NCHW named with channels_last"
-    );
+    // cuDNN's transposes around the NCHW convolutions and the NCHW BatchNorm kernels between
+    // them, one fix and one finding, at the planted frame. With Python stacks the step is
+    // host-bound (the GPU idles 30% of it), so the GPU time channels_last saves shows only
+    // partly in the step time; the cost is checked on the capture without stacks below.
+    let layout = &fs[0];
+    assert_eq!(layout["rule"], "hot_operator", "{layout}");
+    let s = text(layout);
+    for w in [
+        "run on NCHW tensors",
+        "BatchNorm",
+        "channels_last",
+        "nchwToNhwc",
+    ] {
+        assert!(s.contains(w), "{w}: {s}");
+    }
+    assert!(s.contains(&planted_frame(&t)), "{layout}");
     assert!(
         !fs.iter()
             .any(|f| f["rule"] == "roofline" && text(f).contains("Small or skinny")),
         "batch-128 convolutions are not small shapes"
+    );
+    // Without stacks: the transforms' time and the BatchNorm time beyond 70% of its
+    // two-pass roof, within 25% of what the channels_last twin saved outside the profiler.
+    first_finding_holds(
+        "conv_nchw_nostack",
+        "hot_operator",
+        &["run on NCHW tensors", "BatchNorm", "channels_last"],
     );
 }
 

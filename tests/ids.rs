@@ -59,9 +59,9 @@ fn pageable_copies_are_named_by_direction() {
     assert_ids(
         "sample-traces/kineto/h200_resnet_unpinned_sync.pt.trace.json.gz",
         &[
-            // BatchNorm backward of the NCHW ResNet at 13% of the HBM roof: named by operator.
-            "hot_operator/gpu0/CudnnBatchNormBackward0 (backward)",
-            // cuDNN's NCHW<->NHWC transposes around the FP32 model's convolutions.
+            // cuDNN's NCHW<->NHWC transposes around the FP32 model's convolutions, with the
+            // NCHW BatchNorm backward (22% of its two-pass HBM roof) that channels_last also
+            // fixes: one finding.
             "hot_operator/gpu0/nchw convolutions at gen.py(157): step",
             "idle_gaps/gpu0",
             "launch_bound/gpu0",

@@ -784,6 +784,7 @@ fn model_op(
     dims: &str,
     types: &str,
     list_elem: Option<u8>,
+    two_pass: bool,
     shapes: &mut Shapes,
 ) -> Option<OpModel> {
     let (family, f) = formula(name)?;
@@ -835,7 +836,18 @@ fn model_op(
         Formula::Reduction | Formula::ForeachReduce | Formula::ReadOnly => (all_read, 0.0),
         Formula::LikeFirst => {
             output = Some(first.clone());
-            (all_read, first.bytes())
+            // A norm over a whole tensor's batch (BatchNorm in training, GroupNorm) reduces
+            // before it can normalise: its full-size inputs are read twice.
+            let again: f64 = if two_pass {
+                tensors
+                    .iter()
+                    .filter(|s| !s.list && s.numel() == first.numel())
+                    .map(|s| s.bytes())
+                    .sum()
+            } else {
+                0.0
+            };
+            (all_read + again, first.bytes())
         }
         Formula::Dropout => {
             output = Some(first.clone());
@@ -1057,11 +1069,34 @@ fn origin(
     r
 }
 
+/// Whether norm operator `name` (span `i`) reduces over the whole batch before it normalises,
+/// reading its full-size inputs twice: GroupNorm always; BatchNorm in training (its recorded
+/// `training` flag; cuDNN's and MIOpen's backward exist only for training). Without recorded
+/// values, one pass: the least it can move.
+fn two_pass(t: &Trace, i: u32, name: &str) -> bool {
+    let flag = |k: usize| {
+        t.concrete_inputs_of(i)
+            .is_some_and(|c| c.get(k).is_some_and(|v| v == "True"))
+    };
+    match name {
+        "aten::native_group_norm"
+        | "aten::native_group_norm_backward"
+        | "aten::cudnn_batch_norm_backward"
+        | "aten::miopen_batch_norm_backward" => true,
+        "aten::native_batch_norm"
+        | "aten::_native_batch_norm_legit"
+        | "aten::cudnn_batch_norm"
+        | "aten::miopen_batch_norm" => flag(5),
+        "aten::native_batch_norm_backward" => flag(7),
+        _ => false,
+    }
+}
+
 /// The modelled operator of a kernel: its innermost CPU operator or the nearest ancestor
 /// (within three levels) with a formula, and its model.
 fn modelled_op(
     t: &Trace,
-    cache: &mut FxHashMap<(StrId, StrId, StrId, u8), Option<u32>>,
+    cache: &mut FxHashMap<(StrId, StrId, StrId, u8, bool), Option<u32>>,
     models: &mut Vec<OpModel>,
     shapes: &mut Shapes,
     inner: u32,
@@ -1075,18 +1110,22 @@ fn modelled_op(
         let s = &t.host_spans[i as usize];
         let args = t.op_args(s);
         if s.kind == HostKind::CpuOp && args.input_types != 0 {
+            let name = t.str(s.name);
+            let twice = name.contains("_norm") && two_pass(t, i, name);
             let key = (
                 s.name,
                 args.input_dims,
                 args.input_types,
                 list_elem.unwrap_or(0),
+                twice,
             );
             let m = *cache.entry(key).or_insert_with(|| {
                 model_op(
-                    t.str(s.name),
+                    name,
                     t.str(args.input_dims),
                     t.str(args.input_types),
                     list_elem,
+                    twice,
                     shapes,
                 )
                 .map(|m| {
@@ -1153,7 +1192,7 @@ const RECENT_INNER: usize = 1 << 10;
 
 fn device_model(cx: &Scope, marks: &Marks, classes: &[KernelClass], device: i32) -> DeviceModel {
     let (t, w) = (cx.trace, &cx.window);
-    let mut cache: FxHashMap<(StrId, StrId, StrId, u8), Option<u32>> = FxHashMap::default();
+    let mut cache: FxHashMap<(StrId, StrId, StrId, u8, bool), Option<u32>> = FxHashMap::default();
     let mut models = Vec::new();
     let mut shapes = Shapes::default();
     let mut calls: Vec<MemCall> = Vec::new();
@@ -1381,7 +1420,7 @@ mod tests {
     use super::*;
 
     fn model(name: &str, dims: &str, types: &str) -> OpModel {
-        model_op(name, dims, types, None, &mut Shapes::default())
+        model_op(name, dims, types, None, false, &mut Shapes::default())
             .unwrap_or_else(|| panic!("{name} {dims} {types}: no model"))
     }
 
@@ -1418,6 +1457,35 @@ mod tests {
     }
 
     #[test]
+    fn a_batchnorm_in_training_reads_its_input_twice() {
+        // The NCHW capture's first BatchNorm backward: dy and x, [128, 512, 14, 14] bf16,
+        // read for the reductions and again for dx; five parameter-sized vectors once.
+        let dims = "[[128, 512, 14, 14], [128, 512, 14, 14], [512], [512], [512], [512], [512], [], [], []]";
+        let types = r#"["c10::BFloat16", "c10::BFloat16", "float", "float", "float", "float", "float", "Scalar", "Scalar", "ScalarList"]"#;
+        let full = 128.0 * 512.0 * 14.0 * 14.0 * 2.0;
+        let once = model_op(
+            "aten::native_batch_norm_backward",
+            dims,
+            types,
+            None,
+            false,
+            &mut Shapes::default(),
+        )
+        .map(|m| (m.read, m.write));
+        let twice = model_op(
+            "aten::native_batch_norm_backward",
+            dims,
+            types,
+            None,
+            true,
+            &mut Shapes::default(),
+        )
+        .map(|m| (m.read, m.write));
+        assert_eq!(once, Some((2.0 * full + 5.0 * 2048.0, full)));
+        assert_eq!(twice, Some((4.0 * full + 5.0 * 2048.0, full)));
+    }
+
+    #[test]
     fn random_fills_write_and_mixed_types_are_marked() {
         // rand_like's fill of the dropout capture: 32M bf16 written, nothing read.
         let m = model(
@@ -1434,6 +1502,7 @@ mod tests {
                 "[[8192, 4096], []]",
                 r#"["float", ""]"#,
                 None,
+                false,
                 &mut Shapes::default()
             )
             .is_none()

@@ -23,7 +23,9 @@
 //! [`HOT_SHARE`] is reported with its whole time: the column tensor it writes exists only for
 //! a matmul that a convolution computes without it.
 //! Convolutions whose cuDNN layout transforms (`nchwToNhwc`/`nhwcToNchw`) take at least
-//! [`LAYOUT_SHARE`] of the GPU time are reported with those kernels' time as the impact.
+//! [`LAYOUT_SHARE`] of the GPU time are reported with those kernels' time, plus the time the
+//! BatchNorm layers running their NCHW kernels take beyond 70% of their roof, as the impact:
+//! channels_last fixes both, so those BatchNorm holders get no finding of their own.
 
 use super::Rule;
 use crate::accounting::{DeviceAccounting, GROWTH, HOT_SHARE, Holder, OpFamily, shown_op as shown};
@@ -61,12 +63,16 @@ impl Rule for HotOperator {
         for acct in cx.accounting() {
             let mut found: Vec<Finding> = Vec::new();
             let attention = unfused_attention(cx, acct);
+            let nchw = nchw_layout(cx, acct);
             for h in acct.holders.iter().take(20) {
                 if h.share < HOT_SHARE {
                     break;
                 }
-                // The operators of attention written out are that finding's rows.
-                if attention.as_ref().is_some_and(|(frame, _)| *frame == h.frame) {
+                // The operators of attention written out are that finding's rows; NCHW
+                // BatchNorm beside NCHW convolutions is the layout finding's.
+                if attention.as_ref().is_some_and(|(frame, _)| *frame == h.frame)
+                    || (nchw.is_some() && nchw_batchnorm(h).is_some())
+                {
                     continue;
                 }
                 if let Some(f) = holder_finding(cx, acct, h) {
@@ -74,7 +80,7 @@ impl Rule for HotOperator {
                 }
             }
             found.extend(attention.map(|(_, f)| f));
-            found.extend(nchw_layout(cx, acct));
+            found.extend(nchw);
             found.extend(masked_attention(cx, acct));
             found.sort_by(|a, b| b.impact_ns.cmp(&a.impact_ns).then(a.title.cmp(&b.title)));
             found.truncate(MAX_PER_DEVICE);
@@ -442,8 +448,25 @@ fn masked_attention(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
 /// overhead (channels_last removes them), so the bar is lower than for a holder.
 pub const LAYOUT_SHARE: f64 = 0.05;
 
+/// A BatchNorm holder running its NCHW (not channels_last) kernels: its time beyond what 70%
+/// of the HBM roof needs, `None` for any other holder or without a bytes model.
+fn nchw_batchnorm(h: &Holder) -> Option<i64> {
+    let op = h.op.to_ascii_lowercase();
+    if h.family != OpFamily::Norm
+        || !(op.contains("batchnorm") || op.contains("batch_norm"))
+        || h.top_kernel.to_ascii_lowercase().contains("channels_last")
+    {
+        return None;
+    }
+    let ideal = h.ideal_ns?;
+    Some((h.gpu_ns as f64 - ideal / ACHIEVABLE).max(0.0) as i64)
+}
+
 /// Convolutions run on NCHW tensors: cuDNN's tensor-core kernels work in NHWC, so it
-/// transposes the inputs and outputs around each call. Impact: the transforms' time.
+/// transposes the inputs and outputs around each call, and the BatchNorm layers between them
+/// run their strided NCHW kernels. One fix (channels_last) removes both, so one finding holds
+/// both. Impact: the transforms' time plus the NCHW BatchNorm's time beyond what 70% of the
+/// HBM roof needs.
 fn nchw_layout(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
     let convs: Vec<&Holder> = acct
         .holders
@@ -464,42 +487,91 @@ fn nchw_layout(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
         .or_else(|| convs.iter().max_by_key(|h| h.layout_ns))?;
     let d = acct.device;
     let conv_ns: i64 = convs.iter().map(|h| h.gpu_ns).sum();
+    let norms: Vec<(&Holder, i64)> = acct
+        .holders
+        .iter()
+        .filter_map(|h| nchw_batchnorm(h).map(|x| (h, x)))
+        .filter(|&(_, x)| x > 0)
+        .collect();
+    let norm_excess: i64 = norms.iter().map(|&(_, x)| x).sum();
+    let norm_ns: i64 = norms.iter().map(|(h, _)| h.gpu_ns).sum();
+    let norm_text = if norms.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", and BatchNorm runs its NCHW kernels: {} beyond what {:.0}% of the HBM roof needs",
+            fmt_ns(norm_excess),
+            100.0 * ACHIEVABLE
+        )
+    };
     let mut f = new_finding(
         cx,
         ID,
         Some(d),
         format!(
-            "convolutions{} run on NCHW tensors: cuDNN transposes to NHWC and back around them, {} in layout kernels ({:.0}% of GPU {d}'s time)",
+            "convolutions{} run on NCHW tensors: cuDNN transposes to NHWC and back around them, {} in layout kernels ({:.0}% of GPU {d}'s time){norm_text}",
             at(&top.frame),
             fmt_ns(layout),
             100.0 * share
         ),
-        layout,
+        layout + norm_excess,
         Confidence::High,
         format!(
-            "{} convolution operators ({} of GPU time) launch nchwToNhwc/nhwcToNchw kernels; impact: their time, which channels_last removes (NCHW BatchNorm kernels next to them are slower too)",
+            "{} convolution operators ({} of GPU time) launch nchwToNhwc/nhwcToNchw kernels; {}impact: the transforms' time, which channels_last removes{}",
             convs.len(),
-            fmt_ns(conv_ns)
+            fmt_ns(conv_ns),
+            if norms.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "{} BatchNorm operators ({} of GPU time) run their NCHW kernels; ",
+                    norms.len(),
+                    fmt_ns(norm_ns)
+                )
+            },
+            if norms.is_empty() {
+                ""
+            } else {
+                ", plus the BatchNorm time beyond 70% of the roof (channels_last runs their NHWC kernels; how close those come to the roof the trace cannot tell)"
+            }
         ),
     );
     f.subject = Some(format!("nchw convolutions{}", at(&top.frame)));
-    f.breakdown = convs
-        .iter()
-        .take(cx.config.max_rows)
-        .map(|h| Row {
-            label: format!("{} (layout transforms {})", shown(&h.op), fmt_ns(h.layout_ns)),
-            count: h.calls,
-            time_ns: h.gpu_ns,
-            bytes: None,
-            python_frame: h.frame.clone(),
-            cause: None,
-            share: Some(h.share),
-        })
-        .collect();
+    let conv_rows = convs.iter().map(|h| Row {
+        label: format!("{} (layout transforms {})", shown(&h.op), fmt_ns(h.layout_ns)),
+        count: h.calls,
+        time_ns: h.gpu_ns,
+        bytes: None,
+        python_frame: h.frame.clone(),
+        cause: None,
+        share: Some(h.share),
+    });
+    let norm_rows = norms.iter().map(|&(h, x)| Row {
+        label: format!(
+            "{} ({:.0}% of the HBM roof, {} beyond 70%)",
+            shown(&h.op),
+            100.0 * h.roof_share.unwrap_or(0.0),
+            fmt_ns(x)
+        ),
+        count: h.calls,
+        time_ns: h.gpu_ns,
+        bytes: None,
+        python_frame: h.frame.clone(),
+        cause: None,
+        share: Some(h.share),
+    });
+    let mut rows: Vec<Row> = conv_rows.chain(norm_rows).collect();
+    rows.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.label.cmp(&b.label)));
+    rows.truncate(cx.config.max_rows);
+    f.breakdown = rows;
     f.advice = vec![
         "Put the model and its inputs in channels_last: model.to(memory_format=torch.channels_last) and x.to(memory_format=torch.channels_last); cuDNN then runs its NHWC kernels directly, and BatchNorm its NHWC kernels.".into(),
     ];
-    f.metrics = metrics([("layout_ns", layout as f64), ("share", share)]);
+    f.metrics = metrics([
+        ("layout_ns", layout as f64),
+        ("share", share),
+        ("batchnorm_excess_ns", norm_excess as f64),
+    ]);
     Some(f)
 }
 

@@ -175,7 +175,8 @@ impl Builder {
     }
 
     /// Whether the operator named `name` (string id `id`) keeps its `Concrete Inputs`:
-    /// stride, padding and masks of the operators whose work depends on them. Every
+    /// stride, padding and masks of the operators whose work depends on them (convolution,
+    /// attention), BatchNorm's training flag (a second pass over its input), topk's k. Every
     /// operator records its scalars, most of them of no use here.
     pub(super) fn keeps_concrete(&mut self, id: StrId, name: &str) -> bool {
         let i = id as usize;
@@ -183,7 +184,10 @@ impl Builder {
             self.keeps_concrete.resize(i + 1, 0);
         }
         if self.keeps_concrete[i] == 0 {
-            let keep = name.contains("convolution") || name.contains("attention");
+            let keep = name.contains("convolution")
+                || name.contains("attention")
+                || name.contains("batch_norm")
+                || name == "aten::topk";
             self.keeps_concrete[i] = if keep { 1 } else { 2 };
         }
         self.keeps_concrete[i] == 1
