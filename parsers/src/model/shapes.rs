@@ -34,8 +34,9 @@ impl Trace {
             .map_or_else(Vec::new, |s| items(self.str(self.op_args(s).input_types)))
     }
 
-    /// The recorded scalar inputs of span `i` by position (`Concrete Inputs` of convolution and
-    /// attention operators recorded with shapes): `""` for a tensor, `[3, 3]`, `1`, `True`.
+    /// The recorded scalar inputs of span `i` by position (`Concrete Inputs` of convolution,
+    /// attention, batch-norm and topk operators recorded with shapes): `""` for a tensor,
+    /// `[3, 3]`, `1`, `True`.
     /// `None` when not recorded; read numbers out of an item with [`numbers`].
     pub fn concrete_inputs_of(&self, i: u32) -> Option<Vec<String>> {
         let s = self.host_spans.get(i as usize)?;
