@@ -606,9 +606,11 @@ fn finding(cx: &Ctx, m: &DeviceModel, priced: &[Priced]) -> Option<Finding> {
                 // or logsumexp (torch.logsumexp itself runs as such a chain).
                 kinds.activation |= has(&["tanh", "erf", "sigmoid", "exp"])
                     && !families.contains(&Family::Reduction);
-                kinds.dropout |= has(&["aten::uniform_", "aten::bernoulli_"])
-                    && has(&["aten::lt", "aten::gt", "aten::le", "aten::ge", "aten::bernoulli_"])
-                    && has(&["aten::mul", "aten::where", "aten::masked_fill"]);
+                // Exact names: `aten::ge` is a prefix of `aten::gelu`, `aten::le` of `aten::lerp`.
+                let is = |ks: &[&str]| names.iter().any(|n| ks.contains(n));
+                kinds.dropout |= is(&["aten::uniform_", "aten::bernoulli_"])
+                    && is(&["aten::lt", "aten::gt", "aten::le", "aten::ge", "aten::bernoulli_"])
+                    && is(&["aten::mul", "aten::mul_", "aten::where", "aten::masked_fill"]);
             }
         }
         // A broadcast that writes a tensor many times larger than what it reads, reduced

@@ -645,7 +645,11 @@ fn onehot_product(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
         });
         let Some(ci) = cast else { continue };
         let c = rest[ci];
-        let classes = t.input_dims(c)[0].last().copied().unwrap_or(0);
+        let classes = t
+            .input_dims(c)
+            .first()
+            .and_then(|x| x.last().copied())
+            .unwrap_or(0);
         let product = rest[ci + 1..].iter().take_while(same_thread).find(|&&m| {
             let dims = t.input_dims(m);
             flag(&is_product, &t.host_spans[m as usize])
