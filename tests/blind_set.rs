@@ -830,6 +830,12 @@ fn a_one_hot_matrix_product_is_named_with_the_lookup_it_replaces() {
                 "F.embedding",
             ],
         );
+        // The cast is priced there, not again as a copy hotspot.
+        let (_, a, _, _) = mistake(name);
+        assert!(
+            !findings(&a).iter().any(|f| f["rule"] == "copy_hotspots"),
+            "{name}: the one-hot cast counted twice"
+        );
     }
 }
 

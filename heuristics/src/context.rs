@@ -41,6 +41,8 @@ pub struct Ctx<'a> {
     accounting: std::sync::OnceLock<Vec<crate::accounting::DeviceAccounting>>,
     /// The optimizer calls, for optimizer_overhead and launch_bound.
     optimizer: std::sync::OnceLock<crate::optimizer::OptimizerCalls>,
+    /// One-hot matrix products, for hot_operator and copy_hotspots.
+    onehot: std::sync::OnceLock<Vec<crate::onehot::OneHotProduct>>,
 }
 
 impl<'a> std::ops::Deref for Ctx<'a> {
@@ -64,6 +66,7 @@ impl<'a> Ctx<'a> {
             starved: std::sync::OnceLock::new(),
             accounting: std::sync::OnceLock::new(),
             optimizer: std::sync::OnceLock::new(),
+            onehot: std::sync::OnceLock::new(),
         }
     }
 
@@ -87,6 +90,11 @@ impl<'a> Ctx<'a> {
     /// ([`crate::optimizer::scan`]).
     pub(crate) fn optimizer_calls(&self) -> &crate::optimizer::OptimizerCalls {
         self.optimizer.get_or_init(|| crate::optimizer::scan(self))
+    }
+
+    /// The window's one-hot matrix products ([`crate::onehot::products`]).
+    pub(crate) fn onehot_products(&self) -> &[crate::onehot::OneHotProduct] {
+        self.onehot.get_or_init(|| crate::onehot::products(self))
     }
 
     /// Where each device's GPU time goes ([`crate::accounting`]).

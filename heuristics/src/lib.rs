@@ -21,6 +21,7 @@ pub mod intern;
 pub mod job;
 pub mod membound;
 pub mod names;
+pub mod onehot;
 pub mod optimizer;
 pub mod phases;
 pub mod roofline;

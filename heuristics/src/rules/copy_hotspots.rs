@@ -148,6 +148,18 @@ impl Rule for CopyHotspots {
             return Vec::new();
         }
         let (root_copy, cpu_ns) = root_copies(t, &copy, w);
+        // The casts of one-hot matrix products hot_operator reports are priced there, with
+        // the one-hot tensor and the product they feed: counted once, not here too.
+        let onehot = cx.onehot_products();
+        let mut onehot_casts: rustc_hash::FxHashSet<u32> = rustc_hash::FxHashSet::default();
+        if !onehot.is_empty() {
+            for a in cx.accounting() {
+                if crate::onehot::priced(cx, onehot, a.device, a.gpu_ns).is_some() {
+                    onehot_casts.extend(onehot.iter().map(|g| g.cast));
+                }
+            }
+        }
+        let mut onehot_ns = 0i64;
         let copy_ = t.strings.lookup("aten::copy_");
         // The last operator read and whether it is `aten::copy_`: an operator's kernels come
         // one after another, and each read of it was a cache miss.
@@ -170,6 +182,10 @@ impl Rule for CopyHotspots {
             if op.kind == GpuOpKind::Memcpy && op.direction.crosses_host() {
                 transfer_bytes += op.bytes;
                 transfer_ns += op.dur();
+                continue;
+            }
+            if onehot_casts.contains(&root) {
+                onehot_ns += op.dur();
                 continue;
             }
             n_ops += 1;
@@ -408,13 +424,21 @@ impl Rule for CopyHotspots {
             confidence: Confidence::Medium,
             device: None,
             evidence: format!(
-                "{} GPU ops under {} copy operators; top caller {}; host time inside copy operators {} (includes time blocked on the GPU); host<->device copies under them (not counted here) {} in {}",
+                "{} GPU ops under {} copy operators; top caller {}; host time inside copy operators {} (includes time blocked on the GPU); host<->device copies under them (not counted here) {} in {}{}",
                 n_ops,
                 per_root.len(),
                 top_caller.unwrap_or_else(|| "-".into()),
                 fmt_ns(cpu_ns),
                 fmt_bytes(transfer_bytes),
-                fmt_ns(transfer_ns)
+                fmt_ns(transfer_ns),
+                if onehot_ns > 0 {
+                    format!(
+                        "; casts of one-hot matrix products (hot_operator's one-hot finding, not counted here) {}",
+                        fmt_ns(onehot_ns)
+                    )
+                } else {
+                    String::new()
+                }
             ),
             breakdown,
             instances,

@@ -585,126 +585,13 @@ fn nchw_layout(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
 /// lookup needs at 70% of the HBM roof (the index and the rows read and written); reported from
 /// [`HOT_SHARE`] of the device's GPU time.
 fn onehot_product(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
+    let groups = cx.onehot_products();
     let t = cx.trace;
-    let is_onehot = t.strings.matching(|n| n == "aten::one_hot");
-    if !is_onehot.contains(&true) {
-        return None;
-    }
-    let is_cast = t.strings.matching(|n| matches!(n, "aten::to" | "aten::_to_copy"));
-    let is_product = t.strings.matching(|n| {
-        matches!(
-            n,
-            "aten::matmul" | "aten::mm" | "aten::linear" | "aten::bmm" | "aten::einsum"
-        )
-    });
     let d = acct.device;
-    let hbm = crate::membound::peaks_of(t, d).map(|p| p.mem_tbps)?;
-    let (w0, w1) = (cx.window.start, cx.window.end);
-    let flag = |v: &[bool], s: &tracehound_parsers::HostSpan| {
-        v.get(s.name as usize).copied().unwrap_or(false)
-    };
-    // Outermost operators of interest in the window, per thread, in start order.
-    let mut spans: Vec<u32> = (0..t.host_spans.len() as u32)
-        .filter(|&i| {
-            let s = &t.host_spans[i as usize];
-            s.kind == HostKind::CpuOp
-                && s.start >= w0
-                && s.start < w1
-                && (flag(&is_onehot, s) || flag(&is_cast, s) || flag(&is_product, s))
-                && t.outermost_cpu_op(i) == i
-        })
-        .collect();
-    spans.sort_by_key(|&i| {
-        let s = &t.host_spans[i as usize];
-        (s.pid, s.tid, s.start)
-    });
-    let numel = |v: &[u64]| v.iter().map(|&x| x as f64).product::<f64>();
-    // (one_hot, cast, product, rows selected, bytes a row of the table holds)
-    let mut groups: Vec<(u32, u32, u32, f64, f64)> = Vec::new();
-    for (k, &o) in spans.iter().enumerate() {
-        let so = &t.host_spans[o as usize];
-        if !flag(&is_onehot, so) {
-            continue;
-        }
-        let Some(ids) = t.input_dims(o).into_iter().next() else {
-            continue;
-        };
-        let same_thread = |j: &&u32| {
-            let s = &t.host_spans[**j as usize];
-            (s.pid, s.tid) == (so.pid, so.tid)
-        };
-        let rest = &spans[k + 1..];
-        let cast = rest.iter().take_while(same_thread).position(|&c| {
-            let sc = &t.host_spans[c as usize];
-            let dims = t.input_dims(c);
-            flag(&is_cast, sc)
-                && t.input_types(c).first().map(String::as_str) == Some("long int")
-                && dims
-                    .first()
-                    .is_some_and(|x| x.len() == ids.len() + 1 && x[..ids.len()] == ids[..])
-        });
-        let Some(ci) = cast else { continue };
-        let c = rest[ci];
-        let classes = t
-            .input_dims(c)
-            .first()
-            .and_then(|x| x.last().copied())
-            .unwrap_or(0);
-        let product = rest[ci + 1..].iter().take_while(same_thread).find(|&&m| {
-            let dims = t.input_dims(m);
-            flag(&is_product, &t.host_spans[m as usize])
-                && dims.first().is_some_and(|x| {
-                    x.last() == Some(&classes) && numel(x) == numel(&ids) * classes as f64
-                })
-        });
-        let Some(&m) = product else { continue };
-        let dims = t.input_dims(m);
-        let types = t.input_types(m);
-        let elem = match types.get(1).map(String::as_str) {
-            Some("c10::BFloat16" | "c10::Half") => 2.0,
-            Some("float") => 4.0,
-            _ => continue,
-        };
-        // The table's other dim: [V, d] (or its transpose for a linear layer's weight).
-        let row = dims
-            .get(1)
-            .and_then(|w| w.iter().copied().find(|&x| x != classes).or(w.first().copied()))
-            .unwrap_or(0) as f64;
-        groups.push((o, c, m, numel(&ids), row * elem));
-    }
-    if groups.is_empty() {
-        return None;
-    }
-    let mut ns_of: rustc_hash::FxHashMap<u32, i64> = rustc_hash::FxHashMap::default();
-    for g in &groups {
-        for s in [g.0, g.1, g.2] {
-            ns_of.insert(s, 0);
-        }
-    }
-    for (i, op) in cx.window.kernels(t, d) {
-        let inner = t.index.op_cpu_op.get(i).copied().unwrap_or(tracehound_parsers::NONE);
-        if inner == tracehound_parsers::NONE {
-            continue;
-        }
-        if let Some(ns) = ns_of.get_mut(&t.outermost_cpu_op(inner)) {
-            *ns += op.dur();
-        }
-    }
-    let (mut onehot_ns, mut cast_ns, mut product_ns, mut lookup_ns) = (0i64, 0i64, 0i64, 0.0f64);
-    for &(o, c, m, rows, row_bytes) in &groups {
-        onehot_ns += ns_of[&o];
-        cast_ns += ns_of[&c];
-        product_ns += ns_of[&m];
-        // The lookup reads the int64 ids and the selected rows, and writes them.
-        lookup_ns += (rows * 8.0 + 2.0 * rows * row_bytes) / (hbm * 1e3) / ACHIEVABLE;
-    }
-    let total = onehot_ns + cast_ns + product_ns;
-    let share = total as f64 / acct.gpu_ns.max(1) as f64;
-    if share < HOT_SHARE {
-        return None;
-    }
+    let p = crate::onehot::priced(cx, groups, d, acct.gpu_ns)?;
+    let (total, share, lookup_ns) = (p.total, p.share, p.lookup_ns);
     let impact = (total as f64 - lookup_ns).max(0.0) as i64;
-    let frame = t.user_frame(groups[0].0).map(str::to_string);
+    let frame = t.user_frame(groups[0].onehot).map(str::to_string);
     let mut f = new_finding(
         cx,
         ID,
@@ -713,16 +600,16 @@ fn onehot_product(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
             "a one-hot matrix product{} holds {:.0}% of GPU {d}'s time: F.one_hot, its cast and a matmul over every class to select {} rows",
             at(&frame),
             100.0 * share,
-            groups[0].3 as u64
+            groups[0].rows as u64
         ),
         impact,
         Confidence::High,
         format!(
             "{} one_hot calls write the one-hot tensor ({}), cast it ({}) and multiply it through ({}): {} in all; a lookup of the same rows needs {} at 70% of the HBM roof; impact: the difference",
             groups.len(),
-            fmt_ns(onehot_ns),
-            fmt_ns(cast_ns),
-            fmt_ns(product_ns),
+            fmt_ns(p.onehot_ns),
+            fmt_ns(p.cast_ns),
+            fmt_ns(p.product_ns),
             fmt_ns(total),
             fmt_ns(lookup_ns as i64)
         ),
@@ -742,7 +629,11 @@ fn onehot_product(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
         share: Some(ns as f64 / acct.gpu_ns.max(1) as f64),
     };
     let g = groups[0];
-    f.breakdown = vec![row(g.0, onehot_ns), row(g.1, cast_ns), row(g.2, product_ns)];
+    f.breakdown = vec![
+        row(g.onehot, p.onehot_ns),
+        row(g.cast, p.cast_ns),
+        row(g.product, p.product_ns),
+    ];
     f.breakdown.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.label.cmp(&b.label)));
     f.advice = vec!["A one-hot matrix times a table selects rows: F.embedding(ids, W) (or W[ids], nn.Embedding) reads only the selected rows, with no one-hot tensor, no cast and no matmul over every class; its backward sums the gradients of repeated ids. For a loss over one-hot targets, F.cross_entropy takes the class indices.".into()];
     f.metrics = metrics([
