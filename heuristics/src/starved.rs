@@ -72,6 +72,58 @@ impl Starved {
     }
 }
 
+/// Launch-bound waits by the outermost operator whose kernel waited (its name's string id):
+/// waits, idle ns, and up to [`SYNC_SAMPLES`] of its spans.
+pub(crate) type WaitsByOperator = FxHashMap<u32, (u64, i64, Vec<u32>)>;
+
+/// Calls of an operator whose kernels waited that are checked for a synchronisation inside.
+pub(crate) const SYNC_SAMPLES: usize = 16;
+
+/// Of the three operators holding most of `waits`, those with a blocking call inside at least
+/// half of their sampled calls (a boolean-mask index's `nonzero`, `.item()`, a copy to the
+/// host): the host loses its lead there every call, and a CUDA graph cannot capture them.
+/// Their labels (`aten::index › aten::nonzero (cudaStreamSynchronize) at train.py(12): f`) and
+/// the waits they hold, ns. The launch_bound rule and the verdict read it.
+pub(crate) fn syncing_operators(cx: &Scope, waits: &WaitsByOperator) -> (Vec<String>, i64) {
+    let t = cx.trace;
+    let syncs = Syncs::new(cx);
+    let mut top: Vec<(u32, i64)> = waits.iter().map(|(&k, v)| (k, v.1)).collect();
+    top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut syncing: Vec<String> = Vec::new();
+    let mut syncing_ns = 0i64;
+    for &(name, ns) in top.iter().take(3) {
+        let calls = waits.get(&name).map_or(&[][..], |g| g.2.as_slice());
+        let found: Vec<u32> = calls
+            .iter()
+            .map(|&o| syncs.inside(o))
+            .filter(|&c| c != NONE)
+            .collect();
+        let Some(&call) = found.first() else { continue };
+        if 2 * found.len() < calls.len() {
+            continue;
+        }
+        let inner = t.enclosing(call, tracehound_parsers::HostKind::CpuOp);
+        let outer_name = crate::names::name_or(t, name, "(no operator)");
+        let inner_name = crate::names::span_name(t, inner, "");
+        let frame = calls
+            .iter()
+            .find_map(|&o| t.user_frame(o))
+            .map(|f| format!(" at {f}"))
+            .unwrap_or_default();
+        syncing.push(format!(
+            "{outer_name}{} ({}){frame}",
+            if inner_name.is_empty() || inner_name == outer_name {
+                String::new()
+            } else {
+                format!(" › {inner_name}")
+            },
+            t.api_name(t.host_spans[call as usize].name)
+        ));
+        syncing_ns += ns;
+    }
+    (syncing, syncing_ns)
+}
+
 /// The starved kernels of one device.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct DeviceStarved {

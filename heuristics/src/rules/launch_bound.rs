@@ -45,9 +45,6 @@ pub const VARYING_SHAPES_ADVICE: &str = "Shapes change call to call here";
 /// change call over call).
 pub const GRAPH_ADVICE: &str = "Replay the step as a CUDA graph: torch.compile(mode=\"reduce-overhead\"), or torch.cuda.CUDAGraph around a static-shape step; one launch then queues every kernel.";
 
-/// Calls of an operator whose kernels waited that are checked for a synchronisation inside.
-const SYNC_SAMPLES: usize = 16;
-
 /// A stretch is this many starved kernels in a row, or more.
 const STRETCH_KERNELS: usize = 3;
 
@@ -81,7 +78,7 @@ impl Rule for LaunchBound {
             let mut durs: Vec<i64> = Vec::new();
             // By the operator's name id: no string built per starved kernel.
             // With a few of its outer operator spans, to see whether they synchronise.
-            let mut by_name: rustc_hash::FxHashMap<u32, (u64, i64, Vec<u32>)> = Default::default();
+            let mut by_name = crate::starved::WaitsByOperator::default();
             let (mut run, mut run_ns, mut run_start, mut last_end) = (0usize, 0i64, 0i64, i64::MIN);
             let mut stretches: Vec<(i64, usize, i64, i64)> = Vec::new();
             let mut prev: Option<u32> = None;
@@ -108,7 +105,7 @@ impl Rule for LaunchBound {
                 let g = by_name.entry(name).or_default();
                 g.0 += 1;
                 g.1 += s.gap_ns;
-                if g.2.len() < SYNC_SAMPLES && outer != tracehound_parsers::NONE {
+                if g.2.len() < crate::starved::SYNC_SAMPLES && outer != tracehound_parsers::NONE {
                     g.2.push(outer);
                 }
                 // A stretch: starved kernels back to back (each starting right after the
@@ -223,38 +220,10 @@ impl Rule for LaunchBound {
             // The operators whose kernels waited most: when they synchronise on most calls
             // (a boolean-mask index's nonzero, .item(), a copy to the host), the host loses its
             // lead there every call, and a CUDA graph cannot capture them.
-            let syncs = crate::starved::Syncs::new(cx);
             let mut top: Vec<(u32, (u64, i64))> =
                 by_name.iter().map(|(&k, v)| (k, (v.0, v.1))).collect();
             top.sort_by(|a, b| b.1.1.cmp(&a.1.1).then(a.0.cmp(&b.0)));
-            let mut syncing: Vec<String> = Vec::new();
-            let mut syncing_ns = 0i64;
-            for &(name, (_, ns)) in top.iter().take(3) {
-                let calls = by_name.get(&name).map_or(&[][..], |g| g.2.as_slice());
-                let found: Vec<u32> = calls.iter().map(|&o| syncs.inside(o)).filter(|&c| c != tracehound_parsers::NONE).collect();
-                if calls.is_empty() || 2 * found.len() < calls.len() {
-                    continue;
-                }
-                let call = found[0];
-                let inner = t.enclosing(call, tracehound_parsers::HostKind::CpuOp);
-                let outer_name = name_or(t, name, "(no operator)");
-                let inner_name = crate::names::span_name(t, inner, "");
-                let frame = calls
-                    .iter()
-                    .find_map(|&o| t.user_frame(o))
-                    .map(|f| format!(" at {f}"))
-                    .unwrap_or_default();
-                syncing.push(format!(
-                    "{outer_name}{} ({}){frame}",
-                    if inner_name.is_empty() || inner_name == outer_name {
-                        String::new()
-                    } else {
-                        format!(" › {inner_name}")
-                    },
-                    t.api_name(t.host_spans[call as usize].name)
-                ));
-                syncing_ns += ns;
-            }
+            let (syncing, syncing_ns) = crate::starved::syncing_operators(cx, &by_name);
             let sync_bound = 2 * syncing_ns >= starved_ns && !syncing.is_empty();
             if sync_bound {
                 f.title.push_str(&format!(
