@@ -563,6 +563,35 @@ fn float64_from_numpy_is_named_with_what_tf32_would_take() {
 }
 
 #[test]
+fn verdicts_name_the_syncs_that_drain_the_queue() {
+    // The MoE dispatch by boolean masks: with stacks, syncs hold most of the idle time, and the
+    // verdict says so, naming the masked index and its nonzero; without stacks they hold 44%,
+    // named beside the launch rate. Neither advises a CUDA graph, which cannot capture a sync.
+    for (name, lead) in [
+        ("moe_mask_sync", true),
+        ("moe_mask_sync_nostack", false),
+        ("unique_counts_nostack", false),
+    ] {
+        let (_, a, _, _) = mistake(name);
+        let v = a["summary"]["verdict"].as_str().expect("verdict");
+        assert_eq!(a["summary"]["bound"], "launch/host bound", "{name}: {v}");
+        assert_eq!(
+            v.starts_with("launch/host bound, on host synchronisations"),
+            lead,
+            "{name}: {v}"
+        );
+        assert!(
+            v.contains("around syncs that drained") && v.contains("cannot capture a sync"),
+            "{name}: {v}"
+        );
+        if name.starts_with("moe") {
+            assert!(v.contains("aten::index › aten::nonzero"), "{name}: {v}");
+        }
+        assert!(!v.contains("reduce-overhead"), "{name}: {v}");
+    }
+}
+
+#[test]
 fn a_convolution_written_as_unfold_is_named_with_its_column_tensor() {
     for name in ["unfold_conv", "unfold_conv_nostack"] {
         first_finding_holds(name, "hot_operator", &["aten::im2col", "F.conv2d"]);

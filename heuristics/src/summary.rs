@@ -734,6 +734,28 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
             ),
         );
     }
+    let syncs = sync_drained(cx, main, &kinds, gap_ns + short);
+    if let Some((share, parts)) = &syncs
+        && *share >= 0.5
+    {
+        return (
+            Bound::LaunchHost,
+            format!(
+                "launch/host bound, on host synchronisations: GPU {} idles {:.0}% of the window, {:.0}% of that idle time around syncs that drained its queue ({parts}). {SYNC_ADVICE}",
+                main.device,
+                100.0 * (1.0 - busy),
+                100.0 * share,
+            ),
+        );
+    }
+    // Syncs holding a large part, not most: the launch rate's verdict, and the syncs beside it.
+    let beside = match &syncs {
+        Some((share, parts)) if *share >= SYNC_MENTION => format!(
+            " {:.0}% of the idle time is around syncs that drained the queue ({parts}): {SYNC_ADVICE}",
+            100.0 * share
+        ),
+        _ => String::new(),
+    };
     // Kineto's Python tracer (with_stack=True) slows Python code several-fold: a verdict
     // that Python holds the host, measured under it, says so.
     let tracer = if top == Some(CauseKind::Python) && cx.trace.meta.capture.python_frames {
@@ -744,7 +766,7 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
     (
         Bound::LaunchHost,
         format!(
-            "launch/host bound: GPU {} idles {:.0}% of the window because the host does not queue work fast enough ({cause}; {} more in {} gaps < {}; median kernel {}).{tracer}",
+            "launch/host bound: GPU {} idles {:.0}% of the window because the host does not queue work fast enough ({cause}; {} more in {} gaps < {}; median kernel {}).{beside}{tracer}",
             main.device,
             100.0 * (1.0 - busy),
             fmt_ns(short),
@@ -753,6 +775,73 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
             fmt_ns(median)
         ),
     )
+}
+
+/// From this share of the idle time up, host synchronisations are named beside a launch/host
+/// verdict; from half up they are the verdict's cause.
+const SYNC_MENTION: f64 = 1.0 / 3.0;
+
+/// What a verdict that names host synchronisations advises.
+const SYNC_ADVICE: &str = "each sync empties the queue and the host relaunches onto an idle GPU: remove the syncs; faster launches do not shorten these waits, and a CUDA graph cannot capture a sync.";
+
+/// The share of the idle time (`idle_ns`) around host synchronisations, and its parts as text:
+/// gaps ≥ the threshold with the host blocked in a sync, short gaps after a sync drained the
+/// queue (sync_stalls'), and launch waits of operators that synchronise on most calls
+/// (launch_bound's). There the host is slow because it waits for the GPU and relaunches onto
+/// an empty queue, not because launches are slow. `None` without any.
+fn sync_drained(
+    cx: &Ctx,
+    main: &DeviceSummary,
+    kinds: &[(CauseKind, i64)],
+    idle_ns: i64,
+) -> Option<(f64, String)> {
+    let t = cx.trace;
+    let dev = cx.starved().iter().find(|s| s.device == main.device)?;
+    let long: i64 = kinds
+        .iter()
+        .filter(|k| k.0 == CauseKind::HostSync)
+        .map(|k| k.1)
+        .sum();
+    let drained: i64 = dev.drained().map(|s| s.gap_ns).sum();
+    let mut waits = crate::starved::WaitsByOperator::default();
+    for s in dev.launch_bound() {
+        let outer = t.index.op_outer_cpu_op[s.op as usize];
+        let g = waits
+            .entry(crate::names::span_name_id(t, outer))
+            .or_default();
+        g.0 += 1;
+        g.1 += s.gap_ns;
+        if g.2.len() < crate::starved::SYNC_SAMPLES && outer != tracehound_parsers::NONE {
+            g.2.push(outer);
+        }
+    }
+    let (ops, in_ops) = crate::starved::syncing_operators(cx, &waits);
+    let sync_ns = long + drained + in_ops;
+    if sync_ns <= 0 || idle_ns <= 0 {
+        return None;
+    }
+    let threshold = fmt_ns(cx.config.gap_threshold_ns);
+    let mut parts: Vec<String> = Vec::new();
+    if long > 0 {
+        parts.push(format!(
+            "{} in gaps ≥ {threshold} blocked in syncs",
+            fmt_ns(long)
+        ));
+    }
+    if drained > 0 {
+        parts.push(format!(
+            "{} in short gaps right after syncs, see sync_stalls",
+            fmt_ns(drained)
+        ));
+    }
+    if in_ops > 0 {
+        parts.push(format!(
+            "{} in the launches of operators that synchronise on most calls: {}",
+            fmt_ns(in_ops),
+            ops.join(", ")
+        ));
+    }
+    Some((sync_ns as f64 / idle_ns as f64, parts.join("; ")))
 }
 
 /// The GPU-bound verdict: busy, and what bounds the kernels, from their time shares
