@@ -592,6 +592,23 @@ fn verdicts_name_the_syncs_that_drain_the_queue() {
 }
 
 #[test]
+fn compute_bound_says_where_the_step_can_shorten() {
+    // Written-out dropout beside bf16 GEMMs at 81% of their roof: the verdict says the GEMMs
+    // have little left to give and points at the other 45%, where the planted chain is.
+    let (_, a, _, _) = mistake("dropout_manual_nostack");
+    let v = a["summary"]["verdict"].as_str().expect("verdict");
+    assert!(
+        v.contains("little left to give") && v.contains("the other 45% of kernel time"),
+        "{v}"
+    );
+    // FP32 GEMMs near the FP32 CUDA-core roof are far from what TF32 tensor cores do: no
+    // such claim there.
+    let (_, a, _, _) = mistake("fp32_no_tf32_nostack");
+    let v = a["summary"]["verdict"].as_str().expect("verdict");
+    assert!(!v.contains("little left to give"), "{v}");
+}
+
+#[test]
 fn a_convolution_written_as_unfold_is_named_with_its_column_tensor() {
     for name in ["unfold_conv", "unfold_conv_nostack"] {
         first_finding_holds(name, "hot_operator", &["aten::im2col", "F.conv2d"]);

@@ -188,6 +188,22 @@ fn gemm_bound_and_compiled_runs_stay_quiet() {
     assert_eq!(membound(&gemm)["bound"], "compute");
     let verdict = gemm["summary"]["verdict"].as_str().unwrap();
     assert!(verdict.contains("compute-bound"), "{verdict}");
+    // Its one GEMM shape runs at 800 of the 989 bf16 TFLOP/s (its FLOPs over its kernel time,
+    // recomputed here from the roofline row): near the roof, the verdict says faster kernels
+    // have little to give, not that their efficiency decides the step.
+    let row = &gemm["summary"]["roofline"][0]["rows"][0];
+    let share = row["flops"].as_f64().unwrap()
+        / (row["time_ns"].as_f64().unwrap() * 1e3)
+        / row["roof_tflops"].as_f64().unwrap();
+    assert!((0.79..0.83).contains(&share), "{share}");
+    assert!(
+        verdict.contains(&format!(
+            "already at {:.0}% of their tensor-core roof",
+            100.0 * share
+        )) && verdict.contains("little left to give")
+            && !verdict.contains("efficiency decides"),
+        "{verdict}"
+    );
     // torch.compile fused the norm and GELU chains into Triton kernels: already fused, never
     // a chain (the truth counts 18% of kernel time in triton_* kernels).
     let compiled = analyze_json(&own("h200_compiled_fused_clean.pt.trace.json.gz"), &[]);

@@ -1012,6 +1012,22 @@ fn gpu_bound_by_kind(cx: &Ctx, main: &DeviceSummary) -> String {
                     pct(m.matrix_ns),
                     rest(KernelBound::Compute)
                 )
+            } else if let Some(share) = matrix_near_roof(cx, main.device) {
+                let other = 1.0 - m.share(m.matrix_ns);
+                format!(
+                    "{head}, compute-bound: {:.0}% of kernel time is matrix kernels (GEMM, convolution, attention){}, already at {:.0}% of their tensor-core roof (time-weighted, over those with recorded shapes): faster matrix kernels have little left to give; {}",
+                    pct(m.matrix_ns),
+                    rest(KernelBound::Compute),
+                    100.0 * share,
+                    if other >= 0.1 {
+                        format!(
+                            "the other {:.0}% of kernel time is where the step shortens.",
+                            100.0 * other
+                        )
+                    } else {
+                        "less matrix work, or narrower math where accuracy allows, is what shortens the step.".to_string()
+                    }
+                )
             } else {
                 format!(
                     "{head}, compute-bound: {:.0}% of kernel time is matrix kernels (GEMM, convolution, attention){}, so their efficiency decides the step time.",
@@ -1029,6 +1045,47 @@ fn gpu_bound_by_kind(cx: &Ctx, main: &DeviceSummary) -> String {
         ),
         None => format!("{head}{EFFICIENCY_DECIDES}"),
     }
+}
+
+/// The share of their roof the matrix kernels of `device` reach, weighted by time, when it is
+/// at least the achievable 70% ([`crate::roofline::ACHIEVABLE`]; attention against its own
+/// 45%) and all of their time with recorded shapes runs on tensor cores: FP32 on CUDA cores or FP64 near their own roof is still far from what tensor
+/// cores do (tensor_cores says so), so no "little left to give" there.
+fn matrix_near_roof(cx: &Ctx, device: i32) -> Option<f64> {
+    use crate::hardware::Math;
+    let rows: Vec<&crate::roofline::RoofRow> = cx
+        .roofline()
+        .iter()
+        .filter(|r| r.device == device)
+        .flat_map(|r| r.rows.iter())
+        .collect();
+    let time: i64 = rows.iter().map(|r| r.time_ns).sum();
+    if time <= 0
+        || rows
+            .iter()
+            .any(|r| matches!(r.math, Math::Fp32 | Math::Fp64))
+    {
+        return None;
+    }
+    // Against what is achievable: attention at its 45% counts as a matrix product at 70%.
+    let effective: f64 = rows
+        .iter()
+        .map(|r| {
+            let scale = if r.attention {
+                crate::roofline::ACHIEVABLE / crate::roofline::ACHIEVABLE_ATTENTION
+            } else {
+                1.0
+            };
+            r.time_ns as f64 * r.roof_share * scale
+        })
+        .sum::<f64>()
+        / time as f64;
+    let share: f64 = rows
+        .iter()
+        .map(|r| r.time_ns as f64 * r.roof_share)
+        .sum::<f64>()
+        / time as f64;
+    (effective >= crate::roofline::ACHIEVABLE).then_some(share)
 }
 
 /// Mean nvidia-smi memory-controller utilisation (%) of `gpu` over the counter window, when a
