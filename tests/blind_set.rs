@@ -592,6 +592,26 @@ fn verdicts_name_the_syncs_that_drain_the_queue() {
 }
 
 #[test]
+fn launch_waits_say_they_were_measured_under_the_profiler() {
+    // The per-head loop's twin gained 3.0 ms a step outside the profiler and 6.9 inside it:
+    // the finding says its waits are the profiler's too, naming the options that were on.
+    let (t, a, _, _) = mistake("per_head_loop_nostack");
+    assert_eq!(t["with_stack"], false);
+    let f = naming(&a, "launch_bound", &["aten::linear"]);
+    let e = f["evidence"].as_str().expect("evidence");
+    assert!(
+        e.contains("measured under the profiler") && e.contains("more with record_shapes, on here"),
+        "{e}"
+    );
+    let (_, a, _, _) = mistake("per_head_loop");
+    let f = naming(&a, "launch_bound", &["aten::linear"]);
+    assert!(
+        text(f).contains("more with record_shapes and with_stack, on here"),
+        "{f}"
+    );
+}
+
+#[test]
 fn compute_bound_says_where_the_step_can_shorten() {
     // Written-out dropout beside bf16 GEMMs at 81% of their roof: the verdict says the GEMMs
     // have little left to give and points at the other 45%, where the planted chain is.

@@ -45,6 +45,30 @@ pub const VARYING_SHAPES_ADVICE: &str = "Shapes change call to call here";
 /// change call over call).
 pub const GRAPH_ADVICE: &str = "Replay the step as a CUDA graph: torch.compile(mode=\"reduce-overhead\"), or torch.cuda.CUDAGraph around a static-shape step; one launch then queues every kernel.";
 
+/// What the waits are measured under, in a capture whose operators the profiler recorded: it
+/// adds host time to every operator call (more with shapes and Python stacks), so a loop the
+/// host cannot feed waits longer in the capture than outside it (on the blind set's
+/// launch-bound loops the twins gained 1.5–2.4× less outside the profiler than in it). The
+/// trace holds no measure of that cost, so the finding says it rather than correct for it.
+fn profiler_note(cx: &Ctx) -> String {
+    let c = &cx.trace.meta.capture;
+    if !c.cpu_ops {
+        return String::new();
+    }
+    let on: Vec<&str> = [(c.shapes, "record_shapes"), (c.python_frames, "with_stack")]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect();
+    format!(
+        "; measured under the profiler, which adds host time to every operator call it records{}: outside it the host launches faster and these waits are shorter, so size the gain with a timing outside the profiler",
+        if on.is_empty() {
+            String::new()
+        } else {
+            format!(" (more with {}, on here)", on.join(" and "))
+        }
+    )
+}
+
 /// A stretch is this many starved kernels in a row, or more.
 const STRETCH_KERNELS: usize = 3;
 
@@ -151,7 +175,7 @@ impl Rule for LaunchBound {
                 starved_ns,
                 Confidence::High,
                 format!(
-                    "{starved_n} of {} kernels started after a gap < {} with an empty queue and no sync before it; {} stretches of {STRETCH_KERNELS}+ such kernels; their launch latency (runtime call to kernel start) median {}, p99 {}, {} above max(10× median, {}){}{}{}",
+                    "{starved_n} of {} kernels started after a gap < {} with an empty queue and no sync before it; {} stretches of {STRETCH_KERNELS}+ such kernels; their launch latency (runtime call to kernel start) median {}, p99 {}, {} above max(10× median, {}){}{}{}{}",
                     dev.kernels,
                     fmt_ns(threshold),
                     stretches.len(),
@@ -179,7 +203,8 @@ impl Rule for LaunchBound {
                         )
                     } else {
                         String::new()
-                    }
+                    },
+                    profiler_note(cx)
                 ),
             );
             let mut groups: BTreeMap<String, (u64, i64)> = BTreeMap::new();
