@@ -586,6 +586,16 @@ fn verdicts_name_the_syncs_that_drain_the_queue() {
         );
         if name.starts_with("moe") {
             assert!(v.contains("aten::index › aten::nonzero"), "{name}: {v}");
+        } else {
+            // torch.unique's syncs are named first, with a count that neither sorts nor waits.
+            let f = &findings(&a)[0];
+            assert_eq!(f["rule"], "sync_stalls", "{f}");
+            assert!(
+                text(f).contains("aten::_unique2")
+                    && text(f).contains("torch.unique sorts its input")
+                    && text(f).contains("index_add_"),
+                "{f}"
+            );
         }
         assert!(!v.contains("reduce-overhead"), "{name}: {v}");
     }
