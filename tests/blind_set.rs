@@ -294,7 +294,7 @@ fn nchw_batchnorm_is_named_and_batch_128_is_not_called_small() {
     // them, one fix and one finding, at the planted frame. With Python stacks the step is
     // host-bound (the GPU idles 30% of it), so the GPU time channels_last saves shows only
     // partly in the step time; the cost is checked on the capture without stacks below.
-    let layout = &fs[0];
+    let layout = fs.first().expect("a first finding");
     assert_eq!(layout["rule"], "hot_operator", "{layout}");
     let s = text(layout);
     for w in [

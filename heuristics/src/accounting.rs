@@ -731,8 +731,8 @@ fn model_calls(
             },
         ));
     }
-    // Sorts: the bytes a radix sort moves (`sort_bytes`); selections the bytes they read and
-    // write.
+    // Sorts: the bytes the sort PyTorch runs moves (`sort_bytes`); selections the bytes they
+    // read and write.
     for (span, ns, bytes) in sort_calls(cx, d) {
         let outer = t.outermost_cpu_op(span);
         if outer != NONE && ns > 0 {
@@ -742,7 +742,8 @@ fn model_calls(
     out
 }
 
-/// Sort calls with recorded shapes on device `d`: (span, GPU ns, minimum bytes).
+/// Sort calls with recorded shapes on device `d`: (span, GPU ns, modelled bytes: a sort's or a
+/// selection's, `sort_bytes`).
 fn sort_calls(cx: &Scope, d: i32) -> Vec<(u32, i64, f64)> {
     let t = cx.trace;
     let w = &cx.window;
@@ -788,16 +789,18 @@ fn sort_calls(cx: &Scope, d: i32) -> Vec<(u32, i64, f64)> {
             };
             let n: f64 = first.iter().map(|&x| x as f64).product();
             let name = t.str(t.host_spans[s as usize].name);
+            // Rows along the last dim (the default; the dim is not kept).
+            let row = first.last().map_or(1.0, |&x| (x as f64).max(1.0));
             let bytes = if name == "aten::topk" {
-                // A selection reads its input and writes k values and int64 indices per row.
+                // A selection: its input read (a radix select may read it more than once) and
+                // k values and int64 indices written per row.
                 let k: f64 = t
                     .concrete_inputs_of(s)
                     .and_then(|c| c.get(1)?.parse().ok())
                     .unwrap_or(0.0);
-                let rows = n / first.last().map_or(1.0, |&x| (x as f64).max(1.0));
-                n * elem + rows * k * (elem + 8.0)
+                n * elem + n / row * k * (elem + 8.0)
             } else {
-                sort_bytes(n, elem)
+                sort_bytes(n, row, elem)
             };
             Some((s, ns, bytes))
         })
@@ -806,15 +809,24 @@ fn sort_calls(cx: &Scope, d: i32) -> Vec<(u32, i64, f64)> {
     out
 }
 
-/// The bytes a radix sort of `n` keys of `elem` bytes moves when it returns the sorted keys
-/// and their int64 indices. A GPU sort is a least-significant-digit radix sort (CUB's
-/// onesweep, which PyTorch calls, sorts 8 bits a pass): one pass reads the keys for the digit
-/// histograms, then each of `elem` passes reads and writes every key with its 4-byte index,
-/// and the last writes the indices at 8 bytes. Counting one read and one write, as if a sort
-/// were a copy, would hold a sort at its best to a roof no sort reaches and put the passes
-/// every sort makes into its excess.
-fn sort_bytes(n: f64, elem: f64) -> f64 {
-    n * (elem + elem * 2.0 * (elem + 4.0) + 4.0)
+/// Rows up to this long are sorted in one pass: PyTorch sorts them in place, in shared
+/// memory (a bitonic sort, `should_use_small_sort`).
+const SMALL_SORT: f64 = 4096.0;
+
+/// The bytes a sort of `n` keys of `elem` bytes, in rows of `row`, moves when it returns the
+/// sorted keys and their int64 indices. Short rows: one read of the keys and one write of keys
+/// and indices. Longer ones go to a least-significant-digit radix sort (CUB's onesweep, 8 bits
+/// a pass, which PyTorch calls with int64 values: `radix_sort_pairs<scalar_t, int64_t>`): one
+/// pass reads the keys for the digit histograms, then each of `elem` passes reads and writes
+/// every key with its 8-byte value. Counting one read and one write, as if a long sort were a
+/// copy, would hold it to a roof no sort reaches and put the passes every sort makes into its
+/// excess.
+fn sort_bytes(n: f64, row: f64, elem: f64) -> f64 {
+    if row <= SMALL_SORT {
+        n * (2.0 * elem + 8.0)
+    } else {
+        n * (elem + elem * 2.0 * (elem + 8.0))
+    }
 }
 
 /// How the cost of one call grows over a step's calls: the last quarter's mean over the
@@ -893,10 +905,12 @@ mod tests {
 
     #[test]
     fn a_sort_moves_its_keys_once_a_byte_and_its_indices() {
-        // A bf16 key: 2 bytes read for the histograms, two passes of key + 4-byte index read
-        // and written (24), the int64 indices' upper half written (4). An fp32 key: 4 passes.
-        assert_eq!(sort_bytes(1.0, 2.0), 30.0);
-        assert_eq!(sort_bytes(1.0, 4.0), 4.0 + 4.0 * 2.0 * 8.0 + 4.0);
+        // A bf16 key in a 128256-long row: 2 bytes read for the histograms, two passes of
+        // key + 8-byte value read and written (40). An fp32 key: four passes (4 + 96).
+        assert_eq!(sort_bytes(1.0, 128256.0, 2.0), 42.0);
+        assert_eq!(sort_bytes(1.0, 128256.0, 4.0), 100.0);
+        // A 50-long row is sorted in shared memory: keys read, keys and indices written.
+        assert_eq!(sort_bytes(1.0, 50.0, 2.0), 12.0);
     }
 
     #[test]

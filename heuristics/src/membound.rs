@@ -860,7 +860,13 @@ fn model_op(
         }
         Formula::Fill => {
             output = Some(first.clone());
-            (0.0, first.bytes())
+            // `bernoulli_(p)` with a tensor of probabilities reads it.
+            let probabilities = if random_fill(name) {
+                all_read - first.bytes()
+            } else {
+                0.0
+            };
+            (probabilities, first.bytes())
         }
         Formula::Concat => {
             output = Some(first.clone());
@@ -931,11 +937,24 @@ fn model_op(
         .iter()
         .find(|t| elem_size(t).is_some() || t.as_str() == "TensorList")
         .map_or("other", |t| dtype_label(t));
+    // The condition of `where` and the mask of `masked_fill` are bool by design: those kernels
+    // take them without the casting path.
+    let by_design = match name.trim_end_matches('_') {
+        "aten::where" => Some(0),
+        "aten::masked_fill" => Some(1),
+        _ => None,
+    };
     let mixed = matches!(f, Formula::Elementwise | Formula::Compare) && {
-        let mut dimensioned = types.iter().zip(&inputs).filter_map(|(ty, i)| match i {
-            Input::Tensor(s) if !s.list && !s.dims.is_empty() => Some(ty.as_str()),
-            _ => None,
-        });
+        let mut dimensioned = types
+            .iter()
+            .zip(&inputs)
+            .enumerate()
+            .filter_map(|(k, (ty, i))| match i {
+                Input::Tensor(s) if !s.list && !s.dims.is_empty() && Some(k) != by_design => {
+                    Some(ty.as_str())
+                }
+                _ => None,
+            });
         let first = dimensioned.next();
         dimensioned.any(|ty| Some(ty) != first)
     };
@@ -1517,6 +1536,19 @@ mod tests {
             r#"["c10::BFloat16", "double"]"#,
             "[[8192, 4096], []]"
         ));
+        // A where's bool condition and a masked_fill's mask are bool by design.
+        let m = model(
+            "aten::where",
+            "[[8192, 4096], [8192, 4096], [8192, 4096]]",
+            r#"["bool", "c10::BFloat16", "c10::BFloat16"]"#,
+        );
+        assert!(!m.mixed);
+        let m = model(
+            "aten::masked_fill",
+            "[[8192, 4096], [8192, 4096], []]",
+            r#"["c10::BFloat16", "bool", "Scalar"]"#,
+        );
+        assert!(!m.mixed);
         assert!(!mixed(
             r#"["c10::BFloat16", "c10::BFloat16"]"#,
             "[[8192, 4096], [8192, 4096]]"

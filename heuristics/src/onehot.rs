@@ -38,7 +38,7 @@ pub(crate) fn products(cx: &Scope) -> Vec<OneHotProduct> {
     let is_product = t.strings.matching(|n| {
         matches!(
             n,
-            "aten::matmul" | "aten::mm" | "aten::linear" | "aten::bmm" | "aten::einsum"
+            "aten::matmul" | "aten::mm" | "aten::linear" | "aten::bmm"
         )
     });
     let (w0, w1) = (cx.window.start, cx.window.end);
@@ -62,6 +62,8 @@ pub(crate) fn products(cx: &Scope) -> Vec<OneHotProduct> {
     });
     let numel = |v: &[u64]| v.iter().map(|&x| x as f64).product::<f64>();
     let mut out = Vec::new();
+    // A cast or product already matched to an earlier one_hot is not matched again.
+    let mut claimed: rustc_hash::FxHashSet<u32> = rustc_hash::FxHashSet::default();
     for (k, &o) in spans.iter().enumerate() {
         let so = &t.host_spans[o as usize];
         if !flag(&is_onehot, so) {
@@ -70,15 +72,18 @@ pub(crate) fn products(cx: &Scope) -> Vec<OneHotProduct> {
         let Some(ids) = t.input_dims(o).into_iter().next() else {
             continue;
         };
+        // The rest of this thread, up to the next one_hot: a one_hot whose tensor is not cast
+        // and multiplied before the next one is made (one used for a loss) claims nothing.
         let same_thread = |j: &&u32| {
             let s = &t.host_spans[**j as usize];
-            (s.pid, s.tid) == (so.pid, so.tid)
+            (s.pid, s.tid) == (so.pid, so.tid) && !flag(&is_onehot, s)
         };
         let rest = &spans[k + 1..];
         let cast = rest.iter().take_while(same_thread).position(|&c| {
             let sc = &t.host_spans[c as usize];
             let dims = t.input_dims(c);
             flag(&is_cast, sc)
+                && !claimed.contains(&c)
                 && t.input_types(c).first().map(String::as_str) == Some("long int")
                 && dims
                     .first()
@@ -94,6 +99,7 @@ pub(crate) fn products(cx: &Scope) -> Vec<OneHotProduct> {
         let product = rest[ci + 1..].iter().take_while(same_thread).find(|&&m| {
             let dims = t.input_dims(m);
             flag(&is_product, &t.host_spans[m as usize])
+                && !claimed.contains(&m)
                 && dims.first().is_some_and(|x| {
                     x.last() == Some(&classes) && numel(x) == numel(&ids) * classes as f64
                 })
@@ -106,16 +112,19 @@ pub(crate) fn products(cx: &Scope) -> Vec<OneHotProduct> {
             Some("float") => 4.0,
             _ => continue,
         };
-        // The table's other dim: [V, d] (or its transpose for a linear layer's weight).
+        // The table's row length: the last dim of [V, d] or [B, V, d], the first of a linear
+        // layer's [d, V] weight.
         let row = dims
             .get(1)
             .and_then(|w| {
-                w.iter()
+                w.last()
                     .copied()
-                    .find(|&x| x != classes)
+                    .filter(|&x| x != classes)
                     .or(w.first().copied())
             })
             .unwrap_or(0) as f64;
+        claimed.insert(c);
+        claimed.insert(m);
         out.push(OneHotProduct {
             onehot: o,
             cast: c,
@@ -191,4 +200,63 @@ pub(crate) fn priced(
         total,
         share,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::testutil::TB;
+    use tracehound_parsers::{GpuOpKind, OpArgs};
+
+    /// An outermost operator at `at` µs with recorded dims and types, launching one kernel.
+    fn op(tb: &mut TB, name: &str, dims: &str, types: &str, at: i64) {
+        tb.span(HostKind::CpuOp, name, at * 1000, at * 1000 + 5_000);
+        let args = OpArgs {
+            input_dims: tb.t.strings.intern(dims),
+            input_types: tb.t.strings.intern(types),
+            call_stack: 0,
+        };
+        let args = tb.t.args.intern(args);
+        if let Some(s) = tb.t.host_spans.last_mut() {
+            s.args = args;
+        }
+        tb.op(
+            GpuOpKind::Kernel,
+            "k",
+            7,
+            at * 1000 + 2_000,
+            at * 1000 + 4_000,
+            Some(at * 1000 + 1_000),
+        );
+    }
+
+    #[test]
+    fn each_one_hot_claims_its_own_cast_and_product_once() {
+        let mut tb = TB::new();
+        let ids = r#"[[8, 1024], []]"#;
+        let long = r#"["long int", "Scalar"]"#;
+        let cast = r#"[[8, 1024, 32000], [], [], [], [], [], [], []]"#;
+        let cast_types = r#"["long int", "", "", "", "", "", "", ""]"#;
+        let mm = r#"[[8, 1024, 32000], [32000, 1024]]"#;
+        let bf16 = r#"["c10::BFloat16", "c10::BFloat16"]"#;
+        // A one_hot for a loss (no cast or product before the next one_hot), then an
+        // embedding written as one_hot(ids).to(bf16) @ W.
+        op(&mut tb, "aten::one_hot", ids, long, 0);
+        op(&mut tb, "aten::one_hot", ids, long, 10);
+        op(&mut tb, "aten::to", cast, cast_types, 20);
+        op(&mut tb, "aten::matmul", mm, bf16, 30);
+        let t = tb.build();
+        let config = Config::default();
+        let cx = Scope::new(&t, &config);
+        let found = products(&cx);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let g = found[0];
+        assert_eq!(t.str(t.host_spans[g.onehot as usize].name), "aten::one_hot");
+        assert_eq!(t.host_spans[g.onehot as usize].start, 10_000);
+        assert_eq!(t.host_spans[g.cast as usize].start, 20_000);
+        assert_eq!(t.host_spans[g.product as usize].start, 30_000);
+        // 8192 rows of a [32000, 1024] bf16 table: 2 KiB a row.
+        assert_eq!((g.rows, g.row_bytes), (8192.0, 2048.0));
+    }
 }

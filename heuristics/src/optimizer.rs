@@ -158,3 +158,11 @@ pub(crate) fn scan(cx: &Scope) -> OptimizerCalls {
 pub(crate) fn is_storm(c: &Calls) -> bool {
     (c.kernels / c.calls.max(1)) as usize >= STORM_KERNELS && c.multi_tensor * 2 < c.kernels
 }
+
+/// Whether a launch at `at` on `thread` falls in one of the optimizer storm steps (sorted by
+/// thread and start): launch_bound leaves those waits to optimizer_overhead, and the verdict's
+/// count of waits in syncing operators leaves them out the same way.
+pub(crate) fn in_storm(storms: &[((i64, i64), i64, i64)], thread: (i64, i64), at: i64) -> bool {
+    let i = storms.partition_point(|s| (s.0, s.1) <= (thread, at));
+    i > 0 && storms[i - 1].0 == thread && storms[i - 1].2 > at
+}

@@ -804,7 +804,15 @@ fn sync_drained(
         .sum();
     let drained: i64 = dev.drained().map(|s| s.gap_ns).sum();
     let mut waits = crate::starved::WaitsByOperator::default();
+    let storms = &cx.optimizer_calls().storm_steps;
     for s in dev.launch_bound() {
+        // As launch_bound counts them: a single-tensor optimizer's waits are its own.
+        let l = t.index.op_launch[s.op as usize];
+        if let Some(h) = t.host_spans.get(l as usize)
+            && crate::optimizer::in_storm(storms, (h.pid, h.tid), h.start)
+        {
+            continue;
+        }
         let outer = t.index.op_outer_cpu_op[s.op as usize];
         let g = waits
             .entry(crate::names::span_name_id(t, outer))

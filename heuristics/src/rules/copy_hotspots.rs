@@ -151,11 +151,13 @@ impl Rule for CopyHotspots {
         // The casts of one-hot matrix products hot_operator reports are priced there, with
         // the one-hot tensor and the product they feed: counted once, not here too.
         let onehot = cx.onehot_products();
-        let mut onehot_casts: rustc_hash::FxHashSet<u32> = rustc_hash::FxHashSet::default();
-        if !onehot.is_empty() {
+        // Per device where hot_operator runs and prices them (it always keeps that finding).
+        let onehot_casts: rustc_hash::FxHashSet<u32> = onehot.iter().map(|g| g.cast).collect();
+        let mut onehot_devices: rustc_hash::FxHashSet<i32> = rustc_hash::FxHashSet::default();
+        if !onehot.is_empty() && cx.config.runs_rule("hot_operator") {
             for a in cx.accounting() {
                 if crate::onehot::priced(cx, onehot, a.device, a.gpu_ns).is_some() {
-                    onehot_casts.extend(onehot.iter().map(|g| g.cast));
+                    onehot_devices.insert(a.device);
                 }
             }
         }
@@ -184,7 +186,7 @@ impl Rule for CopyHotspots {
                 transfer_ns += op.dur();
                 continue;
             }
-            if onehot_casts.contains(&root) {
+            if onehot_devices.contains(&op.device) && onehot_casts.contains(&root) {
                 onehot_ns += op.dur();
                 continue;
             }

@@ -363,7 +363,16 @@ fn price(t: &Trace, m: &DeviceModel, chain: Chain, peak_tbps: Option<f64>) -> Op
 /// inside a dtype or device conversion, a clone or a contiguous copy; the fill inside a
 /// factory (`rand_like` is `empty_like` + `uniform_`, `zeros` is `empty` + `zero_`).
 fn into_new_tensor(t: &Trace, span: u32) -> bool {
-    let parent = t.host_spans.get(span as usize).map_or(NONE, |s| s.parent);
+    let up = |i: u32| t.host_spans.get(i as usize).map_or(NONE, |s| s.parent);
+    let mut parent = up(span);
+    // `zeros` is `empty` + `zero_`, and `zero_` is a `fill_`: look through it.
+    if t
+        .host_spans
+        .get(parent as usize)
+        .is_some_and(|p| t.str(p.name) == "aten::zero_")
+    {
+        parent = up(parent);
+    }
     t.host_spans.get(parent as usize).is_some_and(|p| {
         p.kind == HostKind::CpuOp
             && matches!(

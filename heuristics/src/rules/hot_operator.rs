@@ -81,11 +81,12 @@ impl Rule for HotOperator {
             }
             found.extend(attention.map(|(_, f)| f));
             found.extend(nchw);
-            found.extend(onehot_product(cx, acct));
             found.extend(masked_attention(cx, acct));
             found.sort_by(|a, b| b.impact_ns.cmp(&a.impact_ns).then(a.title.cmp(&b.title)));
             found.truncate(MAX_PER_DEVICE);
             out.extend(found);
+            // Kept whatever the others: copy_hotspots leaves the casts it prices to it.
+            out.extend(onehot_product(cx, acct));
         }
         out
     }

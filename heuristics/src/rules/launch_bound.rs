@@ -112,7 +112,7 @@ impl Rule for LaunchBound {
                 // per step removes them).
                 let l = t.index.op_launch[s.op as usize];
                 if let Some(h) = t.host_spans.get(l as usize)
-                    && in_storm(storms, (h.pid, h.tid), h.start)
+                    && crate::optimizer::in_storm(storms, (h.pid, h.tid), h.start)
                 {
                     optimizer_ns += s.gap_ns;
                     continue;
@@ -375,10 +375,3 @@ const LOOP_CALLS: usize = 64;
 
 /// Distinct input shapes a step from which an operator's shapes vary call to call.
 const VARYING_SHAPES: f64 = 32.0;
-
-/// Whether a launch at `at` on `thread` falls in one of the optimizer storm steps (sorted by
-/// thread and start).
-fn in_storm(storms: &[((i64, i64), i64, i64)], thread: (i64, i64), at: i64) -> bool {
-    let i = storms.partition_point(|s| (s.0, s.1) <= (thread, at));
-    i > 0 && storms[i - 1].0 == thread && storms[i - 1].2 > at
-}
