@@ -6,7 +6,7 @@
 
 use crate::scope::Scope;
 use std::collections::BTreeMap;
-use tracehound_parsers::{GpuOpKind, HostKind};
+use tracehound_parsers::{GpuOpKind, HostKind, Trace};
 
 /// Kernels per optimizer step call from which a mostly per-tensor step is a kernel storm.
 pub(crate) const STORM_KERNELS: usize = 50;
@@ -159,10 +159,14 @@ pub(crate) fn is_storm(c: &Calls) -> bool {
     (c.kernels / c.calls.max(1)) as usize >= STORM_KERNELS && c.multi_tensor * 2 < c.kernels
 }
 
-/// Whether a launch at `at` on `thread` falls in one of the optimizer storm steps (sorted by
-/// thread and start): launch_bound leaves those waits to optimizer_overhead, and the verdict's
-/// count of waits in syncing operators leaves them out the same way.
-pub(crate) fn in_storm(storms: &[((i64, i64), i64, i64)], thread: (i64, i64), at: i64) -> bool {
-    let i = storms.partition_point(|s| (s.0, s.1) <= (thread, at));
-    i > 0 && storms[i - 1].0 == thread && storms[i - 1].2 > at
+/// Whether GPU op `op` was launched in one of the optimizer storm steps (sorted by thread and
+/// start): launch_bound leaves those waits to optimizer_overhead, and the verdict's count of
+/// waits in syncing operators leaves them out the same way.
+pub(crate) fn launched_in_storm(t: &Trace, storms: &[((i64, i64), i64, i64)], op: u32) -> bool {
+    let l = t.index.op_launch[op as usize];
+    t.host_spans.get(l as usize).is_some_and(|h| {
+        let (thread, at) = ((h.pid, h.tid), h.start);
+        let i = storms.partition_point(|s| (s.0, s.1) <= (thread, at));
+        i > 0 && storms[i - 1].0 == thread && storms[i - 1].2 > at
+    })
 }

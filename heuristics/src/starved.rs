@@ -77,7 +77,22 @@ impl Starved {
 pub(crate) type WaitsByOperator = FxHashMap<u32, (u64, i64, Vec<u32>)>;
 
 /// Calls of an operator whose kernels waited that are checked for a synchronisation inside.
-pub(crate) const SYNC_SAMPLES: usize = 16;
+const SYNC_SAMPLES: usize = 16;
+
+/// Counts the wait before starved kernel `s` against the outermost operator that launched it
+/// (found by the nesting pass: walking up from each launch read the spans all over the list),
+/// keeping a few of that operator's spans.
+pub(crate) fn add_wait(waits: &mut WaitsByOperator, t: &Trace, s: &Starved) {
+    let outer = t.index.op_outer_cpu_op[s.op as usize];
+    let g = waits
+        .entry(crate::names::span_name_id(t, outer))
+        .or_default();
+    g.0 += 1;
+    g.1 += s.gap_ns;
+    if g.2.len() < SYNC_SAMPLES && outer != NONE {
+        g.2.push(outer);
+    }
+}
 
 /// Of the three operators holding most of `waits`, those with a blocking call inside at least
 /// half of their sampled calls (a boolean-mask index's `nonzero`, `.item()`, a copy to the

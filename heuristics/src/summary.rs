@@ -805,22 +805,10 @@ fn sync_drained(
     let drained: i64 = dev.drained().map(|s| s.gap_ns).sum();
     let mut waits = crate::starved::WaitsByOperator::default();
     let storms = &cx.optimizer_calls().storm_steps;
+    // As launch_bound counts them: a single-tensor optimizer's waits are its own.
     for s in dev.launch_bound() {
-        // As launch_bound counts them: a single-tensor optimizer's waits are its own.
-        let l = t.index.op_launch[s.op as usize];
-        if let Some(h) = t.host_spans.get(l as usize)
-            && crate::optimizer::in_storm(storms, (h.pid, h.tid), h.start)
-        {
-            continue;
-        }
-        let outer = t.index.op_outer_cpu_op[s.op as usize];
-        let g = waits
-            .entry(crate::names::span_name_id(t, outer))
-            .or_default();
-        g.0 += 1;
-        g.1 += s.gap_ns;
-        if g.2.len() < crate::starved::SYNC_SAMPLES && outer != tracehound_parsers::NONE {
-            g.2.push(outer);
+        if !crate::optimizer::launched_in_storm(t, storms, s.op) {
+            crate::starved::add_wait(&mut waits, t, s);
         }
     }
     let (ops, in_ops) = crate::starved::syncing_operators(cx, &waits);

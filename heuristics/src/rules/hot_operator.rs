@@ -539,28 +539,31 @@ fn nchw_layout(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
         ),
     );
     f.subject = Some(format!("nchw convolutions{}", at(&top.frame)));
-    let conv_rows = convs.iter().map(|h| Row {
-        label: format!("{} (layout transforms {})", shown(&h.op), fmt_ns(h.layout_ns)),
+    let row = |h: &Holder, label: String| Row {
+        label,
         count: h.calls,
         time_ns: h.gpu_ns,
         bytes: None,
         python_frame: h.frame.clone(),
         cause: None,
         share: Some(h.share),
+    };
+    let conv_rows = convs.iter().map(|h| {
+        row(
+            h,
+            format!("{} (layout transforms {})", shown(&h.op), fmt_ns(h.layout_ns)),
+        )
     });
-    let norm_rows = norms.iter().map(|&(h, x)| Row {
-        label: format!(
-            "{} ({:.0}% of the HBM roof, {} beyond 70%)",
-            shown(&h.op),
-            100.0 * h.roof_share.unwrap_or(0.0),
-            fmt_ns(x)
-        ),
-        count: h.calls,
-        time_ns: h.gpu_ns,
-        bytes: None,
-        python_frame: h.frame.clone(),
-        cause: None,
-        share: Some(h.share),
+    let norm_rows = norms.iter().map(|&(h, x)| {
+        row(
+            h,
+            format!(
+                "{} ({:.0}% of the HBM roof, {} beyond 70%)",
+                shown(&h.op),
+                100.0 * h.roof_share.unwrap_or(0.0),
+                fmt_ns(x)
+            ),
+        )
     });
     let mut rows: Vec<Row> = conv_rows.chain(norm_rows).collect();
     rows.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.label.cmp(&b.label)));

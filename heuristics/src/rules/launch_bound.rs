@@ -19,7 +19,7 @@
 use super::Rule;
 use crate::context::{Ctx, new_finding, rows_by_time};
 use crate::finding::{Confidence, Finding, Instance, fmt_ns, metrics};
-use crate::names::{name_or, span_name_id};
+use crate::names::name_or;
 use crate::stats::percentile;
 use std::collections::BTreeMap;
 
@@ -110,10 +110,7 @@ impl Rule for LaunchBound {
                 // Launched inside a single-tensor optimizer's step: optimizer_overhead's, which
                 // names the cause (faster launches shorten these waits; one multi-tensor launch
                 // per step removes them).
-                let l = t.index.op_launch[s.op as usize];
-                if let Some(h) = t.host_spans.get(l as usize)
-                    && crate::optimizer::in_storm(storms, (h.pid, h.tid), h.start)
-                {
+                if crate::optimizer::launched_in_storm(t, storms, s.op) {
                     optimizer_ns += s.gap_ns;
                     continue;
                 }
@@ -122,16 +119,7 @@ impl Rule for LaunchBound {
                 starved_n += 1;
                 let kernel = s.kernel(t);
                 durs.push(kernel.end - kernel.start);
-                // Found by the nesting pass: walking up from each launch read the spans all
-                // over the list.
-                let outer = t.index.op_outer_cpu_op[s.op as usize];
-                let name = span_name_id(t, outer);
-                let g = by_name.entry(name).or_default();
-                g.0 += 1;
-                g.1 += s.gap_ns;
-                if g.2.len() < crate::starved::SYNC_SAMPLES && outer != tracehound_parsers::NONE {
-                    g.2.push(outer);
-                }
+                crate::starved::add_wait(&mut by_name, t, s);
                 // A stretch: starved kernels back to back (each starting right after the
                 // previous starved kernel's work ended).
                 let idle_from = s.idle_from(t);
