@@ -690,3 +690,211 @@ fn blocks_smaller_than_a_warp_are_named_with_a_bound_on_their_cost() {
         fixed["findings"]
     );
 }
+
+/// A CUDA program under nsys whose GPU works in a third of what the capture records (start-up
+/// before its first copy): the verdict says the stretch it judges is that part of the capture,
+/// with the capture's length from the export's host and GPU records (read here with SQL) and
+/// the share of it the GPU stretch holds.
+#[test]
+fn a_verdict_on_a_gpu_stretch_says_how_much_of_the_capture_it_covers() {
+    let dir = common::tmpdir("stretch");
+    let path = dir.path().join("alloc_copy_sync.sqlite");
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(
+        std::fs::File::open(sample("nsys/h200_v40_alloc_copy_sync.sqlite.gz")).expect("export"),
+    )
+    .read_to_end(&mut raw)
+    .expect("gzip");
+    std::fs::write(&path, raw).expect("write the export into the test's own directory");
+    let db =
+        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("export");
+    let span = |tables: &[&str]| -> (i64, i64) {
+        tables
+            .iter()
+            .map(|t| {
+                db.query_row(&format!("SELECT min(start), max(end) FROM {t}"), [], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?))
+                })
+                .expect(t)
+            })
+            .reduce(|(a, b), (s, e)| (a.min(s), b.max(e)))
+            .expect("tables")
+    };
+    let gpu = span(&["CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY"]);
+    let capture = span(&[
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        "CUPTI_ACTIVITY_KIND_MEMCPY",
+        "CUPTI_ACTIVITY_KIND_RUNTIME",
+        "OSRT_API",
+    ]);
+    let share = 100.0 * (gpu.1 - gpu.0) as f64 / (capture.1 - capture.0) as f64;
+    assert!(share < 50.0, "{share}");
+    let doc = analyze_json(&path, &[]);
+    let verdict = doc["summary"]["verdict"].as_str().unwrap_or_default();
+    assert_eq!(doc["summary"]["bound"], "transfer-bound", "{verdict}");
+    assert!(
+        verdict.contains(&format!(
+            "{share:.1}% of the {:.1} ms the capture records",
+            (capture.1 - capture.0) as f64 / 1e6
+        )),
+        "{share:.1}% of {} ns: {verdict}",
+        capture.1 - capture.0
+    );
+    assert!(
+        verdict.contains(&format!(
+            "the {:.1} ms before its first operation",
+            (gpu.0 - capture.0) as f64 / 1e6
+        )),
+        "{verdict}"
+    );
+}
+
+/// A cold start whose first calls leave one more gap that no first call explains (HTA's AlexNet
+/// trace: a cudaMalloc of a second inside the first large convolution): the verdict names that
+/// gap and says how busy the GPU is outside both, recomputed here from the GPU records, the gap
+/// found here by its allocator call, and the first-call time the verdict states.
+#[test]
+fn a_cold_start_names_a_one_off_gap_it_leaves() {
+    let file = "kineto/hta_alexnet_a100_pageable_memcpy.json.gz";
+    let doc = analyze(file);
+    let verdict = doc["summary"]["verdict"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(doc["summary"]["bound"], "cold start", "{verdict}");
+    let events = trace_events(file);
+    let span = |e: &Value| {
+        let ts = e["ts"].as_f64().unwrap_or_default();
+        (ts, ts + e["dur"].as_f64().unwrap_or_default())
+    };
+    let mut gpu: Vec<(f64, f64)> = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e["cat"].as_str(),
+                Some("kernel" | "gpu_memcpy" | "gpu_memset")
+            )
+        })
+        .map(span)
+        .collect();
+    gpu.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (start, end) = (gpu[0].0, gpu.iter().map(|g| g.1).fold(f64::MIN, f64::max));
+    let (mut busy, mut reach) = (0.0, f64::MIN);
+    let mut gaps = Vec::new();
+    for &(s, e) in &gpu {
+        if s > reach && reach > f64::MIN {
+            gaps.push((reach, s));
+        }
+        if e > reach {
+            busy += e - s.max(reach);
+            reach = e;
+        }
+    }
+    // The gap with the most time in cudaMalloc calls, which fill it.
+    let mallocs: Vec<(f64, f64)> = events
+        .iter()
+        .filter(|e| e["name"] == "cudaMalloc")
+        .map(span)
+        .collect();
+    let in_malloc = |g: &(f64, f64)| -> f64 {
+        mallocs
+            .iter()
+            .map(|m| (m.1.min(g.1) - m.0.max(g.0)).max(0.0))
+            .sum()
+    };
+    let gap = gaps
+        .iter()
+        .max_by(|a, b| in_malloc(a).total_cmp(&in_malloc(b)))
+        .expect("gaps");
+    let gap_us = gap.1 - gap.0;
+    assert!(in_malloc(gap) >= 0.9 * gap_us, "{gap:?}");
+    assert!(
+        verdict.contains(&format!("one {:.2} s gap", gap_us / 1e6)),
+        "{gap_us} µs: {verdict}"
+    );
+    assert!(verdict.contains("cudaMalloc"), "{verdict}");
+    // The first calls' time, as the verdict states it ("JIT: 11.68 s").
+    let first_s: f64 = verdict
+        .split("JIT: ")
+        .nth(1)
+        .and_then(|t| t.split(" s)").next())
+        .and_then(|t| t.parse().ok())
+        .expect("first-call time in seconds");
+    let rest_us = (end - start) - first_s * 1e6 - gap_us;
+    let pct = 100.0 * busy / rest_us;
+    let stated: f64 = verdict
+        .split("outside it too GPU 0 is busy ")
+        .nth(1)
+        .and_then(|t| t.split('%').next())
+        .and_then(|t| t.parse().ok())
+        .expect("the busy share outside both");
+    assert!((stated - pct).abs() <= 1.5, "{stated} vs {pct}: {verdict}");
+}
+
+/// A busy GPU whose copies hold more of the window than its kernels (OpenSIFT's separable
+/// convolution on an RTX 3080, held in ../shared: the intermediate image goes to the host and
+/// back between the two kernels) is transfer-bound: faster kernels would not shorten it. The
+/// copy and kernel shares are recomputed here from the export.
+#[test]
+fn copies_longer_than_kernels_in_a_busy_window_are_transfer_bound() {
+    let path = root()
+        .join("../shared/sample-traces/field/nsys/opensift_cuda-separable-conv-shared_rtx3080_nsysNA.sqlite");
+    if !path.exists() {
+        eprintln!(
+            "skipping: {} is absent (../shared is not next to this clone)",
+            path.display()
+        );
+        return;
+    }
+    let db =
+        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("export");
+    let rows = |table: &str| -> Vec<(i64, i64)> {
+        let mut st = db
+            .prepare(&format!("SELECT start, end FROM {table} ORDER BY start"))
+            .expect(table);
+        st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect(table)
+            .map(|r| r.expect("row"))
+            .collect()
+    };
+    let union = |v: &[(i64, i64)]| -> i64 {
+        let (mut total, mut reach) = (0, i64::MIN);
+        for &(s, e) in v {
+            if e > reach {
+                total += e - s.max(reach);
+                reach = e;
+            }
+        }
+        total
+    };
+    let kernels = rows("CUPTI_ACTIVITY_KIND_KERNEL");
+    let copies = rows("CUPTI_ACTIVITY_KIND_MEMCPY");
+    let start = kernels[0].0.min(copies[0].0);
+    let end = kernels
+        .iter()
+        .chain(&copies)
+        .map(|x| x.1)
+        .max()
+        .expect("ops");
+    let mut all = [kernels.clone(), copies.clone()].concat();
+    all.sort();
+    let window = (end - start) as f64;
+    let (k, c, busy) = (
+        union(&kernels) as f64 / window,
+        union(&copies) as f64 / window,
+        union(&all) as f64 / window,
+    );
+    assert!(c > k && c >= 0.5 && c < 2.0 * k, "copies {c}, kernels {k}");
+    let doc = analyze_json(&path, &[]);
+    let verdict = doc["summary"]["verdict"].as_str().unwrap_or_default();
+    assert_eq!(doc["summary"]["bound"], "transfer-bound", "{verdict}");
+    for share in [busy, c, k] {
+        assert!(
+            verdict.contains(&format!("{:.0}%", 100.0 * share)),
+            "{share}: {verdict}"
+        );
+    }
+    assert!(!verdict.contains("kernel efficiency"), "{verdict}");
+}

@@ -5,7 +5,7 @@ use crate::context::Ctx;
 use crate::finding::fmt_ns;
 use crate::idle::CauseKind;
 use crate::names::short_name;
-use crate::window::{Window, busy_total_of, memory_in_window};
+use crate::window::{Window, WindowSource, busy_total_of, memory_in_window};
 use serde::{Deserialize, Serialize};
 use tracehound_parsers::{GpuOpKind, HostKind};
 
@@ -227,7 +227,15 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
             total_ns: d,
             share_of_kernel_time: d as f64 / all.max(1) as f64,
         });
-    let (bound, verdict) = verdict(cx, &devices);
+    let (bound, mut verdict) = verdict(cx, &devices);
+    // Only a verdict on what the GPU did has a stretch to speak for.
+    if !matches!(
+        bound,
+        Bound::NotRecorded | Bound::NoGpuActivity | Bound::Incomplete | Bound::Snapshot
+    ) && let Some(outside) = outside_gpu_stretch(cx)
+    {
+        verdict.push_str(&outside);
+    }
     TraceSummary {
         window: w.clone(),
         devices,
@@ -250,6 +258,49 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
             })
             .collect(),
     }
+}
+
+/// A window of GPU activity shorter than this share of the capture is said to be one: the
+/// verdict speaks for that stretch, not for the program the capture recorded.
+const GPU_STRETCH_SHARE: f64 = 0.5;
+
+/// " The verdict covers …", when the window runs from the first to the last GPU operation and
+/// the capture's host records reach well beyond it (a whole program under nsys: start-up before
+/// its first kernel, host-side work or teardown after its last): an engineer timing the program
+/// must not read a transfer-bound 146 ms as the verdict on a 40 s run.
+fn outside_gpu_stretch(cx: &Ctx) -> Option<String> {
+    if cx.window.source != WindowSource::GpuActivity {
+        return None;
+    }
+    let t = cx.trace;
+    // Calls and operators, not annotations: an NVTX range the program never closed ends where
+    // the capture stopped, after the last thing it did (pyprof leaves hundreds open).
+    let (start, end) = t
+        .host_spans
+        .iter()
+        .filter(|s| !matches!(s.kind, HostKind::Annotation | HostKind::GpuAnnotation))
+        .map(|s| (s.start, s.end))
+        .chain(t.gpu_ops.iter().map(|o| (o.start, o.end)))
+        .reduce(|(a, b), (s, e)| (a.min(s), b.max(e)))?;
+    let capture = end - start;
+    let window = cx.window.len();
+    if capture <= 0 || window as f64 >= GPU_STRETCH_SHARE * capture as f64 {
+        return None;
+    }
+    let before = (cx.window.start - start).max(0);
+    let after = (end - cx.window.end).max(0);
+    // Under a millisecond outside there is nothing to judge.
+    if before + after < 1_000_000 {
+        return None;
+    }
+    Some(format!(
+        " This verdict covers the {} in which the GPU works, {:.1}% of the {} the capture records; the {} before its first operation and the {} after its last hold host activity only (start-up, host-side work, teardown) and are not judged here.",
+        fmt_ns(window),
+        100.0 * window as f64 / capture as f64,
+        fmt_ns(capture),
+        fmt_ns(before),
+        fmt_ns(after)
+    ))
 }
 
 /// Kernel launches among the recorded runtime and driver calls (graph launches included).
@@ -503,10 +554,15 @@ pub(crate) fn window_is_graph_capture(cx: &Ctx) -> bool {
     cx.window.share(cx.graph_captures().in_window(&cx.window)) >= CAPTURE_SHARE
 }
 
-/// Copies hold the GPU for at least half the window (and twice as long as kernels): the run
-/// is moving data more than computing. Below half, what the rest of the window holds (idle
-/// time, kernels) bounds the run and the copies are a finding of their own.
+/// Copies hold the GPU for at least half the window, or most of a busy window, and longer
+/// than kernels do: the run is moving data more than computing, and faster kernels would not
+/// shorten it. Below that, what the rest of the window holds (idle time, kernels) bounds the
+/// run and the copies are a finding of their own.
 const TRANSFER_SHARE: f64 = 0.5;
+
+/// A GPU busy this share of the window is bound by what keeps it busy (kernels, copies or
+/// collectives), not by the host.
+const BUSY_SHARE: f64 = 0.7;
 
 fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
     if let Some(v) = incomplete(cx) {
@@ -610,7 +666,7 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
             ),
         );
     }
-    if copy_share >= TRANSFER_SHARE && copy_share >= 2.0 * kernel_share {
+    if copy_share > kernel_share && (copy_share >= TRANSFER_SHARE || busy >= BUSY_SHARE) {
         return (
             Bound::Transfer,
             format!(
@@ -649,8 +705,8 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
     }
     // Collectives that run with nothing beside them may be spinning while other ranks arrive:
     // busy, but not with this rank's work.
-    if busy >= 0.7
-        && busy - main.exposed_collective_share < 0.7
+    if busy >= BUSY_SHARE
+        && busy - main.exposed_collective_share < BUSY_SHARE
         && main.exposed_collective_share >= 0.25
     {
         return (
@@ -663,7 +719,7 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
             ),
         );
     }
-    if busy >= 0.7 {
+    if busy >= BUSY_SHARE {
         return (Bound::Gpu, gpu_bound(cx, main));
     }
     let Some(idle) = cx.idle().iter().find(|d| d.device == main.device) else {
@@ -1111,13 +1167,52 @@ fn profile_past_it(cx: &Ctx) -> &'static str {
     }
 }
 
+/// A gap left beside a cold start's first calls is a one-off of its own when it holds half the
+/// idle time they leave and a quarter of the window they leave: the one-off stall's shares,
+/// applied to what is left.
+const REST_STALL_IDLE_SHARE: f64 = 0.5;
+const REST_STALL_WINDOW_SHARE: f64 = 0.25;
+
 fn cold_start(
     cx: &Ctx,
     main: &DeviceSummary,
     idle: &crate::idle::DeviceIdle,
 ) -> Option<(Bound, String)> {
     let first_calls = idle.cold_start_ns()?;
-    let rest = rest_busy(cx, main, first_calls, "them");
+    let mut rest = rest_busy(cx, main, first_calls, "them");
+    // What is left can itself be one gap no first call explains (untraced host code before a
+    // scripted function's first run, a file read): the steady state is then what lies outside
+    // both, and calling the rest host-bound would blame the loop for a one-off.
+    if let Some((g, other)) = idle
+        .costly_gaps()
+        .map(|g| {
+            let other: i64 = g
+                .parts
+                .iter()
+                .filter(|p| p.kind != crate::idle::CauseKind::ModuleLoad)
+                .map(|p| p.ns)
+                .sum();
+            (g, other)
+        })
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.start.cmp(&a.0.start)))
+    {
+        let remaining_idle = idle.idle_ns() - first_calls;
+        let remaining = cx.window.len() - first_calls;
+        if remaining_idle > 0
+            && other as f64 >= REST_STALL_IDLE_SHARE * remaining_idle as f64
+            && other as f64 >= REST_STALL_WINDOW_SHARE * remaining as f64
+        {
+            rest = format!(
+                "{}; one {} gap {} ({}) holds {:.0}% of that idle time{}",
+                rest_busy_share(cx, main, first_calls, "them"),
+                fmt_ns(g.end - g.start),
+                crate::idle::gap_position(&cx.window, g),
+                g.label,
+                100.0 * other as f64 / remaining_idle as f64,
+                rest_busy(cx, main, first_calls + other, "it too"),
+            );
+        }
+    }
     Some((
         Bound::ColdStart,
         format!(
@@ -1153,6 +1248,22 @@ fn one_off_stall(
     ))
 }
 
+/// How busy the GPU is in the window without `excluded_ns` of idle time, without a reading:
+/// "; outside them GPU 0 is busy 20% of the remaining 463.3 ms".
+fn rest_busy_share(cx: &Ctx, main: &DeviceSummary, excluded_ns: i64, pronoun: &str) -> String {
+    let rest = cx.window.len() - excluded_ns;
+    if rest <= 0 {
+        return String::new();
+    }
+    let busy_ns = main.busy_share * cx.window.len() as f64;
+    format!(
+        "; outside {pronoun} GPU {} is busy {:.0}% of the remaining {}",
+        main.device,
+        100.0 * (busy_ns / rest as f64).min(1.0),
+        fmt_ns(rest)
+    )
+}
+
 /// How busy the GPU is in the window without `excluded_ns` of idle time, and what that
 /// makes the rest: "; outside it GPU 0 is busy 95% (GPU-bound there)".
 fn rest_busy(cx: &Ctx, main: &DeviceSummary, excluded_ns: i64, pronoun: &str) -> String {
@@ -1165,12 +1276,12 @@ fn rest_busy(cx: &Ctx, main: &DeviceSummary, excluded_ns: i64, pronoun: &str) ->
     // Busy is not compute: collectives with nothing beside them hold the GPU while it waits
     // for other ranks or moves data.
     let collective_ns = main.exposed_collective_share * cx.window.len() as f64;
-    let what = if share >= 0.7 && 2.0 * collective_ns >= busy_ns {
+    let what = if share >= BUSY_SHARE && 2.0 * collective_ns >= busy_ns {
         format!(
             "communication-bound there: {:.0}% of that busy time is collectives with no compute beside them",
             100.0 * collective_ns / busy_ns.max(1.0)
         )
-    } else if share >= 0.7 {
+    } else if share >= BUSY_SHARE {
         "GPU-bound there".to_string()
     } else {
         "the host holds it back there too".to_string()
@@ -1365,6 +1476,53 @@ mod tests {
             s.verdict
         );
         assert!(!s.verdict.contains("GPU-bound there"), "{}", s.verdict);
+    }
+
+    /// Copies that hold a busy GPU longer than kernels bound it, whether or not they reach
+    /// twice the kernels' time (OpenSIFT's separable convolution: copies 52% of the window,
+    /// kernels 36%); kernels that hold it longer keep it GPU-bound.
+    #[test]
+    fn copies_longer_than_kernels_in_a_busy_window_are_transfer_bound() {
+        use tracehound_parsers::*;
+        let ms = 1_000_000;
+        for (kernel_ms, copy_ms, bound) in [
+            (36, 52, Bound::Transfer),
+            (35, 40, Bound::Transfer),
+            (45, 40, Bound::Gpu),
+        ] {
+            let mut tb = crate::testutil::TB::new();
+            tb.op(
+                GpuOpKind::Kernel,
+                "conv_x(float*)",
+                7,
+                0,
+                kernel_ms * ms,
+                Some(0),
+            );
+            tb.op(
+                GpuOpKind::Memcpy,
+                "Memcpy DtoH (Device -> Pageable)",
+                7,
+                kernel_ms * ms,
+                (kernel_ms + copy_ms) * ms,
+                Some(1_000),
+            )
+            .bytes(1 << 28);
+            // A last 1 µs kernel closes the window at 100 ms: the rest is idle.
+            tb.op(
+                GpuOpKind::Kernel,
+                "conv_y(float*)",
+                7,
+                100 * ms - 1_000,
+                100 * ms,
+                Some(99 * ms),
+            );
+            let mut t = tb.build();
+            t.meta.capture.kernels = true;
+            let config = crate::Config::default();
+            let s = super::summarize(&crate::context::Ctx::new(&t, &config));
+            assert_eq!(s.bound, bound, "{kernel_ms}/{copy_ms}: {}", s.verdict);
+        }
     }
 
     #[test]
