@@ -819,15 +819,24 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
     } else {
         ""
     };
+    // Short gaps are named only where there are some (ten 400 MB copies and ten kernels leave
+    // none: "0 ns more in 0 gaps" said nothing).
+    let shorter = if idle.short_count > 0 {
+        format!(
+            "; {} more in {} gaps < {}",
+            fmt_ns(short),
+            idle.short_count,
+            fmt_ns(cx.config.gap_threshold_ns)
+        )
+    } else {
+        String::new()
+    };
     (
         Bound::LaunchHost,
         format!(
-            "launch/host bound: GPU {} idles {:.0}% of the window because the host does not queue work fast enough ({cause}; {} more in {} gaps < {}; median kernel {}).{beside}{tracer}",
+            "launch/host bound: GPU {} idles {:.0}% of the window because the host does not queue work fast enough ({cause}{shorter}; median kernel {}).{beside}{tracer}",
             main.device,
             100.0 * (1.0 - busy),
-            fmt_ns(short),
-            idle.short_count,
-            fmt_ns(cx.config.gap_threshold_ns),
             fmt_ns(median)
         ),
     )
