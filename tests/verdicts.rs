@@ -898,3 +898,69 @@ fn copies_longer_than_kernels_in_a_busy_window_are_transfer_bound() {
     }
     assert!(!verdict.contains("kernel efficiency"), "{verdict}");
 }
+
+/// A Python loop of `.cpu()` on single elements runs nothing but 8-byte copies to the host,
+/// each issued onto an idle GPU (GPUPuzzlers' `d2h_sync` example, held in ../shared): the GPU
+/// idle time between them, recomputed here from the copy records, is launch_bound's and is
+/// named at its line, with advice to copy once.
+#[test]
+fn a_loop_of_copies_to_the_host_waits_for_its_launches() {
+    let path = root()
+        .join("../shared/sample-traces/field/kineto/GPUPuzzlers_d2h-sync-item_unknown-gpu.json.gz");
+    if !path.exists() {
+        eprintln!(
+            "skipping: {} is absent (../shared is not next to this clone)",
+            path.display()
+        );
+        return;
+    }
+    let events = events_at(&path);
+    let mut ops: Vec<(f64, f64, bool)> = events
+        .iter()
+        .filter(|e| matches!(e["cat"].as_str(), Some("kernel" | "gpu_memcpy")))
+        .map(|e| {
+            let ts = e["ts"].as_f64().unwrap_or_default();
+            (
+                ts,
+                ts + e["dur"].as_f64().unwrap_or_default(),
+                e["cat"] == "gpu_memcpy",
+            )
+        })
+        .collect();
+    ops.sort_by(|a, b| a.0.total_cmp(&b.0));
+    // Idle µs before each copy that follows a copy after a gap under 100 µs.
+    let idle_us: f64 = ops
+        .windows(2)
+        .filter(|w| w[0].2 && w[1].2)
+        .map(|w| w[1].0 - w[0].1)
+        .filter(|&g| g > 0.0 && g < 100.0)
+        .sum();
+    assert!(idle_us > 150_000.0, "{idle_us}");
+    let doc = analyze_json(&path, &[]);
+    let f = first(&doc);
+    assert_eq!(f["rule"], "launch_bound", "{}", f["title"]);
+    let row = f["breakdown"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|r| r["label"] == "aten::to")
+        .expect("the copies' operator");
+    let ns = row["time_ns"].as_f64().expect("time");
+    assert!(
+        (ns / 1e3 - idle_us).abs() <= 0.02 * idle_us,
+        "{ns} ns against {idle_us} µs"
+    );
+    assert!(
+        row["python_frame"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("first_sum"),
+        "{row}"
+    );
+    let advice = f["advice"][0].as_str().unwrap_or_default();
+    assert!(
+        advice.contains("Copy once instead of per element"),
+        "{advice}"
+    );
+    assert!(!advice.contains("boolean-mask"), "{advice}");
+}

@@ -43,11 +43,11 @@ pub const DRAIN_SLACK_NS: i64 = 20_000;
 /// `.item()` in a launch-bound step is not charged with the whole step.
 pub const CHAIN_KERNELS: usize = 16;
 
-/// One kernel that started after a short gap with nothing queued.
+/// One kernel (or copy, or memset) that started after a short gap with nothing queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Starved {
-    /// GPU op index of the kernel (of a memset or copy for a drained gap before one, which
-    /// the sync's chain counts like a kernel).
+    /// GPU op index of the kernel, or of a memset or copy: after a drain the sync's chain
+    /// counts it like a kernel, and launched onto an idle GPU it waited for its launch too.
     pub op: u32,
     /// The idle time before it, ns (`start - busy end`).
     pub gap_ns: i64,
@@ -148,6 +148,9 @@ pub struct DeviceStarved {
     pub kernels: usize,
     /// Kernels replayed from CUDA graphs, not counted.
     pub graph_kernels: u64,
+    /// Copies and memsets in the window whose launch call is known (graph replays left out),
+    /// of devices with two kernels or more: each may wait for its own launch too.
+    pub other_ops: usize,
     /// Starved kernels in start order, drained or not.
     pub starved: Vec<Starved>,
 }
@@ -296,10 +299,18 @@ pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
             ks.push((i as u32, th as u32, launch.start));
         }
         syncs.rewind();
+        let walk = Walk {
+            t,
+            w,
+            threshold,
+            syncs: &syncs,
+            is_graph: &is_graph,
+        };
         let mut dev = DeviceStarved {
             device: d,
             kernels: ks.len(),
             graph_kernels: graph,
+            other_ops: 0,
             starved: Vec::new(),
         };
         if ks.len() < 2 {
@@ -322,39 +333,8 @@ pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
                 let oidx = dev_ops[oi];
                 let o = &t.gpu_ops[oidx as usize];
                 if o.is_work() {
-                    // A memset or copy that restarts an idle GPU after a sync drained the
-                    // queue (the `aten::empty`/`zero_` or input copy at the top of the code
-                    // after `.item()`): its gap is the sync's, and the kernels after it
-                    // continue the sync's chain.
-                    if o.kind != GpuOpKind::Kernel
-                        && busy_end != i64::MIN
-                        && o.start > busy_end
-                        && o.start >= w.start
-                        && o.start < w.end
-                        && let Some(sp) = t
-                            .index
-                            .op_launch
-                            .get(oidx as usize)
-                            .filter(|&&l| l != NONE)
-                            .map(|&l| &t.host_spans[l as usize])
-                    {
-                        let thread = (sp.pid, sp.tid);
-                        let direct = syncs.drained_by(thread, busy_end, sp.start);
-                        if direct != NONE {
-                            let s = &t.host_spans[direct as usize];
-                            let (gap, budget) = (o.start - busy_end, s.end - s.start);
-                            chain = if gap < threshold && gap <= budget {
-                                dev.starved.push(Starved {
-                                    op: oidx,
-                                    gap_ns: gap,
-                                    latency_ns: o.start - sp.start,
-                                    drained_by: direct,
-                                });
-                                Some((direct, thread, CHAIN_KERNELS - 1, budget - gap))
-                            } else {
-                                Some((direct, thread, CHAIN_KERNELS, budget))
-                            };
-                        }
+                    if o.kind != GpuOpKind::Kernel {
+                        restart(&walk, oidx, busy_end, &mut dev, &mut chain);
                     }
                     busy_end = busy_end.max(o.end);
                 }
@@ -409,7 +389,99 @@ pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
                 drained_by,
             });
         }
+        // Copies and memsets after the last kernel (a loop of copies to the host at the end
+        // of the window).
+        for &oidx in &dev_ops[oi..] {
+            let o = &t.gpu_ops[oidx as usize];
+            if o.is_work() {
+                if o.kind != GpuOpKind::Kernel {
+                    restart(&walk, oidx, busy_end, &mut dev, &mut chain);
+                }
+                busy_end = busy_end.max(o.end);
+            }
+        }
         out.push(dev);
     }
     out
+}
+
+/// What the pass over one device reads while it walks: the trace, the window, the idle-gap
+/// threshold, the blocking calls and which launch calls are graph replays.
+struct Walk<'a, 's, 't> {
+    t: &'t Trace,
+    w: &'a crate::window::Window,
+    threshold: i64,
+    syncs: &'a Syncs<'s, 't>,
+    is_graph: &'a [bool],
+}
+
+/// A memset or copy (GPU op `oidx`) that may restart an idle GPU (busy until `busy_end`): after
+/// a sync that drained the queue, its gap is the sync's and the kernels after it continue the
+/// sync's chain (the `aten::empty`/`zero_` or input copy at the top of the code after
+/// `.item()`); launched only after the GPU went idle, with no sync to blame, it waited for its
+/// own launch like a kernel does (a Python loop of `.cpu()` on single elements runs nothing but
+/// tiny copies, each issued onto an empty queue).
+fn restart(
+    walk: &Walk,
+    oidx: u32,
+    busy_end: i64,
+    dev: &mut DeviceStarved,
+    chain: &mut Option<(u32, (i64, i64), usize, i64)>,
+) {
+    let (t, w) = (walk.t, walk.w);
+    let o = &t.gpu_ops[oidx as usize];
+    if o.start < w.start || o.start >= w.end {
+        return;
+    }
+    let Some(sp) = t
+        .index
+        .op_launch
+        .get(oidx as usize)
+        .filter(|&&l| l != NONE)
+        .map(|&l| &t.host_spans[l as usize])
+    else {
+        return;
+    };
+    if walk
+        .is_graph
+        .get(sp.name as usize)
+        .copied()
+        .unwrap_or(false)
+    {
+        return;
+    }
+    dev.other_ops += 1;
+    if busy_end == i64::MIN || o.start <= busy_end {
+        return;
+    }
+    let thread = (sp.pid, sp.tid);
+    let gap = o.start - busy_end;
+    let direct = walk.syncs.drained_by(thread, busy_end, sp.start);
+    if direct != NONE {
+        let s = &t.host_spans[direct as usize];
+        let budget = s.end - s.start;
+        if gap < walk.threshold && gap <= budget {
+            dev.starved.push(Starved {
+                op: oidx,
+                gap_ns: gap,
+                latency_ns: o.start - sp.start,
+                drained_by: direct,
+            });
+            *chain = Some((direct, thread, CHAIN_KERNELS - 1, budget - gap));
+            return;
+        }
+        *chain = Some((direct, thread, CHAIN_KERNELS, budget));
+    } else if chain.is_some_and(|(_, th, left, budget)| th == thread && left > 0 && gap <= budget) {
+        // Inside a sync's chain: the sync's, which counts only the kernels.
+        return;
+    }
+    // Called only once the GPU had run out of work: nothing was queued.
+    if gap < walk.threshold && sp.start >= busy_end {
+        dev.starved.push(Starved {
+            op: oidx,
+            gap_ns: gap,
+            latency_ns: o.start - sp.start,
+            drained_by: NONE,
+        });
+    }
 }

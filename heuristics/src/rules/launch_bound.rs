@@ -22,6 +22,7 @@ use crate::finding::{Confidence, Finding, Instance, fmt_ns, metrics};
 use crate::names::name_or;
 use crate::stats::percentile;
 use std::collections::BTreeMap;
+use tracehound_parsers::GpuOpKind;
 
 /// The rule's id: in its findings, their stable ids and `--rules`.
 pub const ID: &str = "launch_bound";
@@ -69,6 +70,16 @@ fn profiler_note(cx: &Ctx) -> String {
     )
 }
 
+/// Operators that synchronise because they copy to the host (`.item()`, `.cpu()`, `.tolist()`).
+const COPY_OPERATORS: &[&str] = &[
+    "aten::to",
+    "aten::_to_copy",
+    "aten::copy_",
+    "aten::item",
+    "aten::_local_scalar_dense",
+    "aten::cpu",
+];
+
 /// A stretch is this many starved kernels in a row, or more.
 const STRETCH_KERNELS: usize = 3;
 
@@ -100,6 +111,9 @@ impl Rule for LaunchBound {
             let (mut starved_ns, mut starved_n, mut optimizer_ns) = (0i64, 0u64, 0i64);
             let mut latency: Vec<i64> = Vec::new();
             let mut durs: Vec<i64> = Vec::new();
+            // Copies and memsets launched onto an idle GPU wait like kernels do: a loop of
+            // `.cpu()` on single elements runs nothing else.
+            let (mut others_n, mut other_durs) = (0u64, Vec::<i64>::new());
             // By the operator's name id: no string built per starved kernel.
             // With a few of its outer operator spans, to see whether they synchronise.
             let mut by_name = crate::starved::WaitsByOperator::default();
@@ -118,7 +132,12 @@ impl Rule for LaunchBound {
                 starved_ns += s.gap_ns;
                 starved_n += 1;
                 let kernel = s.kernel(t);
-                durs.push(kernel.end - kernel.start);
+                if kernel.kind == GpuOpKind::Kernel {
+                    durs.push(kernel.end - kernel.start);
+                } else {
+                    others_n += 1;
+                    other_durs.push(kernel.end - kernel.start);
+                }
                 crate::starved::add_wait(&mut by_name, t, s);
                 // A stretch: starved kernels back to back (each starting right after the
                 // previous starved kernel's work ended).
@@ -143,6 +162,10 @@ impl Rule for LaunchBound {
             if w.share(starved_ns) < MIN_SHARE {
                 continue;
             }
+            // The median kernel, or the median copy where only copies waited.
+            if durs.is_empty() {
+                durs = other_durs;
+            }
             durs.sort_unstable();
             latency.sort_unstable();
             stretches.sort_by(|a, b| b.0.cmp(&a.0).then(a.2.cmp(&b.2)));
@@ -156,17 +179,35 @@ impl Rule for LaunchBound {
                 ID,
                 Some(d),
                 format!(
-                    "GPU {d} waits for kernel launches: {} in {starved_n} short gaps with nothing queued (median kernel {})",
+                    "GPU {d} waits for {}launches: {} in {starved_n} short gaps with nothing queued (median {} {})",
+                    if others_n == 0 {
+                        "kernel "
+                    } else if others_n == starved_n {
+                        "copy and memset "
+                    } else {
+                        ""
+                    },
                     fmt_ns(starved_ns),
+                    if others_n == starved_n { "operation" } else { "kernel" },
                     fmt_ns(percentile(&durs, 0.5))
                 ),
                 starved_ns,
                 Confidence::High,
                 format!(
-                    "{starved_n} of {} kernels started after a gap < {} with an empty queue and no sync before it; {} stretches of {STRETCH_KERNELS}+ such kernels; their launch latency (runtime call to kernel start) median {}, p99 {}, {} above max(10× median, {}){}{}{}{}",
-                    dev.kernels,
+                    "{} started after a gap < {} with an empty queue and no sync before it; {} stretches of {STRETCH_KERNELS}+ such {}; their launch latency (runtime call to kernel start) median {}, p99 {}, {} above max(10× median, {}){}{}{}{}",
+                    if others_n == 0 {
+                        format!("{starved_n} of {} kernels", dev.kernels)
+                    } else {
+                        format!(
+                            "{} of {} kernels and {others_n} of {} copies and memsets",
+                            starved_n - others_n,
+                            dev.kernels,
+                            dev.other_ops
+                        )
+                    },
                     fmt_ns(threshold),
                     stretches.len(),
+                    if others_n == 0 { "kernels" } else { "operations" },
                     fmt_ns(p50),
                     fmt_ns(p99),
                     outliers,
@@ -221,7 +262,8 @@ impl Rule for LaunchBound {
                     dur_ns: b - a,
                     offset_ms: w.offset_ms(a),
                     what: format!(
-                        "{n} kernels in a row each waiting for its launch: {} idle in {}",
+                        "{n} {} in a row each waiting for its launch: {} idle in {}",
+                        if others_n == 0 { "kernels" } else { "GPU operations" },
                         fmt_ns(ns),
                         fmt_ns(b - a)
                     ),
@@ -251,9 +293,21 @@ impl Rule for LaunchBound {
                     "; the operators holding most of it synchronise with the host on most calls: {}",
                     syncing.join(", ")
                 ));
+                // Copies to the host one element at a time (`.item()`, `.cpu()` in a loop)
+                // are removed by one copy, not by a different index.
+                let copies = syncing.iter().all(|x| {
+                    // "aten::to › aten::copy_ (cudaMemcpyAsync) at f.py(6): g": the outer name.
+                    let outer = x.split([' ', '(']).next().unwrap_or(x);
+                    COPY_OPERATORS.contains(&outer)
+                });
                 f.advice.push(format!(
-                    "The operators whose kernels wait most synchronise on most calls ({}): each sync empties the queue and the host relaunches onto an idle GPU, and a CUDA graph cannot capture a synchronisation. Remove the syncs: boolean-mask indexing (x[mask], x[mask] = y) and nonzero learn their size on the host — use torch.where or a multiply by the mask, integer indices computed once, or sort once and split by counts; keep .item() and copies to the host out of the loop.",
-                    syncing.join("; ")
+                    "The operators whose kernels wait most synchronise on most calls ({}): each sync empties the queue and the host relaunches onto an idle GPU, and a CUDA graph cannot capture a synchronisation. {}",
+                    syncing.join("; "),
+                    if copies {
+                        "Copy once instead of per element: .cpu(), .item() or .tolist() on one element each time round a loop waits for the GPU every call; move the whole tensor to the host once before the loop (x.cpu(), x.tolist()), or keep the computation on the GPU (torch.sum, torch.where) and read one result at the end."
+                    } else {
+                        "Remove the syncs: boolean-mask indexing (x[mask], x[mask] = y) and nonzero learn their size on the host — use torch.where or a multiply by the mask, integer indices computed once, or sort once and split by counts; keep .item() and copies to the host out of the loop."
+                    }
                 ));
             }
             // A graph replays the shapes it captured: where the operator whose kernels wait

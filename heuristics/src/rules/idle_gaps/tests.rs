@@ -221,3 +221,50 @@ fn sync_records_are_not_busy_time() {
     let (f, _) = run(&t, &Config::default());
     assert_eq!(f[0].impact_ns, 800_000);
 }
+
+#[test]
+fn copies_launched_onto_an_idle_gpu_wait_for_their_launch_too() {
+    // Two kernels, then a Python loop of 100 copies to the host, each issued 10 µs before it
+    // runs (2 µs), 28 µs after the previous one ended, with a 1 µs sync after each: no kernel
+    // runs between them, and no sync destroyed a lead (the GPU had nothing else queued).
+    let mut b = TB::new();
+    b.op(Kernel, "k0", 7, 10_000, 15_000, Some(0))
+        .op(Kernel, "k1", 7, 15_000, 21_000, Some(1_000));
+    for i in 0..100 {
+        let t = 100_000 + i * 40_000;
+        b.op(
+            GpuOpKind::Memcpy,
+            "Memcpy DtoH (Device -> Pinned)",
+            7,
+            t,
+            t + 2_000,
+            Some(t - 10_000),
+        )
+        .bytes(8)
+        .span(
+            HostKind::Runtime,
+            "cudaStreamSynchronize",
+            t + 1_500,
+            t + 2_500,
+        );
+    }
+    let t = b.build();
+    let lb = crate::testutil::check(&crate::rules::launch_bound::LaunchBound, &t);
+    assert_eq!(lb.len(), 1);
+    // The first copy waits 79 µs after k1; the other 99 wait 38 µs each.
+    assert_eq!(lb[0].impact_ns, 79_000 + 99 * 38_000, "{}", lb[0].evidence);
+    assert!(
+        lb[0]
+            .title
+            .starts_with("GPU 0 waits for copy and memset launches"),
+        "{}",
+        lb[0].title
+    );
+    assert!(
+        lb[0]
+            .evidence
+            .starts_with("0 of 2 kernels and 100 of 100 copies and memsets started after a gap"),
+        "{}",
+        lb[0].evidence
+    );
+}
