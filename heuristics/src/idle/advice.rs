@@ -139,6 +139,20 @@ pub fn advice(kind: CauseKind, leaf: &str, workload: Workload, pytorch: bool) ->
     }
 }
 
+/// Advice for allocator calls that held the GPU idle in one gap of the window only: a one-time
+/// allocation (start-up buffers, a first batch of a new size), not a loop's churn.
+pub fn allocator_once(leaf: &str, pytorch: bool) -> String {
+    if pytorch {
+        format!(
+            "{leaf}: one allocation from the driver in this window (cudaFree and cudaMalloc synchronise the device): paid once where it is start-up or a new size; if it recurs step after step, remove `torch.cuda.empty_cache()` from the loop, keep tensor sizes stable, or set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`."
+        )
+    } else {
+        format!(
+            "{leaf}: one allocation in this window (cudaFree and cudaFreeHost synchronise the device): paid once where it sets up buffers at start-up; if it recurs in the loop, allocate once outside it and reuse the buffers, or use stream-ordered allocation (cudaMallocAsync / cudaFreeAsync) with a memory pool."
+        )
+    }
+}
+
 /// The causes whose PyTorch advice would not apply to a CUDA C/C++ (or other) program, in
 /// the runtime's terms; `None` where the advice is the same.
 fn cuda_advice(kind: CauseKind, leaf: &str, l: &str) -> Option<String> {

@@ -24,7 +24,7 @@ mod calls;
 
 pub use advice::{
     LAUNCH_OVERHEAD, LAUNCH_OVERHEAD_CUDA, LAUNCH_OVERHEAD_CUDA_NO_GRAPHS,
-    LAUNCH_OVERHEAD_NO_GRAPHS, advice,
+    LAUNCH_OVERHEAD_NO_GRAPHS, advice, allocator_once,
 };
 
 use crate::scope::Scope;

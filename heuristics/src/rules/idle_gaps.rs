@@ -222,8 +222,22 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     let kinds = idle.by_kind();
     let main = kinds.first().map(|k| k.0).unwrap_or(CauseKind::Unknown);
     let mut advice_list: Vec<String> = Vec::new();
+    // Allocator calls in a single gap happened once (start-up buffers): the loop advice would
+    // state a loop the trace does not show.
+    let once = |k: CauseKind| {
+        k == CauseKind::Allocator
+            && idle
+                .costly_gaps()
+                .filter(|g| g.parts.iter().any(|p| p.kind == k))
+                .count()
+                == 1
+    };
     for (k, ns) in kinds.iter().take(3) {
-        let a = advice(*k, &leaf_of(*k), cx.workload(), cx.pytorch());
+        let a = if once(*k) {
+            crate::idle::allocator_once(&leaf_of(*k), cx.pytorch())
+        } else {
+            advice(*k, &leaf_of(*k), cx.workload(), cx.pytorch())
+        };
         if *ns * 5 >= gap_ns && !advice_list.contains(&a) {
             advice_list.push(a);
         }
