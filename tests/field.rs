@@ -38,28 +38,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Checks that fail on the current tree: (trace file name, check kind, why).
-const OPEN: &[(&str, &str, &str)] = &[
-    (
-        "gtls_cupy_transit_search_rtx3060_nsysunknown.sqlite",
-        "first_any",
-        "findings rank by the time they can save, and a custom kernel's saving is not in a capture without counters or shapes: the verdict names the kernel (65% of the window) with Nsight Compute advice, the first finding is the 4% of idle time that is measured",
-    ),
-    (
-        "Luminara-Raytracing_cuda-raytracer-managedmem_rtx4050laptop_nsys2024.2.3.sqlite",
-        "first_any",
-        "the same ranking decision as gtls_cupy: one kernel, render, is 98% of the window in a capture without counters, so what it could save is not measured; the GPU-bound verdict names it with Nsight Compute advice, and the first finding is the 23 ms of two single-thread kernels, the largest measured saving",
-    ),
-    (
-        "nways_memory-coherent-jacobi_gh200.sqlite",
-        "first_any",
-        "the same ranking decision as gtls_cupy: jacobi_kernel is 98% of the window in a capture without counters, so what it could save is not measured; the GPU-bound verdict names it with Nsight Compute advice, and the first finding is a 690 µs start-up allocation (info)",
-    ),
-    (
-        "testcuda_pinned_async_streams_rtx4060ti_nsys2026.1.sqlite",
-        "first_any",
-        "pinned copies on a card with one copy engine, at 13 GB/s, save nothing but by moving less data: the transfer-bound verdict names them as pinned, the first finding is the 8.8 ms cold start, the one measured saving",
-    ),
-];
+const OPEN: &[(&str, &str, &str)] = &[(
+    "testcuda_pinned_async_streams_rtx4060ti_nsys2026.1.sqlite",
+    "first_any",
+    "pinned copies on a card with one copy engine, at 13 GB/s, save nothing but by moving less data: the transfer-bound verdict names them as pinned, the first finding is the 8.8 ms cold start, the one measured saving",
+)];
 
 /// Result of running the binary on one trace.
 struct Run {

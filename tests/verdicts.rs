@@ -964,3 +964,77 @@ fn a_loop_of_copies_to_the_host_waits_for_its_launches() {
     );
     assert!(!advice.contains("boolean-mask"), "{advice}");
 }
+
+/// A CUDA C program whose GPU-bound run is one kernel (GTLS's transit search on an RTX 3060,
+/// shipped in `sample-traces/field/`): the first finding names that kernel with its share of
+/// the GPU time and its calls, recomputed here from the export, carries no impact (the capture
+/// has no counters to price one) and says so, ahead of the idle time the trace can price.
+#[test]
+fn the_kernel_that_holds_a_gpu_bound_cuda_program_is_named_first() {
+    let path = sample("field/nsys/gtls_cupy_transit_search_rtx3060_nsysunknown.sqlite");
+    let db =
+        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("export");
+    // GPU time by kernel name, and of all kernels, copies and memsets.
+    let (name, kernel_ns, calls): (String, i64, i64) = db
+        .query_row(
+            "SELECT s.value, sum(k.end - k.start) AS ns, count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName GROUP BY s.value ORDER BY ns DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .expect("kernels");
+    let mut all_ns = 0i64;
+    for table in [
+        "CUPTI_ACTIVITY_KIND_KERNEL",
+        "CUPTI_ACTIVITY_KIND_MEMCPY",
+        "CUPTI_ACTIVITY_KIND_MEMSET",
+    ] {
+        if let Ok(ns) = db.query_row(
+            &format!("SELECT coalesce(sum(end - start), 0) FROM {table}"),
+            [],
+            |r| r.get::<_, i64>(0),
+        ) {
+            all_ns += ns;
+        }
+    }
+    let share = kernel_ns as f64 / all_ns as f64;
+    assert!(share >= 0.5, "{share}");
+    let doc = analyze_json(&path, &[]);
+    let f = first(&doc);
+    assert_eq!(f["rule"], "hot_operator", "{}", f["title"]);
+    assert_eq!(f["impact_ns"], 0);
+    let title = f["title"].as_str().unwrap_or_default();
+    assert!(
+        title.starts_with(&format!(
+            "{name} holds {:.0}% of GPU 0's time",
+            100.0 * share
+        )),
+        "{title}"
+    );
+    assert!(title.contains(&format!("in {calls} calls")), "{title}");
+    assert!(
+        f["advice"][0]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!("ncu --kernel-name {name}")),
+        "{}",
+        f["advice"][0]
+    );
+    let window = doc["summary"]["window"]["end"].as_f64().expect("end")
+        - doc["summary"]["window"]["start"].as_f64().expect("start");
+    let held = f["metrics"]["unpriced_share"]
+        .as_f64()
+        .expect("unpriced_share");
+    assert!(
+        (held - kernel_ns as f64 / window).abs() < 0.005,
+        "{held} against {kernel_ns} ns of a {window} ns window"
+    );
+    // The table prints no impact for it, and the priced findings follow.
+    let table = success(&run(&["analyze", path.to_str().expect("UTF-8 path")]));
+    let line = table
+        .lines()
+        .find(|l| l.trim_start().starts_with("1  "))
+        .expect("the first finding's line");
+    assert!(line.contains("—      —"), "{line}");
+    assert!(doc["findings"][1]["impact_ns"].as_i64().unwrap_or_default() > 0);
+}

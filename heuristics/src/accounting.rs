@@ -899,6 +899,40 @@ fn frames_of(holders: &[Holder], total: i64) -> Vec<FrameTime> {
     out
 }
 
+/// A holder of at least this share of a device's GPU time is named in the GPU-bound verdict:
+/// its speed alone decides most of the run.
+pub const DOMINANT_SHARE: f64 = 0.5;
+
+/// The kernel that holds at least [`DOMINANT_SHARE`] of the device's GPU time in a program
+/// without framework operators (CUDA C, CuPy, Julia: kernels charged to no operator, so the
+/// kernel is the unit), when the device did a millisecond of work or more.
+pub(crate) fn dominant_kernel<'a>(cx: &Scope, a: &'a DeviceAccounting) -> Option<&'a KernelTime> {
+    // Under a millisecond there is nothing to profile.
+    if a.gpu_ns < 1_000_000 || 2 * a.attributed_ns >= a.gpu_ns {
+        return None;
+    }
+    let k = a.kernels.first().filter(|k| k.share >= DOMINANT_SHARE)?;
+    // The rows are GPU operations by name: a copy is not a kernel to profile.
+    let t = cx.trace;
+    cx.window
+        .kernels(t, a.device)
+        .any(|(_, op)| t.str(op.name) == k.name)
+        .then_some(k)
+}
+
+/// "one call" or "26 calls, 58.9 ms each on average".
+pub(crate) fn calls_text(k: &KernelTime) -> String {
+    if k.calls == 1 {
+        "one call".to_string()
+    } else {
+        format!(
+            "{} calls, {} each on average",
+            k.calls,
+            crate::finding::fmt_ns(k.gpu_ns / k.calls.max(1) as i64)
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::{OpFamily, sort_bytes};

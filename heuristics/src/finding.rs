@@ -158,7 +158,37 @@ pub struct Finding {
     pub metrics: BTreeMap<&'static str, f64>,
 }
 
+/// The metric of a finding that names what holds most of the time where the capture cannot
+/// price a saving (one kernel of a GPU-bound CUDA C run, no hardware counters): its value is the
+/// share of the window it holds, its impact is 0, and it ranks first ([`Finding::unpriced`]).
+pub const UNPRICED: &str = "unpriced_share";
+
 impl Finding {
+    /// Whether this finding names what holds the time without a saving the capture can measure
+    /// (impact 0, metric [`UNPRICED`]): ranked first, its impact shown as "—".
+    pub fn unpriced(&self) -> bool {
+        self.impact_ns == 0 && self.metrics.contains_key(UNPRICED)
+    }
+
+    /// The impact as printed: "—" where the capture cannot price one, else [`fmt_ns`].
+    pub fn impact_text(&self) -> String {
+        if self.unpriced() {
+            "—".into()
+        } else {
+            fmt_ns(self.impact_ns)
+        }
+    }
+
+    /// The impact's share of the window as printed: "—" where the capture cannot price one,
+    /// else "77.6%".
+    pub fn share_text(&self) -> String {
+        if self.unpriced() {
+            "—".into()
+        } else {
+            format!("{:.1}%", 100.0 * self.impact_share)
+        }
+    }
+
     /// The stable id of this finding: its rule, device and [`subject`](Finding::subject)
     /// (`pageable_memcpy/gpu0/htod`, `straggler_rank/rank1`), never its title or a measured
     /// number, so rewording a title keeps the id. Computed from a finding as its rule made it

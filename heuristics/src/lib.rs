@@ -115,6 +115,7 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
     }
     rank(&mut findings);
     drop_explained(&mut findings);
+    drop_unpriced_named_elsewhere(&mut findings);
     if summary::window_is_graph_capture(&cx) {
         findings.retain(|f| ABOUT_THE_MACHINE.contains(&f.rule));
     }
@@ -272,6 +273,33 @@ fn graph_advice_agrees(findings: &mut [Finding]) {
     }
 }
 
+/// Drops an unpriced finding about a kernel that another finding on its device names (Rodinia's
+/// `Fan2`, priced by underfilled_kernels for its 16-thread blocks): that finding says what is
+/// wrong with it and what it costs.
+fn drop_unpriced_named_elsewhere(findings: &mut Vec<Finding>) {
+    let named: Vec<bool> = findings
+        .iter()
+        .map(|f| {
+            let Some(kernel) = f.unpriced().then_some(f.subject.as_deref()).flatten() else {
+                return false;
+            };
+            let call = format!("{}(", kernel.trim_start_matches("kernel "));
+            findings.iter().any(|o| {
+                !o.unpriced()
+                    && o.device == f.device
+                    && std::iter::once(&o.title)
+                        .chain(o.breakdown.iter().map(|r| &r.label))
+                        .any(|t| t.contains(&call))
+            })
+        })
+        .collect();
+    let mut k = 0;
+    findings.retain(|_| {
+        k += 1;
+        !named[k - 1]
+    });
+}
+
 /// Drops hot_operator findings about an operator whose time a finding of a specific rule
 /// already explains (that rule names the operator and costs at least half as much): the
 /// accounting names what holds the time when no rule knows why, and a second finding about
@@ -320,11 +348,14 @@ fn drop_explained(findings: &mut Vec<Finding>) {
 }
 
 /// Orders findings by impact (largest first), then severity, rule id and title, so the
-/// order is total and the output deterministic.
+/// order is total and the output deterministic; an unpriced finding ([`Finding::unpriced`]:
+/// the kernel that holds most of a GPU-bound run) comes first.
 pub fn rank(findings: &mut [Finding]) {
     findings.sort_by(|a, b| {
-        b.impact_ns
-            .cmp(&a.impact_ns)
+        // What holds most of the time, where no saving can be priced, before what can.
+        b.unpriced()
+            .cmp(&a.unpriced())
+            .then(b.impact_ns.cmp(&a.impact_ns))
             .then(b.severity.cmp(&a.severity))
             .then(a.rule.cmp(b.rule))
             .then(a.title.cmp(&b.title))

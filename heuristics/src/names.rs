@@ -296,6 +296,36 @@ pub(crate) fn most_common<S: AsRef<str>>(items: &[Option<S>]) -> Option<String> 
     best.map(|(s, _)| s.to_string())
 }
 
+/// The name Nsight Compute's `--kernel-name` matches by default (`--kernel-name-base
+/// function`): the function's own name, without namespaces, template arguments, parameters or
+/// return type; None when nothing is left (an unnamed function).
+pub fn ncu_function_name(kernel: &str) -> Option<String> {
+    let name = demangle(kernel);
+    // Drop what is inside brackets, at any depth: the parameter list, template arguments and
+    // `(anonymous namespace)`.
+    let mut plain = String::with_capacity(name.len());
+    let mut depth = 0usize;
+    for c in name.chars() {
+        match c {
+            '(' | '<' => depth += 1,
+            ')' | '>' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => plain.push(c),
+            _ => {}
+        }
+    }
+    // A function template's demangled name starts with its return type (`void f<…>(…)`).
+    let last = plain.trim().rsplit(' ').next().unwrap_or("");
+    let base = last.rsplit("::").next().unwrap_or(last).trim();
+    (!base.is_empty()).then(|| base.to_string())
+}
+
+/// " (ncu --kernel-name render --launch-count 1)", or nothing for an unnamed function.
+pub fn ncu_command(kernel: &str) -> String {
+    ncu_function_name(kernel)
+        .map(|n| format!(" (ncu --kernel-name {n} --launch-count 1)"))
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
 

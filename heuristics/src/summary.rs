@@ -5,7 +5,7 @@ use crate::context::Ctx;
 use crate::finding::fmt_ns;
 use crate::idle::CauseKind;
 use crate::names::short_name;
-use crate::window::{Window, WindowSource, busy_total_of, memory_in_window};
+use crate::window::{BUSY_SHARE, Window, WindowSource, busy_total_of, memory_in_window};
 use serde::{Deserialize, Serialize};
 use tracehound_parsers::{GpuOpKind, HostKind};
 
@@ -560,10 +560,6 @@ pub(crate) fn window_is_graph_capture(cx: &Ctx) -> bool {
 /// run and the copies are a finding of their own.
 const TRANSFER_SHARE: f64 = 0.5;
 
-/// A GPU busy this share of the window is bound by what keeps it busy (kernels, copies or
-/// collectives), not by the host.
-const BUSY_SHARE: f64 = 0.7;
-
 fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
     if let Some(v) = incomplete(cx) {
         return v;
@@ -925,66 +921,21 @@ fn gpu_bound(cx: &Ctx, main: &DeviceSummary) -> String {
     }
 }
 
-/// A holder of at least this share of a device's GPU time is named in the GPU-bound verdict:
-/// its speed alone decides most of the run.
-const DOMINANT_SHARE: f64 = 0.5;
-
 /// "One kernel, X, holds 69% of the GPU time (1.53 s in 26 calls): …", when, in a program
 /// without framework operators (CUDA C, CuPy, Julia), one kernel holds at least
 /// [`DOMINANT_SHARE`] of the device's GPU time. (In a PyTorch trace the summary's "where the
 /// GPU time goes" rows name the operators, and hot_operator the ones that run badly.)
 fn dominant(cx: &Ctx, device: i32) -> Option<String> {
     let a = cx.accounting().iter().find(|a| a.device == device)?;
-    // Under a millisecond there is nothing to profile.
-    if a.gpu_ns < 1_000_000 {
-        return None;
-    }
-    // Kernels charged to no operator (a CUDA C, CuPy or Julia program): the kernel is the unit.
-    if 2 * a.attributed_ns >= a.gpu_ns {
-        return None;
-    }
-    let k = a.kernels.first().filter(|k| k.share >= DOMINANT_SHARE)?;
+    let k = crate::accounting::dominant_kernel(cx, a)?;
     Some(format!(
         "One kernel, {}, holds {:.0}% of the GPU time ({} in {}): its speed decides the run; the capture records no counters for it, so profile it with Nsight Compute{} to see what bounds it.",
         crate::names::short_name(&k.name, 80),
         100.0 * k.share,
         fmt_ns(k.gpu_ns),
-        if k.calls == 1 {
-            "one call".to_string()
-        } else {
-            format!(
-                "{} calls, {} each on average",
-                k.calls,
-                fmt_ns(k.gpu_ns / k.calls as i64)
-            )
-        },
-        ncu_function_name(&k.name)
-            .map(|n| format!(" (ncu --kernel-name {n} --launch-count 1)"))
-            .unwrap_or_default(),
+        crate::accounting::calls_text(k),
+        crate::names::ncu_command(&k.name),
     ))
-}
-
-/// The name Nsight Compute's `--kernel-name` matches by default (`--kernel-name-base
-/// function`): the function's own name, without namespaces, template arguments, parameters or
-/// return type; None when nothing is left (an unnamed function).
-fn ncu_function_name(kernel: &str) -> Option<String> {
-    let name = crate::names::demangle(kernel);
-    // Drop what is inside brackets, at any depth: the parameter list, template arguments and
-    // `(anonymous namespace)`.
-    let mut plain = String::with_capacity(name.len());
-    let mut depth = 0usize;
-    for c in name.chars() {
-        match c {
-            '(' | '<' => depth += 1,
-            ')' | '>' => depth = depth.saturating_sub(1),
-            _ if depth == 0 => plain.push(c),
-            _ => {}
-        }
-    }
-    // A function template's demangled name starts with its return type (`void f<…>(…)`).
-    let last = plain.trim().rsplit(' ').next().unwrap_or("");
-    let base = last.rsplit("::").next().unwrap_or(last).trim();
-    (!base.is_empty()).then(|| base.to_string())
 }
 
 /// How the GPU-bound verdict ends when nothing more is known of the kernels.
@@ -1352,7 +1303,7 @@ mod tests {
 
     #[test]
     fn nsight_compute_matches_the_function_s_own_name() {
-        use super::ncu_function_name as n;
+        use crate::names::ncu_function_name as n;
         assert_eq!(
             n("calcAllLowestResidualsGPU").as_deref(),
             Some("calcAllLowestResidualsGPU")

@@ -8,6 +8,10 @@ use crate::config::Config;
 use serde::Serialize;
 use tracehound_parsers::{MemorySample, NONE, Trace};
 
+/// A GPU busy this share of the window is bound by what keeps it busy (kernels, copies or
+/// collectives), not by the host.
+pub const BUSY_SHARE: f64 = 0.7;
+
 /// Where the window's bounds came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]

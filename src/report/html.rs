@@ -513,13 +513,13 @@ fn findings_section(s: &mut String, shown: &[&Finding]) {
         for (i, f) in shown.iter().enumerate() {
             let _ = writeln!(
                 s,
-                "<tr><td>{}</td><td class=\"sev-{}\">{}</td><td><code class=\"rule\">{}</code></td><td class=\"num\">{}</td><td class=\"num\">{:.1}%</td><td><a href=\"#f{}\">{}</a></td></tr>",
+                "<tr><td>{}</td><td class=\"sev-{}\">{}</td><td><code class=\"rule\">{}</code></td><td class=\"num\">{}</td><td class=\"num\">{}</td><td><a href=\"#f{}\">{}</a></td></tr>",
                 i + 1,
                 f.severity.label(),
                 f.severity.label(),
                 f.rule,
-                fmt_ns(f.impact_ns),
-                100.0 * f.impact_share,
+                f.impact_text(),
+                f.share_text(),
                 i + 1,
                 esc(&f.title)
             );

@@ -137,7 +137,7 @@ pub fn markdown(j: &JobReport) -> String {
             "- **{}** `{}` ({}): {}",
             f.severity.label(),
             f.rule,
-            fmt_ns(f.impact_ns),
+            f.impact_text(),
             f.title
         );
         let _ = writeln!(s, "  - {}", f.evidence);

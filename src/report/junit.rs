@@ -7,7 +7,6 @@
 use super::TraceReport;
 use quick_xml::Writer;
 use quick_xml::events::{BytesDecl, BytesEnd, BytesStart, BytesText, Event};
-use tracehound_heuristics::finding::fmt_ns;
 use tracehound_heuristics::{Severity, rules};
 
 pub fn render(reports: &[TraceReport], fail_at: Severity) -> String {
@@ -93,11 +92,11 @@ pub fn render(reports: &[TraceReport], fail_at: Severity) -> String {
                 fail.push_attribute((
                     "message",
                     format!(
-                        "{} [{}; {} = {:.1}% of the window]",
+                        "{} [{}; {} = {} of the window]",
                         f.title,
                         f.id,
-                        fmt_ns(f.impact_ns),
-                        100.0 * f.impact_share
+                        f.impact_text(),
+                        f.share_text()
                     )
                     .as_str(),
                 ));

@@ -37,12 +37,12 @@ pub fn render(reports: &[TraceReport], top: Option<usize>) -> String {
             for (i, f) in shown.iter().enumerate() {
                 let _ = writeln!(
                     s,
-                    "| {} | {} | `{}` | {} | {:.1}% | {} |",
+                    "| {} | {} | `{}` | {} | {} | {} |",
                     i + 1,
                     f.severity.label(),
                     f.rule,
-                    fmt_ns(f.impact_ns),
-                    100.0 * f.impact_share,
+                    f.impact_text(),
+                    f.share_text(),
                     cell(&f.title)
                 );
             }

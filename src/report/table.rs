@@ -179,12 +179,12 @@ pub(super) fn findings_header(s: &mut String) {
 pub(super) fn finding_headline(s: &mut String, n: usize, f: &Finding) {
     let _ = writeln!(
         s,
-        "  {:>2}  {:<8} {:<24} {:>10} {:>5.1}%  {}",
+        "  {:>2}  {:<8} {:<24} {:>10} {:>6}  {}",
         n,
         f.severity.label(),
         f.rule,
-        fmt_ns(f.impact_ns),
-        100.0 * f.impact_share,
+        f.impact_text(),
+        f.share_text(),
         f.title
     );
 }

@@ -10,7 +10,6 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, List, ListItem, ListState, Paragraph, Wrap};
 use tracehound_heuristics::Severity;
-use tracehound_heuristics::finding::fmt_ns;
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let Some(l) = &app.loaded else {
@@ -38,9 +37,9 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
                     style::severity(app, fi.severity),
                 ),
                 Span::raw(format!(
-                    "{:>10} {:>5.1}%  {:<22} ",
-                    fmt_ns(fi.impact_ns),
-                    100.0 * fi.impact_share,
+                    "{:>10} {:>6}  {:<22} ",
+                    fi.impact_text(),
+                    fi.share_text(),
                     fi.rule
                 )),
                 Span::raw(fi.title.clone()),
@@ -153,7 +152,7 @@ fn job_findings(
                 format!("{:<6} ", fi.severity.label()),
                 style::severity(app, fi.severity),
             ),
-            Span::raw(format!("{:>10}  {:<22} ", fmt_ns(fi.impact_ns), fi.rule)),
+            Span::raw(format!("{:>10}  {:<22} ", fi.impact_text(), fi.rule)),
             Span::styled(
                 fi.title.clone(),
                 Style::default().add_modifier(Modifier::BOLD),

@@ -26,6 +26,8 @@
 //! [`LAYOUT_SHARE`] of the GPU time are reported with those kernels' time, plus the time the
 //! BatchNorm layers running their NCHW kernels take beyond 70% of their roof, as the impact:
 //! channels_last fixes both, so those BatchNorm holders get no finding of their own.
+//! In a program that is not PyTorch, the kernel that holds half the GPU time of a GPU-bound
+//! run is named with no impact (a capture without counters cannot price it) and ranks first.
 
 use super::Rule;
 use crate::accounting::{DeviceAccounting, GROWTH, HOT_SHARE, Holder, OpFamily, shown_op as shown};
@@ -87,6 +89,7 @@ impl Rule for HotOperator {
             out.extend(found);
             // Kept whatever the others: copy_hotspots leaves the casts it prices to it.
             out.extend(onehot_product(cx, acct));
+            out.extend(dominant_kernel(cx, acct));
         }
         out
     }
@@ -677,4 +680,78 @@ fn advice(family: OpFamily, grows: bool, top_kernel: &str, op: &str) -> Vec<Stri
         _ => "Memory-bound work far from HBM speed usually reads strided (transposed, broadcast, sliced) inputs or runs on small tensors: make the input contiguous once where it is made, batch small calls, or fuse the chain with torch.compile.".into(),
     });
     a
+}
+
+/// One kernel holds most of a GPU-bound run of a program that is not PyTorch (CUDA C, CuPy,
+/// Julia) and the capture records no hardware counters: how close it runs to its limits,
+/// so what it could save, is not in the trace. The finding names it with its launch geometry and
+/// the Nsight Compute command that measures it, carries no impact ([`UNPRICED`]) and ranks
+/// first: whatever else the trace can price is a small part beside it (Luminara's `render`,
+/// 98% of the window, had led with 23 ms of two single-thread kernels).
+fn dominant_kernel(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
+    // In a PyTorch trace whose kernels no operator launched (a CUDA graph's replay), the rules
+    // on matrix and memory-bound work price them by name.
+    if cx.pytorch() {
+        return None;
+    }
+    let d = acct.device;
+    let k = crate::accounting::dominant_kernel(cx, acct)?;
+    let busy = cx.idle().iter().find(|i| i.device == d)?.busy_ns;
+    if cx.window.share(busy) < crate::window::BUSY_SHARE {
+        return None;
+    }
+    let t = cx.trace;
+    let name = crate::names::short_name(&k.name, 80);
+    let function = crate::names::ncu_function_name(&k.name).unwrap_or_else(|| name.clone());
+    // The first call's launch, where the trace recorded it.
+    let geometry = cx
+        .window
+        .kernels(t, d)
+        .find(|(_, op)| t.str(op.name) == k.name)
+        .and_then(|(_, op)| op.kernel.filter(|g| g.geometry))
+        .map(|g| {
+            let blocks: u64 = g.grid.iter().map(|&x| u64::from(x.max(1))).product();
+            let threads: u64 = g.block.iter().map(|&x| u64::from(x.max(1))).product();
+            let sms = t
+                .meta
+                .gpus
+                .iter()
+                .find(|x| x.id == d)
+                .and_then(|x| x.sm_count)
+                .map(|n| format!(" on {n} SMs"))
+                .unwrap_or_default();
+            format!(
+                "its launches run {blocks} blocks of {threads} threads{sms}, {} registers a thread, {} B of shared memory a block; ",
+                g.registers, g.shared_mem
+            )
+        })
+        .unwrap_or_default();
+    let share = cx.window.share(k.gpu_ns);
+    let mut f = new_finding(
+        cx,
+        ID,
+        Some(d),
+        format!(
+            "{name} holds {:.0}% of GPU {d}'s time ({} in {}): the run is this kernel, and the capture cannot tell how close it runs to its limits",
+            100.0 * k.share,
+            fmt_ns(k.gpu_ns),
+            crate::accounting::calls_text(k)
+        ),
+        0,
+        Confidence::High,
+        format!(
+            "{geometry}the capture records no hardware counters (memory and compute throughput, occupancy, warp stalls), so whether memory, compute or latency limits it, and what a faster kernel would save, is not in it; every other finding prices time beside it"
+        ),
+    );
+    f.subject = Some(format!("kernel {function}"));
+    f.advice = vec![format!(
+        "Profile it with Nsight Compute{} and `--set full`: its throughput against the GPU's memory and compute peaks, its occupancy and its warp stall reasons say which limit it meets and what to change; its speed decides the run.",
+        crate::names::ncu_command(&k.name)
+    )];
+    f.metrics = metrics([
+        (crate::finding::UNPRICED, share),
+        ("kernel_ns", k.gpu_ns as f64),
+        ("calls", k.calls as f64),
+    ]);
+    Some(f)
 }
