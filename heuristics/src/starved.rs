@@ -470,7 +470,9 @@ fn restart(
             *chain = Some((direct, thread, CHAIN_KERNELS - 1, budget - gap));
             return;
         }
-        *chain = Some((direct, thread, CHAIN_KERNELS, budget));
+        // As for a kernel: a gap the sync's wait cannot cover ends its chain (the copy waited
+        // for its own launch), one it covers (from the threshold up, idle_gaps') continues it.
+        *chain = (gap <= budget).then_some((direct, thread, CHAIN_KERNELS - 1, budget - gap));
     } else if chain.is_some_and(|(_, th, left, budget)| th == thread && left > 0 && gap <= budget) {
         // Inside a sync's chain: the sync's, which counts only the kernels.
         return;
