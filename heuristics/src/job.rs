@@ -77,7 +77,11 @@ impl RankSummary {
             busy_share: busy,
             idle_gap_ns: idle.map_or(0, |f| f.impact_ns),
             bound: analysis.summary.bound,
-            top_finding: analysis.findings.first().map(|f| f.title.clone()),
+            top_finding: analysis
+                .findings
+                .iter()
+                .find(|f| !f.unpriced())
+                .map(|f| f.title.clone()),
             findings: analysis.findings.clone(),
             top_idle_cause: idle
                 .and_then(|f| f.breakdown.first())

@@ -124,7 +124,8 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
     let mut summary = summary;
     // The verdict names what bounds the run; when a costlier problem of another kind ranks
     // first, say so, or "GPU-bound" would read as "nothing to fix".
-    if let Some(top) = findings.first()
+    // (The first priced one: an unpriced finding names what holds the time, not a fix.)
+    if let Some(top) = findings.iter().find(|f| !f.unpriced())
         && top.severity == Severity::High
         && top.rule != rules::idle_gaps::ID
         && !(top.rule == rules::exposed_communication::ID
@@ -273,10 +274,29 @@ fn graph_advice_agrees(findings: &mut [Finding]) {
     }
 }
 
+/// The share of the window an unpriced finding holds (0 for the others): the larger holder of
+/// two devices first.
+fn unpriced_share(f: &Finding) -> f64 {
+    f.metrics
+        .get(finding::UNPRICED)
+        .copied()
+        .filter(|_| f.unpriced())
+        .unwrap_or(0.0)
+}
+
 /// Drops an unpriced finding about a kernel that another finding on its device names (Rodinia's
 /// `Fan2`, priced by underfilled_kernels for its 16-thread blocks): that finding says what is
 /// wrong with it and what it costs.
 fn drop_unpriced_named_elsewhere(findings: &mut Vec<Finding>) {
+    // Rules that mention kernels without pricing what is wrong with them.
+    const NOT_PRICING: &[&str] = &[
+        rules::hot_operator::ID,
+        rules::idle_gaps::ID,
+        rules::launch_bound::ID,
+        rules::sync_stalls::ID,
+        rules::step_outliers::ID,
+        rules::software_stack::ID,
+    ];
     let named: Vec<bool> = findings
         .iter()
         .map(|f| {
@@ -284,12 +304,16 @@ fn drop_unpriced_named_elsewhere(findings: &mut Vec<Finding>) {
                 return false;
             };
             let call = format!("{}(", kernel.trim_start_matches("kernel "));
+            let kernel_ns = f.metrics.get("kernel_ns").copied().unwrap_or(0.0);
             findings.iter().any(|o| {
                 !o.unpriced()
                     && o.device == f.device
+                    && !NOT_PRICING.contains(&o.rule)
+                    // A finding that prices a tenth of the kernel's time or more.
+                    && 10.0 * o.impact_ns as f64 >= kernel_ns
                     && std::iter::once(&o.title)
                         .chain(o.breakdown.iter().map(|r| &r.label))
-                        .any(|t| t.contains(&call))
+                        .any(|t| names_call(t, &call))
             })
         })
         .collect();
@@ -298,6 +322,17 @@ fn drop_unpriced_named_elsewhere(findings: &mut Vec<Finding>) {
         k += 1;
         !named[k - 1]
     });
+}
+
+/// Whether `text` names the function call `call` (`render(`) as a whole name: not inside
+/// `prerender(` or `ns_render(`.
+fn names_call(text: &str, call: &str) -> bool {
+    text.match_indices(call).any(|(i, _)| {
+        !text[..i]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+    })
 }
 
 /// Drops hot_operator findings about an operator whose time a finding of a specific rule
@@ -355,6 +390,7 @@ pub fn rank(findings: &mut [Finding]) {
         // What holds most of the time, where no saving can be priced, before what can.
         b.unpriced()
             .cmp(&a.unpriced())
+            .then(unpriced_share(b).total_cmp(&unpriced_share(a)))
             .then(b.impact_ns.cmp(&a.impact_ns))
             .then(b.severity.cmp(&a.severity))
             .then(a.rule.cmp(b.rule))
@@ -364,3 +400,102 @@ pub fn rank(findings: &mut [Finding]) {
 
 #[cfg(test)]
 mod testutil;
+
+#[cfg(test)]
+mod unpriced_tests {
+    use super::*;
+
+    fn finding(rule: &'static str, impact_ns: i64, unpriced: Option<f64>, title: &str) -> Finding {
+        Finding {
+            id: String::new(),
+            rule,
+            subject: unpriced.map(|_| "kernel render".to_string()),
+            title: title.to_string(),
+            severity: Severity::from_share(0.0),
+            impact_ns,
+            impact_share: 0.0,
+            confidence: Confidence::High,
+            device: Some(0),
+            evidence: String::new(),
+            breakdown: Vec::new(),
+            instances: Vec::new(),
+            advice: Vec::new(),
+            metrics: unpriced
+                .map(|s| {
+                    [(finding::UNPRICED, s), ("kernel_ns", 1.6e9)]
+                        .into_iter()
+                        .collect()
+                })
+                .unwrap_or_default(),
+        }
+    }
+
+    #[test]
+    fn a_call_is_named_only_as_a_whole_name() {
+        assert!(names_call("render(…): 12835 blocks", "render("));
+        assert!(names_call("kernels: render(…), x(…)", "render("));
+        assert!(!names_call("prerender(…): 1 block", "render("));
+        assert!(!names_call("ns_render(…)", "render("));
+    }
+
+    #[test]
+    fn the_unpriced_holder_ranks_first_and_yields_to_a_finding_that_prices_it() {
+        let mut v = vec![
+            finding(
+                rules::underfilled_kernels::ID,
+                23_000_000,
+                None,
+                "create_world(…): 1 block",
+            ),
+            finding(
+                rules::hot_operator::ID,
+                0,
+                Some(0.98),
+                "render(…) holds 98%",
+            ),
+        ];
+        rank(&mut v);
+        assert!(v[0].unpriced(), "{}", v[0].title);
+        // A finding that prices a tenth of the kernel's time and names it: the unpriced one goes.
+        let mut w = vec![
+            finding(
+                rules::hot_operator::ID,
+                0,
+                Some(0.98),
+                "render(…) holds 98%",
+            ),
+            finding(
+                rules::underfilled_kernels::ID,
+                200_000_000,
+                None,
+                "render(…): 16 threads",
+            ),
+        ];
+        drop_unpriced_named_elsewhere(&mut w);
+        assert_eq!(w.len(), 1);
+        assert!(!w[0].unpriced());
+        // Named by a rule that does not price it (idle_gaps), or by a different kernel: kept.
+        let mut x = vec![
+            finding(
+                rules::hot_operator::ID,
+                0,
+                Some(0.98),
+                "render(…) holds 98%",
+            ),
+            finding(
+                rules::idle_gaps::ID,
+                200_000_000,
+                None,
+                "next on the GPU: render(…)",
+            ),
+            finding(
+                rules::underfilled_kernels::ID,
+                200_000_000,
+                None,
+                "prerender(…): 1 block",
+            ),
+        ];
+        drop_unpriced_named_elsewhere(&mut x);
+        assert_eq!(x.len(), 3);
+    }
+}

@@ -4,7 +4,8 @@
 //! For each kernel, the queue depth at its start is the number of kernels of the device whose
 //! launch call had begun by then and that had not started yet (launch calls against kernel
 //! starts). A kernel that starts after a gap shorter than the idle-gap threshold with nothing
-//! queued was waiting for its own launch. Why the queue was empty decides what to change:
+//! queued was waiting for its own launch; so was a copy or memset whose launch call began only
+//! after the GPU had run out of work. Why the queue was empty decides what to change:
 //!
 //! - the host was blocked in a synchronising call (`cudaStreamSynchronize` under
 //!   `aten::nonzero`, `.item()`, a boolean-mask index, a pageable copy) that returned as the
@@ -66,7 +67,7 @@ impl Starved {
         trace.gpu_ops[self.op as usize].start - self.gap_ns
     }
 
-    /// The kernel.
+    /// The kernel (or copy, or memset).
     pub fn kernel<'t>(&self, trace: &'t Trace) -> &'t tracehound_parsers::GpuOp {
         &trace.gpu_ops[self.op as usize]
     }
@@ -313,7 +314,14 @@ pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
             other_ops: 0,
             starved: Vec::new(),
         };
-        if ks.len() < 2 {
+        // Something must start after something else: two kernels, or a kernel and copies (a
+        // loop of `x[i].cpu()` after the one kernel that made `x`). A capture of copies only is
+        // a transfer benchmark, which the transfer-bound verdict judges.
+        let copies = t.device_ops(d).iter().any(|&i| {
+            let o = &t.gpu_ops[i as usize];
+            o.is_work() && o.kind != GpuOpKind::Kernel && o.start >= w.start && o.start < w.end
+        });
+        if ks.len() < 2 && !(ks.len() == 1 && copies) {
             out.push(dev);
             continue;
         }
@@ -415,12 +423,12 @@ struct Walk<'a, 's, 't> {
     is_graph: &'a [bool],
 }
 
-/// A memset or copy (GPU op `oidx`) that may restart an idle GPU (busy until `busy_end`): after
-/// a sync that drained the queue, its gap is the sync's and the kernels after it continue the
-/// sync's chain (the `aten::empty`/`zero_` or input copy at the top of the code after
-/// `.item()`); launched only after the GPU went idle, with no sync to blame, it waited for its
-/// own launch like a kernel does (a Python loop of `.cpu()` on single elements runs nothing but
-/// tiny copies, each issued onto an empty queue).
+/// A memset or copy (GPU op `oidx`) that may restart an idle GPU (busy until `busy_end`), judged
+/// as a kernel is: after a sync that drained the queue, while the sync's chain lasts and its
+/// wait covers the gap, the gap is the sync's (the `aten::empty`/`zero_` or input copy at the
+/// top of the code after `.item()`); otherwise, launched only after the GPU went idle, it
+/// waited for its own launch (a Python loop of `.cpu()` on single elements runs nothing but tiny
+/// copies, each issued onto an empty queue).
 fn restart(
     walk: &Walk,
     oidx: u32,
@@ -456,34 +464,33 @@ fn restart(
     }
     let thread = (sp.pid, sp.tid);
     let gap = o.start - busy_end;
+    // As for a kernel: the sync that drained the queue starts a chain, and the gap is the
+    // sync's while the chain lasts and its wait covers the gap; otherwise the chain ends.
     let direct = walk.syncs.drained_by(thread, busy_end, sp.start);
     if direct != NONE {
         let s = &t.host_spans[direct as usize];
-        let budget = s.end - s.start;
-        if gap < walk.threshold && gap <= budget {
-            dev.starved.push(Starved {
-                op: oidx,
-                gap_ns: gap,
-                latency_ns: o.start - sp.start,
-                drained_by: direct,
-            });
-            *chain = Some((direct, thread, CHAIN_KERNELS - 1, budget - gap));
-            return;
+        *chain = Some((direct, thread, CHAIN_KERNELS, s.end - s.start));
+    }
+    let drained_by = match chain {
+        Some((sync, th, left, budget)) if *th == thread && *left > 0 && gap <= *budget => {
+            *left -= 1;
+            *budget -= gap;
+            *sync
         }
-        // As for a kernel: a gap the sync's wait cannot cover ends its chain (the copy waited
-        // for its own launch), one it covers (from the threshold up, idle_gaps') continues it.
-        *chain = (gap <= budget).then_some((direct, thread, CHAIN_KERNELS - 1, budget - gap));
-    } else if chain.is_some_and(|(_, th, left, budget)| th == thread && left > 0 && gap <= budget) {
-        // Inside a sync's chain: the sync's, which counts only the kernels.
+        _ => {
+            *chain = None;
+            NONE
+        }
+    };
+    // From the threshold up the gap is idle_gaps'; without a sync to blame, a copy launched
+    // before the GPU ran out of work waited for something else than its launch.
+    if gap >= walk.threshold || (drained_by == NONE && sp.start < busy_end) {
         return;
     }
-    // Called only once the GPU had run out of work: nothing was queued.
-    if gap < walk.threshold && sp.start >= busy_end {
-        dev.starved.push(Starved {
-            op: oidx,
-            gap_ns: gap,
-            latency_ns: o.start - sp.start,
-            drained_by: NONE,
-        });
-    }
+    dev.starved.push(Starved {
+        op: oidx,
+        gap_ns: gap,
+        latency_ns: o.start - sp.start,
+        drained_by,
+    });
 }

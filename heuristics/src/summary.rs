@@ -280,7 +280,12 @@ fn outside_gpu_stretch(cx: &Ctx) -> Option<String> {
         .iter()
         .filter(|s| !matches!(s.kind, HostKind::Annotation | HostKind::GpuAnnotation))
         .map(|s| (s.start, s.end))
-        .chain(t.gpu_ops.iter().map(|o| (o.start, o.end)))
+        .chain(
+            t.gpu_ops
+                .iter()
+                .filter(|o| o.is_work())
+                .map(|o| (o.start, o.end)),
+        )
         .reduce(|(a, b), (s, e)| (a.min(s), b.max(e)))?;
     let capture = end - start;
     let window = cx.window.len();
@@ -293,13 +298,21 @@ fn outside_gpu_stretch(cx: &Ctx) -> Option<String> {
     if before + after < 1_000_000 {
         return None;
     }
+    // Only the sides that hold time.
+    let sides = match (before > 0, after > 0) {
+        (true, true) => format!(
+            "the {} before its first operation and the {} after its last hold",
+            fmt_ns(before),
+            fmt_ns(after)
+        ),
+        (true, false) => format!("the {} before its first operation holds", fmt_ns(before)),
+        _ => format!("the {} after its last operation holds", fmt_ns(after)),
+    };
     Some(format!(
-        " This verdict covers the {} in which the GPU works, {:.1}% of the {} the capture records; the {} before its first operation and the {} after its last hold host activity only (start-up, host-side work, teardown) and are not judged here.",
+        " This verdict covers the {} in which the GPU works, {:.1}% of the {} the capture records; {sides} host activity only (start-up, host-side work, teardown), not judged here.",
         fmt_ns(window),
         100.0 * window as f64 / capture as f64,
         fmt_ns(capture),
-        fmt_ns(before),
-        fmt_ns(after)
     ))
 }
 
@@ -554,9 +567,9 @@ pub(crate) fn window_is_graph_capture(cx: &Ctx) -> bool {
     cx.window.share(cx.graph_captures().in_window(&cx.window)) >= CAPTURE_SHARE
 }
 
-/// Copies hold the GPU for at least half the window, or most of a busy window, and longer
-/// than kernels do: the run is moving data more than computing, and faster kernels would not
-/// shorten it. Below that, what the rest of the window holds (idle time, kernels) bounds the
+/// Copies (and memsets) hold the GPU longer than kernels do, and for at least half the window
+/// or in a window the GPU is busy [`BUSY_SHARE`] of: the run is moving data more than
+/// computing, and faster kernels would not shorten it. Below that, what the rest of the window holds (idle time, kernels) bounds the
 /// run and the copies are a finding of their own.
 const TRANSFER_SHARE: f64 = 0.5;
 
@@ -1449,6 +1462,9 @@ mod tests {
             (36, 52, Bound::Transfer),
             (35, 40, Bound::Transfer),
             (45, 40, Bound::Gpu),
+            // Busy 65%, copies under half the window: not transfer-bound (its one idle gap,
+            // 35 ms, bounds it).
+            (30, 35, Bound::Stall),
         ] {
             let mut tb = crate::testutil::TB::new();
             tb.op(

@@ -91,13 +91,17 @@ pub fn render(reports: &[TraceReport], fail_at: Severity) -> String {
                 fail.push_attribute(("type", f.severity.label()));
                 fail.push_attribute((
                     "message",
-                    format!(
-                        "{} [{}; {} = {} of the window]",
-                        f.title,
-                        f.id,
-                        f.impact_text(),
-                        f.share_text()
-                    )
+                    if f.unpriced() {
+                        format!("{} [{}; not priced: no saving measured]", f.title, f.id)
+                    } else {
+                        format!(
+                            "{} [{}; {} = {} of the window]",
+                            f.title,
+                            f.id,
+                            f.impact_text(),
+                            f.share_text()
+                        )
+                    }
                     .as_str(),
                 ));
                 let _ = w.write_event(Event::Start(fail));

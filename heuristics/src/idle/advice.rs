@@ -139,16 +139,17 @@ pub fn advice(kind: CauseKind, leaf: &str, workload: Workload, pytorch: bool) ->
     }
 }
 
-/// Advice for allocator calls that held the GPU idle in one gap of the window only: a one-time
-/// allocation (start-up buffers, a first batch of a new size), not a loop's churn.
+/// Advice for allocator calls that held the GPU idle in one gap of the window only (gaps from
+/// the threshold up): most likely a one-time allocation (start-up buffers, a first batch of a
+/// new size), said with the condition under which it is a loop's churn after all.
 pub fn allocator_once(leaf: &str, pytorch: bool) -> String {
     if pytorch {
         format!(
-            "{leaf}: one allocation from the driver in this window (cudaFree and cudaMalloc synchronise the device): paid once where it is start-up or a new size; if it recurs step after step, remove `torch.cuda.empty_cache()` from the loop, keep tensor sizes stable, or set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`."
+            "{leaf}: allocator calls in one gap of this window: paid once where they are start-up or a new size; if they recur step after step, remove `torch.cuda.empty_cache()` from the loop, keep tensor sizes stable, or set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`."
         )
     } else {
         format!(
-            "{leaf}: one allocation in this window (cudaFree and cudaFreeHost synchronise the device): paid once where it sets up buffers at start-up; if it recurs in the loop, allocate once outside it and reuse the buffers, or use stream-ordered allocation (cudaMallocAsync / cudaFreeAsync) with a memory pool."
+            "{leaf}: allocator calls in one gap of this window: paid once where they set up buffers at start-up; if they recur in the loop, allocate once outside it and reuse the buffers, or use stream-ordered allocation (cudaMallocAsync / cudaFreeAsync) with a memory pool."
         )
     }
 }

@@ -696,13 +696,19 @@ fn dominant_kernel(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
     }
     let d = acct.device;
     let k = crate::accounting::dominant_kernel(cx, acct)?;
+    // A collective waits on other ranks as much as it runs: not a kernel to tune alone.
+    if crate::collectives::is_collective_kernel(&k.name) {
+        return None;
+    }
     let busy = cx.idle().iter().find(|i| i.device == d)?.busy_ns;
     if cx.window.share(busy) < crate::window::BUSY_SHARE {
         return None;
     }
     let t = cx.trace;
     let name = crate::names::short_name(&k.name, 80);
-    let function = crate::names::ncu_function_name(&k.name).unwrap_or_else(|| name.clone());
+    // The function's own name (`render`), as other findings write it before `(…)`.
+    let function = crate::names::ncu_function_name(&k.name)
+        .unwrap_or_else(|| name.trim_end_matches("(…)").to_string());
     // The first call's launch, where the trace recorded it.
     let geometry = cx
         .window
@@ -721,7 +727,7 @@ fn dominant_kernel(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
                 .map(|n| format!(" on {n} SMs"))
                 .unwrap_or_default();
             format!(
-                "its launches run {blocks} blocks of {threads} threads{sms}, {} registers a thread, {} B of shared memory a block; ",
+                "its first launch runs {blocks} blocks of {threads} threads{sms}, {} registers a thread, {} B of shared memory a block; ",
                 g.registers, g.shared_mem
             )
         })
@@ -732,7 +738,7 @@ fn dominant_kernel(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
         ID,
         Some(d),
         format!(
-            "{name} holds {:.0}% of GPU {d}'s time ({} in {}): the run is this kernel, and the capture cannot tell how close it runs to its limits",
+            "{name} holds {:.0}% of GPU {d}'s time ({} in {}): its speed decides the run, and the capture cannot tell how close it runs to its limits",
             100.0 * k.share,
             fmt_ns(k.gpu_ns),
             crate::accounting::calls_text(k)
@@ -740,7 +746,7 @@ fn dominant_kernel(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
         0,
         Confidence::High,
         format!(
-            "{geometry}the capture records no hardware counters (memory and compute throughput, occupancy, warp stalls), so whether memory, compute or latency limits it, and what a faster kernel would save, is not in it; every other finding prices time beside it"
+            "{geometry}the capture has no per-kernel counters (memory and compute throughput, occupancy, warp stalls), so whether memory, compute or latency limits it, and what a faster kernel would save, is not in it"
         ),
     );
     f.subject = Some(format!("kernel {function}"));

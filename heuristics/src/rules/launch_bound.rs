@@ -22,7 +22,7 @@ use crate::finding::{Confidence, Finding, Instance, fmt_ns, metrics};
 use crate::names::name_or;
 use crate::stats::percentile;
 use std::collections::BTreeMap;
-use tracehound_parsers::GpuOpKind;
+use tracehound_parsers::{CopyDirection, GpuOpKind};
 
 /// The rule's id: in its findings, their stable ids and `--rules`.
 pub const ID: &str = "launch_bound";
@@ -93,7 +93,7 @@ impl Rule for LaunchBound {
     }
 
     fn description(&self) -> &'static str {
-        "kernels that wait for their own launch: short GPU gaps with nothing queued, launch latency"
+        "kernels, copies and memsets that wait for their own launch: short GPU gaps with nothing queued, launch latency"
     }
 
     fn check(&self, cx: &Ctx) -> Vec<Finding> {
@@ -114,6 +114,7 @@ impl Rule for LaunchBound {
             // Copies and memsets launched onto an idle GPU wait like kernels do: a loop of
             // `.cpu()` on single elements runs nothing else.
             let (mut others_n, mut other_durs) = (0u64, Vec::<i64>::new());
+            let (mut to_host, mut to_device) = (0u64, 0u64);
             // By the operator's name id: no string built per starved kernel.
             // With a few of its outer operator spans, to see whether they synchronise.
             let mut by_name = crate::starved::WaitsByOperator::default();
@@ -137,6 +138,11 @@ impl Rule for LaunchBound {
                 } else {
                     others_n += 1;
                     other_durs.push(kernel.end - kernel.start);
+                    match kernel.direction {
+                        CopyDirection::HtoD => to_device += 1,
+                        CopyDirection::DtoH => to_host += 1,
+                        _ => {}
+                    }
                 }
                 crate::starved::add_wait(&mut by_name, t, s);
                 // A stretch: starved kernels back to back (each starting right after the
@@ -303,7 +309,9 @@ impl Rule for LaunchBound {
                 f.advice.push(format!(
                     "The operators whose kernels wait most synchronise on most calls ({}): each sync empties the queue and the host relaunches onto an idle GPU, and a CUDA graph cannot capture a synchronisation. {}",
                     syncing.join("; "),
-                    if copies {
+                    if copies && to_device > to_host {
+                        "Move data once instead of per item: a small copy to the GPU each time round a loop (torch.tensor(v).to(\"cuda\") per item) pays a launch and a wait every call; build the batch on the host and move it once (torch.as_tensor of the whole list, from pinned memory with non_blocking=True)."
+                    } else if copies {
                         "Copy once instead of per element: .cpu(), .item() or .tolist() on one element each time round a loop waits for the GPU every call; move the whole tensor to the host once before the loop (x.cpu(), x.tolist()), or keep the computation on the GPU (torch.sum, torch.where) and read one result at the end."
                     } else {
                         "Remove the syncs: boolean-mask indexing (x[mask], x[mask] = y) and nonzero learn their size on the host — use torch.where or a multiply by the mask, integer indices computed once, or sort once and split by counts; keep .item() and copies to the host out of the loop."
@@ -352,8 +360,10 @@ impl Rule for LaunchBound {
             ] });
             f.metrics = metrics([
                 ("starved_ns", starved_ns as f64),
-                ("starved_kernels", starved_n as f64),
+                ("starved_kernels", (starved_n - others_n) as f64),
                 ("kernels", dev.kernels as f64),
+                ("starved_copies", others_n as f64),
+                ("copies", dev.other_ops as f64),
                 ("drained_ns", drained_ns as f64),
                 ("optimizer_ns", optimizer_ns as f64),
                 ("stretches", stretches.len() as f64),

@@ -268,3 +268,50 @@ fn copies_launched_onto_an_idle_gpu_wait_for_their_launch_too() {
         lb[0].evidence
     );
 }
+
+#[test]
+fn one_kernel_then_a_loop_of_copies_is_judged_and_a_drained_copy_is_the_syncs() {
+    // One kernel makes x, then 50 copies of x[i] to the host, each issued 10 µs before it runs,
+    // 38 µs after the previous one ended: they wait for their launch.
+    let mut b = TB::new();
+    b.op(Kernel, "randn", 7, 10_000, 60_000, Some(0));
+    for i in 0..50 {
+        let t = 100_000 + i * 40_000;
+        b.op(
+            GpuOpKind::Memcpy,
+            "Memcpy DtoH (Device -> Pinned)",
+            7,
+            t,
+            t + 2_000,
+            Some(t - 10_000),
+        )
+        .bytes(8);
+    }
+    let t = b.build();
+    let lb = crate::testutil::check(&crate::rules::launch_bound::LaunchBound, &t);
+    assert_eq!(lb.len(), 1);
+    assert_eq!(lb[0].impact_ns, 40_000 + 49 * 38_000, "{}", lb[0].evidence);
+    assert_eq!(lb[0].metrics["starved_copies"], 50.0);
+    assert_eq!(lb[0].metrics["starved_kernels"], 0.0);
+
+    // A sync that waited 400 µs behind a long kernel drains the queue; the copy the host
+    // issues 30 µs later is the sync's (its wait covers the gap), not a launch wait.
+    let mut b = TB::new();
+    b.op(Kernel, "a", 7, 0, 400_000, Some(0))
+        .op(Kernel, "b", 7, 400_000, 405_000, Some(1_000))
+        .span(HostKind::Runtime, "cudaStreamSynchronize", 5_000, 406_000)
+        .op(
+            GpuOpKind::Memcpy,
+            "Memcpy HtoD (Pinned -> Device)",
+            7,
+            435_000,
+            437_000,
+            Some(425_000),
+        );
+    let t = b.build();
+    let config = Config::default();
+    let cx = Ctx::new(&t, &config);
+    let dev = &cx.starved()[0];
+    assert_eq!(dev.drained().count(), 1);
+    assert_eq!(dev.launch_bound().count(), 0);
+}
