@@ -42,6 +42,12 @@ fn events_at(path: &std::path::Path) -> Vec<Value> {
     doc["traceEvents"].as_array().expect("traceEvents").clone()
 }
 
+/// A trace held in `../shared/sample-traces/field/` (`nsys/…`), or None with a message when
+/// `../shared` is not next to this clone.
+fn held(file: &str) -> Option<PathBuf> {
+    common::shared_at(&format!("field/{file}"))
+}
+
 fn first(doc: &Value) -> &Value {
     &doc["findings"][0]
 }
@@ -524,16 +530,9 @@ fn pinned_copies_at_the_link_s_rate_are_not_named() {
 /// went back between the prefetch and the kernel are read here from the export.
 #[test]
 fn a_prefetch_undone_by_the_host_is_named() {
-    let path = root().join(
-        "../shared/sample-traces/field/nsys/awsgpu_softmax_managed_migrations_t4_nsys2025.1.sqlite",
-    );
-    if !path.exists() {
-        eprintln!(
-            "skipping: {} is absent (../shared is not next to this clone)",
-            path.display()
-        );
+    let Some(path) = held("nsys/awsgpu_softmax_managed_migrations_t4_nsys2025.1.sqlite") else {
         return;
-    }
+    };
     let db =
         rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .expect("export");
@@ -838,15 +837,9 @@ fn a_cold_start_names_a_one_off_gap_it_leaves() {
 /// copy and kernel shares are recomputed here from the export.
 #[test]
 fn copies_longer_than_kernels_in_a_busy_window_are_transfer_bound() {
-    let path = root()
-        .join("../shared/sample-traces/field/nsys/opensift_cuda-separable-conv-shared_rtx3080_nsysNA.sqlite");
-    if !path.exists() {
-        eprintln!(
-            "skipping: {} is absent (../shared is not next to this clone)",
-            path.display()
-        );
+    let Some(path) = held("nsys/opensift_cuda-separable-conv-shared_rtx3080_nsysNA.sqlite") else {
         return;
-    }
+    };
     let db =
         rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .expect("export");
@@ -905,15 +898,9 @@ fn copies_longer_than_kernels_in_a_busy_window_are_transfer_bound() {
 /// named at its line, with advice to copy once.
 #[test]
 fn a_loop_of_copies_to_the_host_waits_for_its_launches() {
-    let path = root()
-        .join("../shared/sample-traces/field/kineto/GPUPuzzlers_d2h-sync-item_unknown-gpu.json.gz");
-    if !path.exists() {
-        eprintln!(
-            "skipping: {} is absent (../shared is not next to this clone)",
-            path.display()
-        );
+    let Some(path) = held("kineto/GPUPuzzlers_d2h-sync-item_unknown-gpu.json.gz") else {
         return;
-    }
+    };
     let events = events_at(&path);
     let mut ops: Vec<(f64, f64, bool)> = events
         .iter()

@@ -15,11 +15,17 @@ pub fn own(name: &str) -> PathBuf {
 
 /// A trace of the shared developer set, or None (with a message) when `../shared` is absent.
 pub fn shared(name: &str) -> Option<PathBuf> {
+    shared_at(&format!("kineto/{name}"))
+}
+
+/// A file under `../shared/sample-traces/` (`field/nsys/…`), or None (with a message) when
+/// `../shared` is absent.
+pub fn shared_at(rel: &str) -> Option<PathBuf> {
     let p = std::path::PathBuf::from(
         std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
     )
-    .join("../shared/sample-traces/kineto")
-    .join(name);
+    .join("../shared/sample-traces")
+    .join(rel);
     if p.exists() {
         Some(p)
     } else {
