@@ -1045,3 +1045,38 @@ fn the_kernel_that_holds_a_gpu_bound_cuda_program_is_named_first() {
     );
     assert!(doc["findings"][1]["impact_ns"].as_i64().unwrap_or_default() > 0);
 }
+
+/// `diff` between two CUDA C captures whose runs are each one kernel (Rodinia's Gaussian with
+/// 256-thread blocks, GTLS; both shipped): the unpriced findings are listed as "not priced",
+/// and marked `unpriced` in JSON, not as an impact of 0 ns.
+#[test]
+fn a_diff_says_an_unpriced_finding_is_not_priced() {
+    let (a, b) = (
+        sample("field/nsys/rodinia_gaussian_rtx3090_report3.sqlite"),
+        sample("field/nsys/gtls_cupy_transit_search_rtx3060_nsysunknown.sqlite"),
+    );
+    let (a, b) = (
+        a.to_str().expect("UTF-8 path"),
+        b.to_str().expect("UTF-8 path"),
+    );
+    let out = run(&["diff", a, b]);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{out:?}");
+    let text = String::from_utf8(out.stdout).expect("UTF-8");
+    let line = text
+        .lines()
+        .find(|l| l.contains("hot_operator/gpu0/kernel calcAllLowestResidualsGPU"))
+        .expect("the new unpriced finding");
+    assert!(line.contains("not priced"), "{line}");
+    assert!(!line.contains("0 ns"), "{line}");
+    let json = run(&["diff", "--format", "json", a, b]);
+    let doc: Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    let changes = doc["diffs"][0]["findings"].as_array().expect("findings");
+    let unpriced: Vec<&Value> = changes.iter().filter(|c| c["unpriced"] == true).collect();
+    assert_eq!(unpriced.len(), 2, "{changes:?}");
+    assert!(
+        changes
+            .iter()
+            .filter(|c| c["unpriced"] != true)
+            .all(|c| c.get("unpriced").is_none())
+    );
+}

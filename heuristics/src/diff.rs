@@ -83,6 +83,10 @@ pub struct FindingChange {
     pub severity_after: Option<String>,
     /// Its impact, ns.
     pub impact_ns: Change,
+    /// Whether it names what holds the time without a saving to price, before or after
+    /// ([`crate::Finding::unpriced`]): its impact of 0 is not "costs nothing".
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unpriced: bool,
 }
 
 /// A named time before and after (kernel, operator, idle cause).
@@ -238,6 +242,8 @@ pub fn compare(tb: &Trace, ab: &Analysis, ta: &Trace, aa: &Analysis) -> Diff {
                 b.as_ref().map_or(0.0, |f| f.impact_ns as f64),
                 a.as_ref().map_or(0.0, |f| f.impact_ns as f64),
             ),
+            unpriced: b.as_ref().is_some_and(|f| f.unpriced())
+                || a.as_ref().is_some_and(|f| f.unpriced()),
         });
     }
     findings.sort_by(|x, y| x.status.cmp(&y.status).then(x.id.cmp(&y.id)));

@@ -178,11 +178,15 @@ fn text(d: &Diff, markdown: bool) -> String {
             .or(f.title_before.as_ref())
             .cloned()
             .unwrap_or_default();
-        let impact = format!(
-            "{} -> {}",
-            fmt_ns(f.impact_ns.before as i64),
-            fmt_ns(f.impact_ns.after as i64)
-        );
+        let impact = if f.unpriced {
+            "not priced".to_string()
+        } else {
+            format!(
+                "{} -> {}",
+                fmt_ns(f.impact_ns.before as i64),
+                fmt_ns(f.impact_ns.after as i64)
+            )
+        };
         if markdown {
             let _ = writeln!(s, "- **{}** `{}` ({impact}): {title}", f.status, f.id);
         } else {
