@@ -274,6 +274,18 @@ fn graph_advice_agrees(findings: &mut [Finding]) {
     }
 }
 
+/// Rules whose findings mention operators and kernels without explaining or pricing what is
+/// wrong with them (time around them, the machine): a finding of theirs that names an operator
+/// or a kernel leaves hot_operator's finding about it in place.
+const NOT_EXPLAINING: &[&str] = &[
+    rules::hot_operator::ID,
+    rules::idle_gaps::ID,
+    rules::launch_bound::ID,
+    rules::sync_stalls::ID,
+    rules::step_outliers::ID,
+    rules::software_stack::ID,
+];
+
 /// The share of the window an unpriced finding holds (0 for the others): the larger holder of
 /// two devices first.
 fn unpriced_share(f: &Finding) -> f64 {
@@ -288,15 +300,6 @@ fn unpriced_share(f: &Finding) -> f64 {
 /// `Fan2`, priced by underfilled_kernels for its 16-thread blocks): that finding says what is
 /// wrong with it and what it costs.
 fn drop_unpriced_named_elsewhere(findings: &mut Vec<Finding>) {
-    // Rules that mention kernels without pricing what is wrong with them.
-    const NOT_PRICING: &[&str] = &[
-        rules::hot_operator::ID,
-        rules::idle_gaps::ID,
-        rules::launch_bound::ID,
-        rules::sync_stalls::ID,
-        rules::step_outliers::ID,
-        rules::software_stack::ID,
-    ];
     let named: Vec<bool> = findings
         .iter()
         .map(|f| {
@@ -308,7 +311,7 @@ fn drop_unpriced_named_elsewhere(findings: &mut Vec<Finding>) {
             findings.iter().any(|o| {
                 !o.unpriced()
                     && o.device == f.device
-                    && !NOT_PRICING.contains(&o.rule)
+                    && !NOT_EXPLAINING.contains(&o.rule)
                     // A finding that prices a tenth of the kernel's time or more.
                     && 10.0 * o.impact_ns as f64 >= kernel_ns
                     && std::iter::once(&o.title)
@@ -340,14 +343,6 @@ fn names_call(text: &str, call: &str) -> bool {
 /// accounting names what holds the time when no rule knows why, and a second finding about
 /// the same time with a generic explanation would count it twice.
 fn drop_explained(findings: &mut Vec<Finding>) {
-    const NOT_EXPLAINING: &[&str] = &[
-        rules::hot_operator::ID,
-        rules::idle_gaps::ID,
-        rules::launch_bound::ID,
-        rules::sync_stalls::ID,
-        rules::step_outliers::ID,
-        rules::software_stack::ID,
-    ];
     let explained = |f: &Finding| {
         if f.rule != rules::hot_operator::ID {
             return false;
