@@ -905,8 +905,12 @@ pub const DOMINANT_SHARE: f64 = 0.5;
 
 /// The kernel that holds at least [`DOMINANT_SHARE`] of the device's GPU time in a program
 /// without framework operators (CUDA C, CuPy, Julia: kernels charged to no operator, so the
-/// kernel is the unit), when the device did a millisecond of work or more.
-pub(crate) fn dominant_kernel<'a>(cx: &Scope, a: &'a DeviceAccounting) -> Option<&'a KernelTime> {
+/// kernel is the unit), when the device did a millisecond of work or more; with its first call
+/// in the window.
+pub(crate) fn dominant_kernel<'a, 't>(
+    cx: &Scope<'t>,
+    a: &'a DeviceAccounting,
+) -> Option<(&'a KernelTime, &'t tracehound_parsers::GpuOp)> {
     // Under a millisecond there is nothing to profile.
     if a.gpu_ns < 1_000_000 || 2 * a.attributed_ns >= a.gpu_ns {
         return None;
@@ -916,8 +920,8 @@ pub(crate) fn dominant_kernel<'a>(cx: &Scope, a: &'a DeviceAccounting) -> Option
     let t = cx.trace;
     cx.window
         .kernels(t, a.device)
-        .any(|(_, op)| t.str(op.name) == k.name)
-        .then_some(k)
+        .find(|(_, op)| t.str(op.name) == k.name)
+        .map(|(_, op)| (k, op))
 }
 
 /// "one call" or "26 calls, 58.9 ms each on average".

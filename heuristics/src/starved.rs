@@ -317,11 +317,13 @@ pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
         // Something must start after something else: two kernels, or a kernel and copies (a
         // loop of `x[i].cpu()` after the one kernel that made `x`). A capture of copies only is
         // a transfer benchmark, which the transfer-bound verdict judges.
-        let copies = t.device_ops(d).iter().any(|&i| {
-            let o = &t.gpu_ops[i as usize];
-            o.is_work() && o.kind != GpuOpKind::Kernel && o.start >= w.start && o.start < w.end
-        });
-        if ks.len() < 2 && !(ks.len() == 1 && copies) {
+        let copies = || {
+            t.device_ops(d).iter().any(|&i| {
+                let o = &t.gpu_ops[i as usize];
+                o.is_work() && o.kind != GpuOpKind::Kernel && o.start >= w.start && o.start < w.end
+            })
+        };
+        if ks.len() < 2 && !(ks.len() == 1 && copies()) {
             out.push(dev);
             continue;
         }

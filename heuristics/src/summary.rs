@@ -940,7 +940,7 @@ fn gpu_bound(cx: &Ctx, main: &DeviceSummary) -> String {
 /// GPU time goes" rows name the operators, and hot_operator the ones that run badly.)
 fn dominant(cx: &Ctx, device: i32) -> Option<String> {
     let a = cx.accounting().iter().find(|a| a.device == device)?;
-    let k = crate::accounting::dominant_kernel(cx, a)?;
+    let (k, _) = crate::accounting::dominant_kernel(cx, a)?;
     Some(format!(
         "One kernel, {}, holds {:.0}% of the GPU time ({} in {}): its speed decides the run; the capture records no counters for it, so profile it with Nsight Compute{} to see what bounds it.",
         crate::names::short_name(&k.name, 80),

@@ -695,7 +695,7 @@ fn dominant_kernel(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
         return None;
     }
     let d = acct.device;
-    let k = crate::accounting::dominant_kernel(cx, acct)?;
+    let (k, first) = crate::accounting::dominant_kernel(cx, acct)?;
     // A collective waits on other ranks as much as it runs: not a kernel to tune alone.
     if crate::collectives::is_collective_kernel(&k.name) {
         return None;
@@ -710,11 +710,9 @@ fn dominant_kernel(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
     let function = crate::names::ncu_function_name(&k.name)
         .unwrap_or_else(|| name.trim_end_matches("(…)").to_string());
     // The first call's launch, where the trace recorded it.
-    let geometry = cx
-        .window
-        .kernels(t, d)
-        .find(|(_, op)| t.str(op.name) == k.name)
-        .and_then(|(_, op)| op.kernel.filter(|g| g.geometry))
+    let geometry = first
+        .kernel
+        .filter(|g| g.geometry)
         .map(|g| {
             let blocks: u64 = g.grid.iter().map(|&x| u64::from(x.max(1))).product();
             let threads: u64 = g.block.iter().map(|&x| u64::from(x.max(1))).product();
