@@ -43,6 +43,7 @@ pub struct Ctx<'a> {
     optimizer: std::sync::OnceLock<crate::optimizer::OptimizerCalls>,
     /// One-hot matrix products, for hot_operator and copy_hotspots.
     onehot: std::sync::OnceLock<Vec<crate::onehot::OneHotProduct>>,
+    onehot_priced: std::sync::OnceLock<Vec<(i32, crate::onehot::Priced)>>,
 }
 
 impl<'a> std::ops::Deref for Ctx<'a> {
@@ -67,6 +68,7 @@ impl<'a> Ctx<'a> {
             accounting: std::sync::OnceLock::new(),
             optimizer: std::sync::OnceLock::new(),
             onehot: std::sync::OnceLock::new(),
+            onehot_priced: std::sync::OnceLock::new(),
         }
     }
 
@@ -95,6 +97,29 @@ impl<'a> Ctx<'a> {
     /// The window's one-hot matrix products ([`crate::onehot::products`]).
     pub(crate) fn onehot_products(&self) -> &[crate::onehot::OneHotProduct] {
         self.onehot.get_or_init(|| crate::onehot::products(self))
+    }
+
+    /// The one-hot products' cost on each device where they hold enough of its GPU time to be
+    /// reported ([`crate::onehot::priced`]): hot_operator reports them, copy_hotspots leaves
+    /// their casts out there.
+    pub(crate) fn onehot_priced(&self, device: i32) -> Option<&crate::onehot::Priced> {
+        self.onehot_priced
+            .get_or_init(|| {
+                let groups = self.onehot_products();
+                if groups.is_empty() {
+                    return Vec::new();
+                }
+                self.accounting()
+                    .iter()
+                    .filter_map(|a| {
+                        crate::onehot::priced(self, groups, a.device, a.gpu_ns)
+                            .map(|p| (a.device, p))
+                    })
+                    .collect()
+            })
+            .iter()
+            .find(|(d, _)| *d == device)
+            .map(|(_, p)| p)
     }
 
     /// Where each device's GPU time goes ([`crate::accounting`]).

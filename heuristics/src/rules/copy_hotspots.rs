@@ -156,7 +156,7 @@ impl Rule for CopyHotspots {
         let mut onehot_devices: rustc_hash::FxHashSet<i32> = rustc_hash::FxHashSet::default();
         if !onehot.is_empty() && cx.config.runs_rule("hot_operator") {
             for a in cx.accounting() {
-                if crate::onehot::priced(cx, onehot, a.device, a.gpu_ns).is_some() {
+                if cx.onehot_priced(a.device).is_some() {
                     onehot_devices.insert(a.device);
                 }
             }

@@ -595,7 +595,7 @@ fn onehot_product(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
     let groups = cx.onehot_products();
     let t = cx.trace;
     let d = acct.device;
-    let p = crate::onehot::priced(cx, groups, d, acct.gpu_ns)?;
+    let p = cx.onehot_priced(d)?;
     let (total, share, lookup_ns) = (p.total, p.share, p.lookup_ns);
     let impact = (total as f64 - lookup_ns).max(0.0) as i64;
     let frame = t.user_frame(groups[0].onehot).map(str::to_string);
