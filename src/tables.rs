@@ -484,8 +484,10 @@ pub fn build<'t>(which: &str, sources: &[Source<'t>]) -> Option<Table<'t>> {
                         .str("rule", Some(f.rule))
                         .str("severity", Some(f.severity.label()))
                         .i64("device", f.device.map(|d| d as i64))
-                        .i64("impact_ns", Some(f.impact_ns))
-                        .f64("impact_share", Some(f.impact_share))
+                        // An unpriced finding's 0 is "unknown", not "costs nothing": NULL, so
+                        // that sums and rankings over the column leave it out.
+                        .i64("impact_ns", (!f.unpriced()).then_some(f.impact_ns))
+                        .f64("impact_share", (!f.unpriced()).then_some(f.impact_share))
                         .owned("title", Some(f.title.clone()))
                         .owned("advice", f.advice.first().cloned());
                     b.end_row();

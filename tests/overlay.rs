@@ -208,3 +208,49 @@ fn several_traces_are_refused_for_one_overlay() {
     assert_eq!(o.status.code(), Some(2), "{o:?}");
     assert!(!out.exists());
 }
+
+/// GTLS (CUDA C through CuPy; shipped): the kernel that holds the GPU-bound run is a finding the
+/// capture cannot price. Its slice says so with a null impact, where a 0 would read "free".
+#[test]
+fn an_unpriced_finding_has_a_null_impact_in_the_overlay() {
+    let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("sample-traces/field/nsys/gtls_cupy_transit_search_rtx3060_nsysunknown.sqlite");
+    let dir = tmpdir("overlay");
+    let out = dir.path().join("g.perfetto.json");
+    success(&run(&[
+        "report",
+        "--format",
+        "perfetto",
+        p.to_str().expect("UTF-8 path"),
+        "-o",
+        out.to_str().expect("UTF-8 path"),
+    ]));
+    let report = analyze(&p);
+    let first = &report["findings"][0];
+    assert!(
+        first["metrics"]["unpriced_share"].as_f64().is_some(),
+        "{first}"
+    );
+    let doc = read_json(&out);
+    let slices: Vec<&Value> = doc["traceEvents"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["cat"] == "tracehound" && e["args"]["rule"].is_string())
+        .collect();
+    let own: Vec<&&Value> = slices
+        .iter()
+        .filter(|e| e["args"]["id"] == first["id"])
+        .collect();
+    assert!(!own.is_empty(), "no slice for {}", first["id"]);
+    for e in own {
+        assert!(e["args"]["impact_us"].is_null(), "{e}");
+        assert!(e["args"]["share_of_window"].is_null(), "{e}");
+    }
+    // The priced findings keep their numbers.
+    let priced = slices
+        .iter()
+        .find(|e| e["args"]["id"] != first["id"])
+        .expect("a priced finding's slice");
+    assert!(priced["args"]["impact_us"].as_f64().is_some(), "{priced}");
+}

@@ -98,6 +98,30 @@ fn several_files_union_with_a_source_column() {
 
 #[cfg(feature = "sql")]
 #[test]
+fn an_unpriced_finding_has_no_impact_in_the_findings_table() {
+    // GTLS (shipped): its first finding names the kernel of a GPU-bound CUDA C run, which a
+    // capture without counters cannot price: NULL, so that sum(impact_ns) leaves it out.
+    let t = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("sample-traces/field/nsys/gtls_cupy_transit_search_rtx3060_nsysunknown.sqlite");
+    let rows: serde_json::Value = serde_json::from_str(&sql(
+        &[&t],
+        "SELECT rule, impact_ns, impact_share FROM findings",
+        &["--json"],
+    ))
+    .unwrap();
+    let rows = rows.as_array().unwrap();
+    assert!(rows.len() >= 2, "{rows:?}");
+    assert_eq!(rows[0]["rule"], "hot_operator", "{rows:?}");
+    assert!(rows[0]["impact_ns"].is_null(), "{rows:?}");
+    assert!(rows[0]["impact_share"].is_null(), "{rows:?}");
+    assert!(
+        rows[1]["impact_ns"].as_i64().is_some_and(|n| n > 0),
+        "{rows:?}"
+    );
+}
+
+#[cfg(feature = "sql")]
+#[test]
 fn export_writes_every_table_as_parquet() {
     let tmp = tmpdir("export");
     // A directory `export` makes itself, inside the test's own.

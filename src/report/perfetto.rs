@@ -442,15 +442,24 @@ fn added_events(
                 w,
                 first,
                 &format!(
-                    r#"{{"ph": "X", "cat": "tracehound", "name": {}, "pid": {PID}, "tid": {FINDINGS_TID}, "ts": {}, "dur": {}, "args": {{"id": {}, "rule": {}, "severity": {}, "impact_us": {}, "share_of_window": {:.4}, "what": {}, "fix": {}}}}}"#,
+                    r#"{{"ph": "X", "cat": "tracehound", "name": {}, "pid": {PID}, "tid": {FINDINGS_TID}, "ts": {}, "dur": {}, "args": {{"id": {}, "rule": {}, "severity": {}, "impact_us": {}, "share_of_window": {}, "what": {}, "fix": {}}}}}"#,
                     js(&format!("{}: {}", f.severity.label(), f.title)),
                     us(i.start_ns),
                     us(i.dur_ns.max(0)),
                     js(&f.id),
                     js(f.rule),
                     js(f.severity.label()),
-                    us(f.impact_ns),
-                    f.impact_share,
+                    // null where the capture cannot price the finding (its 0 means unknown)
+                    if f.unpriced() {
+                        "null".to_string()
+                    } else {
+                        us(f.impact_ns)
+                    },
+                    if f.unpriced() {
+                        "null".to_string()
+                    } else {
+                        format!("{:.4}", f.impact_share)
+                    },
                     js(&i.what),
                     js(&f.advice.join(" "))
                 ),

@@ -32,7 +32,7 @@
 use super::Rule;
 use crate::accounting::{DeviceAccounting, GROWTH, HOT_SHARE, Holder, OpFamily, shown_op as shown};
 use crate::context::{Ctx, new_finding};
-use crate::finding::{Confidence, Finding, Row, fmt_ns, metrics};
+use crate::finding::{Confidence, Finding, Instance, Row, fmt_ns, metrics};
 use crate::roofline::{ACHIEVABLE, ACHIEVABLE_ATTENTION};
 use tracehound_parsers::HostKind;
 
@@ -757,5 +757,25 @@ fn dominant_kernel(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
         ("kernel_ns", k.gpu_ns as f64),
         ("calls", k.calls as f64),
     ]);
+    // Its longest calls, so that a timeline (the overlay, the TUI) shows where it runs.
+    let mut calls: Vec<&tracehound_parsers::GpuOp> = cx
+        .window
+        .kernels(t, d)
+        .filter(|(_, op)| t.str(op.name) == k.name)
+        .map(|(_, op)| op)
+        .collect();
+    calls.sort_by(|a, b| b.dur().cmp(&a.dur()).then(a.start.cmp(&b.start)));
+    f.instances = calls
+        .into_iter()
+        .take(cx.config.max_instances)
+        .map(|op| Instance {
+            start_ns: op.start,
+            dur_ns: op.dur(),
+            offset_ms: cx.window.offset_ms(op.start),
+            what: format!("{function} ran {}", fmt_ns(op.dur())),
+            cpu_op: None,
+            python_frame: None,
+        })
+        .collect();
     Some(f)
 }
