@@ -78,7 +78,7 @@ impl Reference {
                 model: String::new(),
             });
         }
-        let gpu = t.meta.gpus.iter().find(|g| g.id == device)?;
+        let gpu = t.meta.gpu(device)?;
         let link = model_link(&gpu.name)?;
         Some(Reference {
             gbps: link.pinned_gbps(),

@@ -1323,7 +1323,7 @@ fn device_model(cx: &Scope, marks: &Marks, classes: &[KernelClass], device: i32)
 
 /// The peaks of `device`'s GPU, when its model is in the table.
 pub(crate) fn peaks_of(t: &Trace, device: i32) -> Option<Peaks> {
-    let gpu = t.meta.gpus.iter().find(|g| g.id == device)?;
+    let gpu = t.meta.gpu(device)?;
     peaks_for(&gpu.name, gpu.memory_bytes)
 }
 

@@ -554,7 +554,7 @@ pub(crate) fn roofline(cx: &Scope, matrix: &[(i32, DeviceCalls)]) -> Vec<DeviceR
     let t = cx.trace;
     let mut out = Vec::new();
     for d in t.devices() {
-        let Some(gpu) = t.meta.gpus.iter().find(|g| g.id == d) else {
+        let Some(gpu) = t.meta.gpu(d) else {
             continue;
         };
         let Some(peaks) = peaks_for(&gpu.name, gpu.memory_bytes) else {

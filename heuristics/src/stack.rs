@@ -108,7 +108,7 @@ pub fn stack_facts(cx: &Scope) -> Vec<StackFact> {
         out.push(fact("cupti", c.to_string(), None));
     }
     for d in t.devices() {
-        let Some(g) = t.meta.gpus.iter().find(|g| g.id == d) else {
+        let Some(g) = t.meta.gpu(d) else {
             continue;
         };
         // A trace may list a GPU without its name (ROCm's deviceProperties): say what it does

@@ -198,9 +198,8 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
             device: d,
             name: t
                 .meta
-                .gpus
-                .iter()
-                .find(|g| g.id == d && !g.name.is_empty())
+                .gpu(d)
+                .filter(|g| !g.name.is_empty())
                 .map(|g| g.name.clone()),
             busy_share: w.share(busy),
             kernels: k,

@@ -304,9 +304,8 @@ pub fn gpu_names(t: &Trace) -> String {
         .iter()
         .map(|d| {
             t.meta
-                .gpus
-                .iter()
-                .find(|g| g.id == *d && !g.name.is_empty())
+                .gpu(*d)
+                .filter(|g| !g.name.is_empty())
                 .map(|g| format!("GPU {d} {}", g.name))
                 .unwrap_or_else(|| format!("GPU {d}"))
         })

@@ -718,9 +718,7 @@ fn dominant_kernel(cx: &Ctx, acct: &DeviceAccounting) -> Option<Finding> {
             let threads: u64 = g.block.iter().map(|&x| u64::from(x.max(1))).product();
             let sms = t
                 .meta
-                .gpus
-                .iter()
-                .find(|x| x.id == d)
+                .gpu(d)
                 .and_then(|x| x.sm_count)
                 .map(|n| format!(" on {n} SMs"))
                 .unwrap_or_default();

@@ -56,9 +56,7 @@ impl Rule for MemoryPressure {
             let samples = device_memory(t, w, d);
             let capacity = t
                 .meta
-                .gpus
-                .iter()
-                .find(|g| g.id == d)
+                .gpu(d)
                 .and_then(|g| g.memory_bytes)
                 .map(|b| b as i64);
             let peak_alloc = samples.iter().filter_map(|m| m.total_allocated.get()).max();

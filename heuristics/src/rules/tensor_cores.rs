@@ -104,7 +104,7 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
     if simt == 0 || w.share(simt) < MIN_SHARE {
         return None;
     }
-    let gpu = t.meta.gpus.iter().find(|g| g.id == d);
+    let gpu = t.meta.gpu(d);
     let cc = gpu.and_then(|g| g.compute_capability);
     let arch = cc
         .map(|(a, b)| a * 10 + b)
@@ -198,7 +198,7 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
 /// peak. Only with the GPU's peaks known.
 fn fp64_matrix_math(cx: &Ctx, d: i32) -> Option<Finding> {
     let t = cx.trace;
-    let gpu = t.meta.gpus.iter().find(|g| g.id == d)?;
+    let gpu = t.meta.gpu(d)?;
     let p = peaks_for(&gpu.name, gpu.memory_bytes)?;
     let target = if p.tf32.is_some() {
         Math::Tf32
@@ -288,7 +288,7 @@ fn fp64_matrix_math(cx: &Ctx, d: i32) -> Option<Finding> {
 
 fn misaligned_half(cx: &Ctx, d: i32) -> Option<Finding> {
     let t = cx.trace;
-    let gpu = t.meta.gpus.iter().find(|g| g.id == d);
+    let gpu = t.meta.gpu(d);
     let peaks = gpu.and_then(|g| peaks_for(&g.name, g.memory_bytes));
     let calls = &cx.matrix_calls(d).calls;
     let mut time = 0i64;

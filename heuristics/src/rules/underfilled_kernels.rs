@@ -64,9 +64,7 @@ impl Rule for UnderfilledKernels {
         for d in t.devices() {
             let Some(sms) = t
                 .meta
-                .gpus
-                .iter()
-                .find(|g| g.id == d)
+                .gpu(d)
                 .and_then(|g| g.sm_count)
                 .filter(|&s| s > 0)
             else {

@@ -240,6 +240,13 @@ pub struct TraceMeta {
     pub capture: Capture,
 }
 
+impl TraceMeta {
+    /// The GPU the trace lists under device `id`, if it lists one.
+    pub fn gpu(&self, id: i32) -> Option<&GpuInfo> {
+        self.gpus.iter().find(|g| g.id == id)
+    }
+}
+
 /// What a capture recorded: the kinds of data it holds and how they were sampled, as its
 /// reader found them. Analyses ask this, never the source format. Where a format declares what
 /// was traced (Nsight Systems writes a table per kind of data it traced), the reader says so
