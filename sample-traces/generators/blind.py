@@ -1073,13 +1073,332 @@ def lstm_cell_loop():
         }, loop, lambda: lstm(x)[0])
 
 
+# ---------------------------------------------------------------- seventh set
+# Captured 2026-12-05 (third session of the day), after every change the earlier sets led to: mistakes
+# users report that no rule was written for, to score the rules on problems they have not seen.
+
+def grad_norm_item():
+    """The gradient norm summed in Python with one .item() per parameter (a sync each)."""
+    torch.backends.cuda.matmul.allow_tf32 = True
+    model = nn.Sequential(*[m for _ in range(16) for m in (nn.Linear(1024, 1024), nn.LayerNorm(1024), nn.GELU())]).to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    params = list(model.parameters())
+    x = torch.randn(2048, 1024, device=dev)
+
+    def train(norm):
+        loss = model(x).square().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        norm()
+        opt.step()
+
+    def item_norm():
+        total = 0.0
+        for p in params:
+            total += p.grad.norm().item() ** 2  # PLANTED grad_norm_item
+        return total ** 0.5
+
+    def total_norm():
+        if hasattr(torch.nn.utils, "get_total_norm"):
+            return torch.nn.utils.get_total_norm([p.grad for p in params])
+        return torch.linalg.vector_norm(torch.stack(torch._foreach_norm([p.grad for p in params])))
+
+    blind("grad_norm_item", {
+        "set": 7,
+        "expected": {"family": "host-device sync per parameter (.item() in a Python loop)",
+                     "ops_any": ["aten::item", "aten::_local_scalar_dense", "aten::linalg_vector_norm", "aten::norm"]},
+        "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "memory-bound"],
+        "notes": f"fp32 training (TF32 allowed) of 16 Linear(1024) + LayerNorm + GELU layers, batch 2048; before "
+                 f"the SGD step the gradient norm is summed in Python, p.grad.norm().item() ** 2 for each of the "
+                 f"{len(params)} parameters",
+        "twin": "torch.nn.utils.get_total_norm over the gradients (foreach, no sync)",
+    }, lambda: train(item_norm), lambda: train(total_norm))
+
+
+def deterministic_index_add():
+    """torch.use_deterministic_algorithms(True) around a GNN's index_add_ aggregation: index_add_ becomes a sorted index_put_."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS, or Linear raises
+    N, E, d, L = 200_000, 2_000_000, 128, 3
+    src = torch.randint(0, N, (E,), device=dev)
+    dst = torch.randint(0, N, (E,), device=dev)
+    lins = [nn.Linear(d, d).to(dev) for _ in range(L)]
+    x = torch.randn(N, d, device=dev)
+
+    def gnn():
+        h = x
+        for lin in lins:
+            m = lin(h)[src]
+            h = torch.zeros_like(h).index_add_(0, dst, m).relu()  # PLANTED deterministic_index_add
+        return h
+
+    def mistake():
+        torch.use_deterministic_algorithms(True)
+        try:
+            return gnn()
+        finally:
+            torch.use_deterministic_algorithms(False)
+
+    with torch.no_grad():
+        blind("deterministic_index_add", {
+            "set": 7,
+            "expected": {"family": "index/scatter (deterministic mode: index_add_ as a sorted index_put_)",
+                         "ops_any": ["aten::index_add_", "aten::index_put_", "aten::_index_put_impl_", "aten::sort"]},
+            "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "small shapes"],
+            "notes": f"GNN inference, {L} layers of Linear({d}) then message passing over {E} random edges of {N} "
+                     "nodes: gather by source, index_add_ by destination; torch.use_deterministic_algorithms(True) "
+                     "for the whole forward (reproducibility), which turns index_add_ into index_put_ with "
+                     "accumulate (a sort of the destination indices) and fills every new tensor",
+            "twin": "the same forward with deterministic algorithms off (atomic index_add_)",
+        }, mistake, gnn)
+
+
+def ce_mask_select():
+    """The loss over non-padding tokens by boolean indexing, logits[labels != -100], instead of ignore_index."""
+    N, V, d = 8192, 32000, 1024
+    head = nn.Linear(d, V, bias=False).to(dev, BF16)
+    h = torch.randn(N, d, device=dev, dtype=BF16)
+    labels = torch.randint(0, V, (N,), device=dev)
+    labels[torch.rand(N, device=dev) < 0.3] = -100
+
+    def mistake():
+        logits = head(h)
+        keep = labels != -100
+        loss = F.cross_entropy(logits[keep].float(), labels[keep])  # PLANTED ce_mask_select
+        loss.backward()
+
+    def twin():
+        logits = head(h)
+        loss = F.cross_entropy(logits.float(), labels, ignore_index=-100)
+        loss.backward()
+
+    blind("ce_mask_select", {
+        "set": 7,
+        "expected": {"family": "boolean-mask indexing (nonzero sync, gather, sorted index_put_ in backward)",
+                     "ops_any": ["aten::index", "aten::nonzero", "aten::index_put_", "aten::_index_put_impl_"]},
+        "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "small shapes"],
+        "notes": f"bf16 LM head ({d} -> {V}) over {N} tokens, 30% of them padding (-100); the loss keeps the "
+                 "real tokens with logits[labels != -100] (a nonzero sync, a gather of the kept rows, and in "
+                 "backward an index_put_ with accumulate into a zero tensor of all logits)",
+        "twin": "F.cross_entropy(logits, labels, ignore_index=-100)",
+    }, mistake, twin)
+
+
+def empty_cache_step():
+    """torch.cuda.empty_cache() after every training step: the allocator returns its blocks and cudaMallocs them again."""
+    model = nn.Sequential(*[m for _ in range(8) for m in (nn.Linear(4096, 4096), nn.GELU())]).to(dev, BF16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    x = torch.randn(8192, 4096, device=dev, dtype=BF16)
+
+    def train():
+        loss = model(x).float().square().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    def mistake():
+        train()
+        torch.cuda.empty_cache()  # PLANTED empty_cache_step
+
+    blind("empty_cache_step", {
+        "set": 7,
+        "expected": {"family": "allocator: blocks released and allocated again every step (cudaFree/cudaMalloc)",
+                     "ops_any": ["cudaMalloc", "cudaFree", "empty_cache"]},
+        "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound"],
+        "notes": "bf16 training of 8 Linear(4096) + GELU layers, batch 8192, fused AdamW, gradients set to None; "
+                 "torch.cuda.empty_cache() after each step, so the next step's activations and gradients are "
+                 "cudaMalloc'd again",
+        "twin": "the same step without empty_cache()",
+    }, mistake, train)
+
+
+def cudnn_benchmark_varying():
+    """cudnn.benchmark = True on inputs whose size changes every step: cuDNN times every algorithm for each new shape."""
+    net = nn.Sequential(
+        nn.Conv2d(3, 64, 3, padding=1), nn.BatchNorm2d(64), nn.ReLU(),
+        nn.Conv2d(64, 128, 3, padding=1, stride=2), nn.BatchNorm2d(128), nn.ReLU(),
+        nn.Conv2d(128, 128, 3, padding=1), nn.BatchNorm2d(128), nn.ReLU(),
+        nn.Conv2d(128, 256, 3, padding=1, stride=2), nn.BatchNorm2d(256), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(256, 10)).to(dev, memory_format=torch.channels_last)
+    opt = torch.optim.SGD(net.parameters(), lr=1e-3)
+    sizes = {"mistake": 160, "twin": 164}  # each call a size neither has seen: 8 pixels apart, interleaved
+
+    def train(which, bench):
+        torch.backends.cudnn.benchmark = bench
+        sizes[which] += 8
+        s = sizes[which]
+        x = torch.randn(16, 3, s, s, device=dev).to(memory_format=torch.channels_last)
+        y = torch.randint(0, 10, (16,), device=dev)
+        with torch.autocast("cuda", dtype=BF16):
+            loss = F.cross_entropy(net(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    def mistake():
+        train("mistake", True)  # PLANTED cudnn_benchmark_varying
+
+    blind("cudnn_benchmark_varying", {
+        "set": 7,
+        "expected": {"family": "cuDNN autotuning (benchmark mode) on a new input shape every step",
+                     "ops_any": ["aten::cudnn_convolution", "aten::convolution_backward", "aten::_convolution",
+                                 "aten::conv2d"]},
+        "wrong_causes": ["launch-bound / CUDA graphs", "small shapes", "compute-bound"],
+        "notes": "a 4-conv CNN (channels_last, autocast bf16, batch 16) trained on images whose side grows by 8 "
+                 "pixels every step, with torch.backends.cudnn.benchmark = True: cuDNN times its algorithms for "
+                 "every convolution, forward and backward, at each new shape",
+        "twin": "the same steps with cudnn.benchmark = False (heuristic algorithm choice), also a new size each step",
+    }, mistake, lambda: train("twin", False))
+
+
+def checkpoint_all():
+    """Activation checkpointing on every block of a model whose activations fit: each forward runs twice."""
+    from torch.utils.checkpoint import checkpoint
+    blocks = nn.ModuleList([nn.TransformerEncoderLayer(1024, 16, 4096, dropout=0.0, batch_first=True)
+                            for _ in range(8)]).to(dev, BF16)
+    opt = torch.optim.AdamW(blocks.parameters(), lr=1e-4, fused=True)
+    x = torch.randn(16, 1024, 1024, device=dev, dtype=BF16)
+
+    def train(ckpt):
+        h = x
+        for b in blocks:
+            if ckpt:
+                h = checkpoint(b, h, use_reentrant=False)  # PLANTED checkpoint_all
+            else:
+                h = b(h)
+        loss = h.float().square().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    blind("checkpoint_all", {
+        "set": 7,
+        "expected": {"family": "recomputation (activation checkpointing) where memory does not need it",
+                     "ops_any": ["aten::linear", "aten::addmm", "aten::mm", "aten::scaled_dot_product_attention",
+                                 "aten::_scaled_dot_product_flash_attention", "aten::layer_norm"]},
+        "wrong_causes": ["launch-bound / CUDA graphs", "small shapes"],
+        "notes": "bf16 training of 8 TransformerEncoderLayer(1024, 16 heads, 4096) blocks, batch 16 x 1024 "
+                 "tokens, fused AdamW; every block wrapped in torch.utils.checkpoint (use_reentrant=False), so "
+                 "backward runs each block's forward again; the activations of all 8 blocks fit without it",
+        "twin": "the same training without checkpointing",
+    }, lambda: train(True), lambda: train(False))
+
+
+def mask_built_on_cpu():
+    """A causal mask built on the CPU in every attention call and copied to the GPU."""
+    B, H, T, D, L = 8, 16, 2048, 64, 8
+    d = H * D
+    ws = [(torch.randn(d, 3 * d, device=dev, dtype=BF16) * 0.02, torch.randn(d, d, device=dev, dtype=BF16) * 0.02)
+          for _ in range(L)]
+    x0 = torch.randn(B, T, d, device=dev, dtype=BF16)
+    causal = torch.tril(torch.ones(T, T, dtype=torch.bool, device=dev))
+
+    def layer(x, w, mask):
+        q, k, v = (x @ w[0]).view(B, T, 3, H, D).permute(2, 0, 3, 1, 4)
+        return x + F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).reshape(B, T, d) @ w[1]
+
+    def mistake():
+        x = x0
+        for w in ws:
+            mask = torch.tril(torch.ones(T, T, dtype=torch.bool)).to(dev)  # PLANTED mask_built_on_cpu
+            x = layer(x, w, mask)
+        return x
+
+    def twin():
+        x = x0
+        for w in ws:
+            x = layer(x, w, causal)
+        return x
+
+    with torch.no_grad():
+        blind("mask_built_on_cpu", {
+            "set": 7,
+            "expected": {"family": "CPU tensor work and a pageable copy on the step's path",
+                         "ops_any": ["aten::tril", "aten::ones", "aten::to", "aten::_to_copy", "aten::copy_"]},
+            "wrong_causes": ["compute-bound", "small shapes", "memory-bound"],
+            "notes": f"bf16 attention inference, {L} layers, batch {B}, {H} heads of {D}, {T} tokens; each layer "
+                     f"builds its causal mask as torch.tril(torch.ones({T}, {T}, dtype=bool)) on the CPU and "
+                     "copies it to the GPU (pageable), then SDPA with that mask",
+            "twin": "one causal mask made on the GPU once (a buffer) and passed to every layer",
+        }, mistake, twin)
+
+
+def repeat_interleave_sync():
+    """torch.repeat_interleave with tensor repeats and no output_size: a device-to-host sync per call."""
+    G, d, L = 512, 1024, 32
+    counts = torch.randint(1, 64, (G,), device=dev)
+    total = int(counts.sum())
+    lins = [nn.Linear(d, d).to(dev, BF16) for _ in range(L)]
+    feats = torch.randn(G, d, device=dev, dtype=BF16)
+    tok0 = torch.randn(total, d, device=dev, dtype=BF16)
+
+    def mistake():
+        t = tok0
+        for lin in lins:
+            t = t + lin(feats).repeat_interleave(counts, dim=0)  # PLANTED repeat_interleave_sync
+            t = t @ lin.weight
+        return t
+
+    def twin():
+        t = tok0
+        for lin in lins:
+            t = t + lin(feats).repeat_interleave(counts, dim=0, output_size=total)
+            t = t @ lin.weight
+        return t
+
+    with torch.no_grad():
+        blind("repeat_interleave_sync", {
+            "set": 7,
+            "expected": {"family": "host-device sync inside an operator (output size read on the host)",
+                         "ops_any": ["aten::repeat_interleave", "aten::item", "aten::_local_scalar_dense"]},
+            "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "memory-bound"],
+            "notes": f"{L} layers over {G} segments of 1-63 tokens ({total} tokens, bf16, width {d}): each layer "
+                     "projects the segment features, expands them to tokens with repeat_interleave(counts) "
+                     "(the output length read on the host: a sync), adds and multiplies",
+            "twin": "repeat_interleave(counts, output_size=total) with the total known on the host",
+        }, mistake, twin)
+
+
+def ema_param_loop():
+    """An EMA of the weights updated parameter by parameter in Python (two kernels each) instead of one foreach call."""
+    model = nn.Sequential(*[m for _ in range(48) for m in (nn.Linear(1024, 1024), nn.LayerNorm(1024))]).to(dev, BF16)
+    ema = copy.deepcopy(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    params, ema_params = list(model.parameters()), list(ema.parameters())
+    x = torch.randn(1024, 1024, device=dev, dtype=BF16)
+
+    def train(update):
+        loss = model(x).float().square().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        with torch.no_grad():
+            update()
+
+    def loop():
+        for e, p in zip(ema_params, params):
+            e.mul_(0.999).add_(p, alpha=0.001)  # PLANTED ema_param_loop
+
+    blind("ema_param_loop", {
+        "set": 7,
+        "expected": {"family": "per-parameter Python loop of small kernels (launch overhead)",
+                     "ops_any": ["aten::mul_", "aten::add_"]},
+        "wrong_causes": ["compute-bound", "memory-bound", "small shapes"],
+        "notes": f"bf16 training of 48 Linear(1024) + LayerNorm layers, batch 1024, fused AdamW; after each step "
+                 f"an EMA copy of the {len(params)} parameters is updated in a Python loop, "
+                 "e.mul_(0.999).add_(p, alpha=0.001) for each",
+        "twin": "torch._foreach_lerp_(ema_params, params, 0.001)",
+    }, lambda: train(loop), lambda: train(lambda: torch._foreach_lerp_(ema_params, params, 0.001)))
+
+
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
              sort_for_topk, onehot_ce, sdpa_mask_fallback,
              pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate,
              float64_numpy, unfold_conv, per_sample_loop, unique_counts,
              broadcast_dot, einsum_attention, per_head_loop, expand_contiguous_mask,
              isfinite_assert, rmsnorm_manual, fp32_no_tf32, loader_in_process,
-             adam_foreach_off, dropout_manual, onehot_embedding, lstm_cell_loop]
+             adam_foreach_off, dropout_manual, onehot_embedding, lstm_cell_loop,
+             grad_norm_item, deterministic_index_add, ce_mask_select, empty_cache_step,
+             cudnn_benchmark_varying, checkpoint_all, mask_built_on_cpu, repeat_interleave_sync, ema_param_loop]
 
 # Public reports of each mistake (found after the capture with the search tool, and added to the
 # truth files then): what users hit, or the framework's own account of the slow path.
@@ -1198,6 +1517,43 @@ REPORTS = {
     ],
     "lstm_cell_loop": [
         "https://gist.github.com/MilesQLi/22d116118fd762b20608a19b36c32fc0"
+    ],
+    # The seventh set's, found before its capture.
+    "grad_norm_item": [
+        "https://github.com/deepspeedai/DeepSpeed/pull/4436",
+        "https://github.com/pytorch/pytorch/pull/38615"
+    ],
+    "deterministic_index_add": [
+        "https://github.com/pytorch/pytorch/pull/171381",
+        "https://docs.pytorch.org/docs/stable/generated/torch.use_deterministic_algorithms.html"
+    ],
+    "ce_mask_select": [
+        "https://github.com/pytorch/pytorch/issues/12461",
+        "https://github.com/pytorch/pytorch/issues/31245"
+    ],
+    "empty_cache_step": [
+        "https://github.com/huggingface/transformers/issues/31372",
+        "https://discuss.pytorch.org/t/about-torch-cuda-empty-cache/34232/2"
+    ],
+    "cudnn_benchmark_varying": [
+        "https://github.com/pytorch/pytorch/issues/2759",
+        "https://github.com/pytorch/vision/pull/5985"
+    ],
+    "checkpoint_all": [
+        "https://github.com/QwenLM/Qwen-Image/issues/69",
+        "https://huggingface.co/docs/transformers/en/grad_checkpointing"
+    ],
+    "mask_built_on_cpu": [
+        "https://github.com/huggingface/transformers/issues/31294",
+        "https://github.com/deepspeedai/Megatron-DeepSpeed/pull/411"
+    ],
+    "repeat_interleave_sync": [
+        "https://docs.pytorch.org/docs/stable/generated/torch.repeat_interleave.html",
+        "https://github.com/pytorch/torchtitan/pull/3274"
+    ],
+    "ema_param_loop": [
+        "https://github.com/huggingface/diffusers/pull/7685",
+        "https://github.com/ultralytics/ultralytics/pull/25315"
     ]
 }
 

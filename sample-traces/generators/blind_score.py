@@ -46,8 +46,10 @@ for f in sorted(os.listdir(TRUTH)):
     if not truth.get("blind_set"):
         continue
     name = truth["scenario"]
-    trace = os.path.join(DIR, f"h200_{name}.pt.trace.json.gz")
-    twin = os.path.join(DIR, f"h200_{name}_twin.pt.trace.json.gz")
+    # The GPU's prefix (h200_, h100_) as the truth file has it.
+    gpu = f.split("_blind_")[0]
+    trace = os.path.join(DIR, f"{gpu}_{name}.pt.trace.json.gz")
+    twin = os.path.join(DIR, f"{gpu}_{name}_twin.pt.trace.json.gz")
     doc = json.loads(subprocess.run([BIN, "analyze", "--format", "json", trace], capture_output=True, text=True).stdout)
     findings = doc["traces"][0]["findings"]
     n_steps, step_ms = steps_of(trace)
