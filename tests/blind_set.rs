@@ -924,3 +924,206 @@ fn the_sixth_sets_lstm_loop_is_named() {
     assert_eq!(f["rule"], "launch_bound", "{f}");
     assert!(text(f).contains("aten::lstm_cell"), "{f}");
 }
+
+// ---------------------------------------------------------------- seventh set (H100)
+
+fn truth_h100(name: &str) -> Value {
+    let p = root().join(format!(
+        "sample-traces/reference/h100_blind_{name}.kineto.truth.json"
+    ));
+    serde_json::from_str(&std::fs::read_to_string(&p).expect("truth file")).expect("truth JSON")
+}
+
+/// The trace's complete events, read here with serde_json.
+fn events_of(file: &str) -> Vec<Value> {
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(own(file)).expect("trace"))
+        .read_to_string(&mut text)
+        .expect("gzip");
+    let doc: Value = serde_json::from_str(&text).expect("trace JSON");
+    doc["traceEvents"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .cloned()
+        .collect()
+}
+
+/// Activation checkpointing on every block (`checkpoint_all`): the forward operators that run
+/// inside autograd's backward functions, counted here from the events (a composite forward
+/// operator nested in an `autograd::engine::evaluate_function` span of its thread, not inside
+/// another one, with a kernel launch inside it), are what the recomputation finding counts; its cost holds against the twin
+/// measured outside the profiler, and the twin, never checkpointed, has no such finding.
+#[test]
+fn activation_checkpointing_is_named_with_what_the_recomputation_costs() {
+    const FORWARD: &[&str] = &[
+        "aten::linear",
+        "aten::layer_norm",
+        "aten::scaled_dot_product_attention",
+        "aten::dropout",
+        "aten::relu",
+    ];
+    let file = "h100_blind_checkpoint_all_nostack.pt.trace.json.gz";
+    let ev = events_of(file);
+    let cpu: Vec<&Value> = ev.iter().filter(|e| e["cat"] == "cpu_op").collect();
+    let span = |e: &Value| {
+        let ts = e["ts"].as_f64().expect("ts");
+        (ts, ts + e["dur"].as_f64().expect("dur"), e["tid"].clone())
+    };
+    let inside =
+        |a: (f64, f64, Value), b: (f64, f64, Value)| a.2 == b.2 && b.0 <= a.0 && a.1 <= b.1;
+    let launches: Vec<_> = ev
+        .iter()
+        .filter(|e| {
+            (e["cat"] == "cuda_runtime" || e["cat"] == "cuda_driver")
+                && e["name"]
+                    .as_str()
+                    .is_some_and(|n| n.contains("LaunchKernel"))
+        })
+        .map(span)
+        .collect();
+    let backward: Vec<_> = cpu
+        .iter()
+        .filter(|e| {
+            e["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("autograd::engine::evaluate_function"))
+        })
+        .map(|e| span(e))
+        .collect();
+    let forward: Vec<_> = cpu
+        .iter()
+        .filter(|e| FORWARD.contains(&e["name"].as_str().unwrap_or_default()))
+        .map(|e| span(e))
+        .collect();
+    let recomputed = forward
+        .iter()
+        .filter(|f| backward.iter().any(|b| inside((*f).clone(), b.clone())))
+        .filter(|f| {
+            !forward
+                .iter()
+                .any(|g| g != *f && inside((*f).clone(), g.clone()) && (g.1 - g.0) > (f.1 - f.0))
+        })
+        // Those that ran GPU work (a dropout of p = 0 launches nothing).
+        .filter(|f| launches.iter().any(|l| inside(l.clone(), (*f).clone())))
+        .count();
+    assert!(recomputed > 0);
+    let a = analyze(file);
+    let f = naming(&a, "recomputation", &["Activation checkpointing"]);
+    assert_eq!(
+        f["metrics"]["recomputed_ops"].as_f64(),
+        Some(recomputed as f64),
+        "{}",
+        f["title"]
+    );
+    let t = truth_h100("checkpoint_all_nostack");
+    let (steps, _) = profiled_steps(file);
+    within(
+        per_step_ms(f, steps),
+        planted_ms(&t),
+        0.25,
+        "checkpoint_all",
+    );
+    let twin = analyze("h100_blind_checkpoint_all_nostack_twin.pt.trace.json.gz");
+    assert!(
+        !findings(&twin).iter().any(|f| f["rule"] == "recomputation"),
+        "{twin}"
+    );
+    // With stacks the title names the checkpoint call's line.
+    let with = analyze("h100_blind_checkpoint_all.pt.trace.json.gz");
+    let f = naming(&with, "recomputation", &["Activation checkpointing"]);
+    let line = truth_h100("checkpoint_all")["planted_source"]["lines"][0]
+        .as_u64()
+        .expect("line") as usize;
+    assert!(
+        f["title"]
+            .as_str()
+            .is_some_and(|s| s.contains(&frame_of(line))),
+        "{}",
+        f["title"]
+    );
+}
+
+/// The gradient norm summed in Python with `.item()` per parameter (`grad_norm_item`): each
+/// norm's kernel waits while the host reads the one before. The waits are named as a loop
+/// that synchronises after each call, with one read a step per parameter (counted here from
+/// the `aten::item` events), no CUDA-graph advice for them, and launch_bound, which keeps the
+/// forward's and backward's waits, no longer holds the norm.
+#[test]
+fn a_loop_that_reads_each_result_is_named_as_such_and_not_as_launch_speed() {
+    let file = "h100_blind_grad_norm_item_nostack.pt.trace.json.gz";
+    let ev = events_of(file);
+    let items = ev
+        .iter()
+        .filter(|e| e["cat"] == "cpu_op" && e["name"] == "aten::item")
+        .count();
+    let (steps, _) = profiled_steps(file);
+    let a = analyze(file);
+    let f = naming(
+        &a,
+        "sync_stalls",
+        &["aten::linalg_vector_norm read by aten::item"],
+    );
+    let row = &f["breakdown"][0];
+    assert!(
+        row["label"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("aten::linalg_vector_norm read by aten::item")),
+        "{row}"
+    );
+    // One read per parameter a step; the first norm of the window follows no read.
+    let reads = row["count"].as_f64().expect("count");
+    assert!(
+        (reads - items as f64).abs() <= 2.0 && items / steps == 64,
+        "{reads} reads against {items} aten::item events in {steps} steps"
+    );
+    let advice = f["advice"].to_string();
+    assert!(advice.contains("torch._foreach_norm"), "{advice}");
+    assert!(advice.contains("CUDA graphs will not help"), "{advice}");
+    let lb = findings(&a)
+        .iter()
+        .find(|f| f["rule"] == "launch_bound")
+        .expect("the forward's and backward's waits");
+    assert!(!text(lb).contains("aten::linalg_vector_norm —"), "{lb}");
+    assert!(
+        lb["advice"]
+            .to_string()
+            .contains("a graph cannot contain a sync"),
+        "{}",
+        lb["advice"]
+    );
+}
+
+/// An EMA updated parameter by parameter (`ema_param_loop`): the in-place operators of the
+/// loop wait once per parameter a step (192), and the advice names the foreach operators,
+/// which batch exactly such updates.
+#[test]
+fn an_in_place_loop_over_parameters_is_pointed_at_the_foreach_operators() {
+    let t = truth_h100("ema_param_loop_nostack");
+    assert!(
+        t["notes"]
+            .as_str()
+            .is_some_and(|n| n.contains("192 parameters"))
+    );
+    let a = analyze("h100_blind_ema_param_loop_nostack.pt.trace.json.gz");
+    let lb = naming(&a, "launch_bound", &["aten::mul_"]);
+    let advice = lb["advice"].to_string();
+    assert!(advice.contains("torch._foreach_"), "{advice}");
+    assert!(advice.contains("aten::mul_ waits 19"), "{advice}");
+}
+
+/// `repeat_interleave` with a tensor of repeats (`repeat_interleave_sync`): the sync inside it
+/// is named, and the advice is `output_size=`, not the boolean-mask remedies.
+#[test]
+fn repeat_interleave_syncs_are_pointed_at_output_size() {
+    let a = analyze("h100_blind_repeat_interleave_sync_nostack.pt.trace.json.gz");
+    let lb = naming(&a, "launch_bound", &["aten::repeat_interleave"]);
+    let advice = lb["advice"].to_string();
+    assert!(advice.contains("output_size="), "{advice}");
+    assert!(!advice.contains("torch.where"), "{advice}");
+    assert!(
+        !advice.contains("Replay the step as a CUDA graph"),
+        "{advice}"
+    );
+}

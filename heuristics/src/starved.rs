@@ -44,6 +44,10 @@ pub const DRAIN_SLACK_NS: i64 = 20_000;
 /// `.item()` in a launch-bound step is not charged with the whole step.
 pub const CHAIN_KERNELS: usize = 16;
 
+/// What removes the sync inside `torch.repeat_interleave` with a tensor of repeats (the
+/// launch_bound and sync_stalls rules both give it, by where its waits fall).
+pub(crate) const REPEAT_INTERLEAVE_ADVICE: &str = "torch.repeat_interleave with a tensor of repeats reads their sum on the host to size its result: pass output_size= (the total, known on the host or computed once per batch) and it queues its kernels without waiting.";
+
 /// One kernel (or copy, or memset) that started after a short gap with nothing queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Starved {
@@ -56,6 +60,11 @@ pub struct Starved {
     pub latency_ns: i64,
     /// The synchronising runtime call (host span) that drained the queue, or [`NONE`].
     pub drained_by: u32,
+    /// Where the queue was not drained: the blocking call inside the operator that runs right
+    /// after the one that launched this kernel on its thread, the host reading its result
+    /// (`p.grad.norm()` then `.item()`), or [`NONE`]. A loop that reads every result before
+    /// launching the next call waits for its launches because of the reads.
+    pub read_by: u32,
 }
 
 // When the GPU went idle and when the kernel ended are read from the kernel, not kept: the
@@ -157,9 +166,20 @@ pub struct DeviceStarved {
 }
 
 impl DeviceStarved {
-    /// The kernels that waited for a launch the host was slow to issue (no sync before).
+    /// The kernels that waited for a launch the host was slow to issue (no sync before, and
+    /// no read of their operator's result right after).
     pub fn launch_bound(&self) -> impl Iterator<Item = &Starved> {
-        self.starved.iter().filter(|s| s.drained_by == NONE)
+        self.starved
+            .iter()
+            .filter(|s| s.drained_by == NONE && s.read_by == NONE)
+    }
+
+    /// The kernels that waited for their launch in a loop that reads each result on the host
+    /// before it launches the next call ([`Starved::read_by`]).
+    pub fn read_back(&self) -> impl Iterator<Item = &Starved> {
+        self.starved
+            .iter()
+            .filter(|s| s.drained_by == NONE && s.read_by != NONE)
     }
 
     /// The kernels that waited because a synchronising call had drained the queue.
@@ -259,6 +279,33 @@ impl<'s, 't> Syncs<'s, 't> {
             NONE
         }
     }
+}
+
+/// How many spans after an operator on its thread are searched for the next outermost one
+/// (Python frames and the operators inside it come first).
+const READ_LOOKAHEAD: usize = 32;
+
+/// The blocking runtime call inside the outermost operator that runs next after operator span
+/// `outer` on its thread, beginning within the idle-gap threshold of its end: the host reading
+/// `outer`'s result (`.item()`, `.cpu()`, a boolean index) before it does anything else. [`NONE`]
+/// otherwise.
+pub(crate) fn read_right_after(t: &Trace, syncs: &Syncs, outer: u32, threshold: i64) -> u32 {
+    let Some(o) = t.host_spans.get(outer as usize) else {
+        return NONE;
+    };
+    let spans = t.thread_spans((o.pid, o.tid));
+    let from = spans.partition_point(|&k| t.host_spans[k as usize].start < o.end);
+    for &k in spans[from..].iter().take(READ_LOOKAHEAD) {
+        let h = &t.host_spans[k as usize];
+        if h.start - o.end > threshold {
+            return NONE;
+        }
+        if h.kind != tracehound_parsers::HostKind::CpuOp || t.outermost_cpu_op(k) != k {
+            continue;
+        }
+        return syncs.inside(k);
+    }
+    NONE
 }
 
 /// The starved kernels of every device that ran kernels in the window, ascending by device.
@@ -392,11 +439,17 @@ pub(crate) fn starved(cx: &Scope) -> Vec<DeviceStarved> {
                 // The idle-gap rule's: it names drains of its own.
                 continue;
             }
+            let read_by = if drained_by == NONE {
+                read_right_after(t, &syncs, t.index.op_outer_cpu_op[i as usize], threshold)
+            } else {
+                NONE
+            };
             dev.starved.push(Starved {
                 op: i,
                 gap_ns: gap,
                 latency_ns: op.start - launch_start,
                 drained_by,
+                read_by,
             });
         }
         // Copies and memsets after the last kernel (a loop of copies to the host at the end
@@ -489,10 +542,23 @@ fn restart(
     if gap >= walk.threshold || (drained_by == NONE && sp.start < busy_end) {
         return;
     }
+    // A read's own copy (`.item()`'s) stays launch-bound: a loop of them is a loop of copies
+    // waiting for their launches, which launch_bound names with its own advice.
+    let read_by = if drained_by == NONE {
+        read_right_after(
+            t,
+            walk.syncs,
+            t.index.op_outer_cpu_op[oidx as usize],
+            walk.threshold,
+        )
+    } else {
+        NONE
+    };
     dev.starved.push(Starved {
         op: oidx,
         gap_ns: gap,
         latency_ns: o.start - sp.start,
         drained_by,
+        read_by,
     });
 }

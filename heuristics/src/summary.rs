@@ -859,8 +859,8 @@ const SYNC_ADVICE: &str = "each sync empties the queue and the host relaunches o
 
 /// The share of the idle time (`idle_ns`) around host synchronisations, and its parts as text:
 /// gaps ≥ the threshold with the host blocked in a sync, short gaps after a sync drained the
-/// queue (sync_stalls'), and launch waits of operators that synchronise on most calls
-/// (launch_bound's). There the host is slow because it waits for the GPU and relaunches onto
+/// queue and launch waits of a loop that reads each result on the host (sync_stalls'), and
+/// launch waits of operators that synchronise on most calls (launch_bound's). There the host is slow because it waits for the GPU and relaunches onto
 /// an empty queue, not because launches are slow. `None` without any.
 fn sync_drained(
     cx: &Ctx,
@@ -876,6 +876,7 @@ fn sync_drained(
         .map(|k| k.1)
         .sum();
     let drained: i64 = dev.drained().map(|s| s.gap_ns).sum();
+    let read_back: i64 = dev.read_back().map(|s| s.gap_ns).sum();
     let mut waits = crate::starved::WaitsByOperator::default();
     let storms = &cx.optimizer_calls().storm_steps;
     // As launch_bound counts them: a single-tensor optimizer's waits are its own.
@@ -885,7 +886,7 @@ fn sync_drained(
         }
     }
     let (ops, in_ops) = crate::starved::syncing_operators(cx, &waits);
-    let sync_ns = long + drained + in_ops;
+    let sync_ns = long + drained + read_back + in_ops;
     if sync_ns <= 0 || idle_ns <= 0 {
         return None;
     }
@@ -901,6 +902,12 @@ fn sync_drained(
         parts.push(format!(
             "{} in short gaps right after syncs, see sync_stalls",
             fmt_ns(drained)
+        ));
+    }
+    if read_back > 0 {
+        parts.push(format!(
+            "{} in the launches of a loop that reads each result on the host, see sync_stalls",
+            fmt_ns(read_back)
         ));
     }
     if in_ops > 0 {

@@ -108,6 +108,9 @@ impl Rule for LaunchBound {
             // Kernels that waited after a sync drained the queue are the sync's cost (the
             // sync_stalls rule's): faster launches would not have filled that queue.
             let drained_ns: i64 = dev.drained().map(|s| s.gap_ns).sum();
+            // So are the waits of a loop that reads each result on the host before it
+            // launches the next call: a graph cannot capture the reads either.
+            let read_back_ns: i64 = dev.read_back().map(|s| s.gap_ns).sum();
             let (mut starved_ns, mut starved_n, mut optimizer_ns) = (0i64, 0u64, 0i64);
             let mut latency: Vec<i64> = Vec::new();
             let mut durs: Vec<i64> = Vec::new();
@@ -200,7 +203,7 @@ impl Rule for LaunchBound {
                 starved_ns,
                 Confidence::High,
                 format!(
-                    "{} started after a gap < {} with an empty queue and no sync before it; {} stretches of {STRETCH_KERNELS}+ such {}; their launch latency (runtime call to kernel start) median {}, p99 {}, {} above max(10× median, {}){}{}{}{}",
+                    "{} started after a gap < {} with an empty queue and no sync before it; {} stretches of {STRETCH_KERNELS}+ such {}; their launch latency (runtime call to kernel start) median {}, p99 {}, {} above max(10× median, {}){}{}{}{}{}",
                     if others_n == 0 {
                         format!("{starved_n} of {} kernels", dev.kernels)
                     } else {
@@ -227,6 +230,14 @@ impl Rule for LaunchBound {
                         format!(
                             "; {} more after syncs that drained the queue (see sync_stalls)",
                             fmt_ns(drained_ns)
+                        )
+                    } else {
+                        String::new()
+                    },
+                    if read_back_ns > 0 {
+                        format!(
+                            "; {} more before operators whose result the host reads right after (see sync_stalls)",
+                            fmt_ns(read_back_ns)
                         )
                     } else {
                         String::new()
@@ -313,6 +324,8 @@ impl Rule for LaunchBound {
                         "Move data once instead of per item: a small copy to the GPU each time round a loop (torch.tensor(v).to(\"cuda\") per item) pays a launch and a wait every call; build the batch on the host and move it once (torch.as_tensor of the whole list, from pinned memory with non_blocking=True)."
                     } else if copies {
                         "Copy once instead of per element: .cpu(), .item() or .tolist() on one element each time round a loop waits for the GPU every call; move the whole tensor to the host once before the loop (x.cpu(), x.tolist()), or keep the computation on the GPU (torch.sum, torch.where) and read one result at the end."
+                    } else if syncing.iter().all(|x| x.starts_with("aten::repeat_interleave")) {
+                        crate::starved::REPEAT_INTERLEAVE_ADVICE
                     } else {
                         "Remove the syncs: boolean-mask indexing (x[mask], x[mask] = y) and nonzero learn their size on the host — use torch.where or a multiply by the mask, integer indices computed once, or sort once and split by counts; keep .item() and copies to the host out of the loop."
                     }
@@ -330,19 +343,43 @@ impl Rule for LaunchBound {
             // One operator waiting many times a step from one line is a Python loop of small
             // calls: if its iterations are independent, one batched call removes the launches.
             let steps = w.steps_overlapping(t).count().max(1);
-            if !sync_bound
-                && varying.is_none()
-                && cx.pytorch()
-                && let Some(&(name, (n, _))) = top.first()
-                && n as usize / steps >= LOOP_CALLS
-                && let Some(at) = f.breakdown.first().and_then(|r| r.python_frame.clone())
-            {
-                f.advice.push(format!(
-                    "{} waits {} times a step at {at}: a Python loop of small calls. Iterations over independent items (samples, images, heads) batch into one call (stack the inputs, or torch.vmap(f)), which removes the launches rather than their cost; iterations that depend on each other (layers, decode steps, per-parameter updates) cannot be batched: make each call larger or replay them as a graph.",
-                    name_or(t, name, "(no operator)"),
-                    n as usize / steps
-                ));
-            }
+            // The row of operator `name`, for its line.
+            let frame_of = |name: u32| {
+                let label = name_or(t, name, "(no operator)");
+                f.breakdown
+                    .iter()
+                    .find(|r| r.label == label)
+                    .and_then(|r| r.python_frame.clone())
+            };
+            // An in-place operator (`aten::mul_`) among the three that wait most, called this
+            // often: an update applied tensor by tensor, or an accumulation.
+            let in_place = top.iter().take(3).find(|&&(name, (n, _))| {
+                IN_PLACE_ARITHMETIC.contains(&name_or(t, name, "")) && n as usize / steps >= LOOP_CALLS
+            });
+            let loop_advice = if !sync_bound && varying.is_none() && cx.pytorch() {
+                if let Some(&(name, (n, _))) = in_place {
+                    let at = frame_of(name).map(|f| format!(" at {f}")).unwrap_or_default();
+                    Some(format!(
+                        "{} waits {} times a step{at}: an in-place operator in a Python loop. Where it updates a list of tensors one by one (an EMA of the weights, gradient scaling, a hand-written optimizer), the torch._foreach_* operators take the whole list in a few launches (torch._foreach_mul_ then torch._foreach_add_, or torch._foreach_lerp_); where it accumulates into one tensor (total.add_(x[i])), one reduction over the inputs (torch.sum over a stacked tensor) replaces the loop.",
+                        name_or(t, name, "(no operator)"),
+                        n as usize / steps
+                    ))
+                } else if let Some(&(name, (n, _))) = top.first()
+                    && n as usize / steps >= LOOP_CALLS
+                    && let Some(at) = frame_of(name)
+                {
+                    Some(format!(
+                        "{} waits {} times a step at {at}: a Python loop of small calls. Iterations over independent items (samples, images, heads) batch into one call (stack the inputs, or torch.vmap(f)), which removes the launches rather than their cost; iterations that depend on each other (layers, decode steps) cannot be batched: make each call larger or replay them as a graph.",
+                        name_or(t, name, "(no operator)"),
+                        n as usize / steps
+                    ))
+                } else {
+                    None
+                }
+            } else {
+                None
+            };
+            f.advice.extend(loop_advice);
             // A graph cannot capture the syncs that hold most of it: no graph advice then.
             f.advice.extend(if sync_bound { Vec::new() } else if let Some(v) = varying { vec![
                 v,
@@ -358,6 +395,13 @@ impl Rule for LaunchBound {
                 GRAPH_ADVICE.into(),
                 "Or give each kernel more work: a larger batch, or torch.compile to fuse the elementwise chains into fewer kernels.".into(),
             ] });
+            // The step's syncs (sync_stalls') are where a graph of it must break.
+            if !sync_bound && drained_ns + read_back_ns > 0 && cx.pytorch() {
+                f.advice.push(format!(
+                    "The step also waits on the host ({} around syncs, see sync_stalls): a graph cannot contain a sync, so remove those reads first or capture only the work between them.",
+                    fmt_ns(drained_ns + read_back_ns)
+                ));
+            }
             f.metrics = metrics([
                 ("starved_ns", starved_ns as f64),
                 ("starved_kernels", (starved_n - others_n) as f64),
@@ -365,6 +409,7 @@ impl Rule for LaunchBound {
                 ("starved_copies", others_n as f64),
                 ("copies", dev.other_ops as f64),
                 ("drained_ns", drained_ns as f64),
+                ("read_back_ns", read_back_ns as f64),
                 ("optimizer_ns", optimizer_ns as f64),
                 ("stretches", stretches.len() as f64),
                 ("launch_latency_p50_ns", p50 as f64),
@@ -421,6 +466,26 @@ fn shapes_per_step(cx: &Ctx, dev: &crate::starved::DeviceStarved, name: u32) -> 
     let per = seen.len() as f64 / steps as f64;
     (per >= VARYING_SHAPES).then_some(per)
 }
+
+/// In-place arithmetic with a `torch._foreach_*` counterpart: called in a loop, an update
+/// applied tensor by tensor (an assignment, `copy_`, or an indexed write is not one).
+const IN_PLACE_ARITHMETIC: &[&str] = &[
+    "aten::mul_",
+    "aten::add_",
+    "aten::sub_",
+    "aten::div_",
+    "aten::lerp_",
+    "aten::addcmul_",
+    "aten::addcdiv_",
+    "aten::zero_",
+    "aten::clamp_",
+    "aten::clamp_min_",
+    "aten::clamp_max_",
+    "aten::sqrt_",
+    "aten::neg_",
+    "aten::pow_",
+    "aten::exp_",
+];
 
 /// Starved kernels a step of one operator from which the operator is called in a loop.
 const LOOP_CALLS: usize = 64;

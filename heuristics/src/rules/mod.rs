@@ -57,6 +57,7 @@ rules! {
     hot_operator => HotOperator,
     underfilled_kernels => UnderfilledKernels,
     optimizer_overhead => OptimizerOverhead,
+    recomputation => Recomputation,
     memory_pressure => MemoryPressure,
     step_outliers => StepOutliers,
     recompilation => Recompilation,

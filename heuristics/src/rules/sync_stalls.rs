@@ -45,6 +45,9 @@ struct Place {
     check_chain: Option<String>,
     /// Kernel time of `check_ops` in the window, ns.
     check_ns: i64,
+    /// The operators whose result this sync reads right after them, where the gaps are a
+    /// read-back loop's ([`crate::starved::Starved::read_by`]), not a drain's.
+    producers: std::collections::BTreeSet<String>,
 }
 
 /// Operators whose result is a predicate: a comparison, a test per element, or a reduction of
@@ -59,6 +62,18 @@ const PREDICATES: &[&str] = &[
 const ON_BOOLS: &[&str] = &[
     "reshape", "view", "flatten", "squeeze", "unsqueeze", "bitwise_and", "bitwise_or",
     "bitwise_xor", "bitwise_not", "__and__", "__or__", "__invert__",
+];
+
+/// Operators whose sync is the host reading a tensor's value.
+const READS: &[&str] = &[
+    "aten::item",
+    "aten::_local_scalar_dense",
+    "aten::is_nonzero",
+    "aten::tolist",
+    "aten::to ",
+    "aten::_to_copy",
+    "aten::copy_",
+    "aten::cpu",
 ];
 
 /// How many operators before a sync are searched for its check: a check is a few operators.
@@ -134,13 +149,8 @@ impl Rule for SyncStalls {
             for s in dev.drained() {
                 let call = s.drained_by;
                 let outer = t.outermost_cpu_op(call);
-                let inner = t.enclosing(call, HostKind::CpuOp);
                 let api = t.api_name(t.host_spans[call as usize].name);
-                let ops = match (outer, inner) {
-                    (NONE, _) => String::new(),
-                    (o, i) if i == o || i == NONE => span_name(t, o, "").to_string(),
-                    (o, i) => format!("{} › {}", span_name(t, o, ""), span_name(t, i, "")),
-                };
+                let ops = sync_ops(t, call);
                 let label = if ops.is_empty() {
                     api.to_string()
                 } else {
@@ -166,6 +176,44 @@ impl Rule for SyncStalls {
                         p.check_ops.insert(outer);
                     }
                 }
+                syncs.insert(call);
+                p.gaps += 1;
+                p.idle_ns += s.gap_ns;
+                if s.gap_ns > p.worst.1 {
+                    p.worst = (s.idle_from(t), s.gap_ns, i64::from(s.op));
+                }
+                total += s.gap_ns;
+                n += 1;
+            }
+            // A loop that reads each result on the host before launching the next call: the
+            // waits before its kernels (and the read's own copy) are the reads' cost.
+            for s in dev.read_back() {
+                let call = s.read_by;
+                let reader = t.outermost_cpu_op(call);
+                let ops = sync_ops(t, call);
+                let api = t.api_name(t.host_spans[call as usize].name);
+                let label = if ops.is_empty() {
+                    api.to_string()
+                } else {
+                    format!("{ops} ({api})")
+                };
+                let producer = t.index.op_outer_cpu_op[s.op as usize];
+                // The read's own copy counts with its sync; another operator's kernel is the
+                // loop's, read by it.
+                let own = producer == reader || producer == NONE;
+                let p = places
+                    .entry(if own { label } else { format!("read by {label}") })
+                    .or_default();
+                if !own {
+                    p.producers.insert(span_name(t, producer, "").to_string());
+                    if p.frame.is_none() {
+                        p.frame = t.user_frame(producer).map(str::to_string);
+                    }
+                }
+                if p.frame.is_none() {
+                    p.frame = t.user_frame(call).map(str::to_string);
+                }
+                p.syncs.insert(call);
                 syncs.insert(call);
                 p.gaps += 1;
                 p.idle_ns += s.gap_ns;
@@ -227,9 +275,31 @@ impl Rule for SyncStalls {
             };
             let shown = |label: &str, p: &Place| match &p.check_chain {
                 Some(chain) => format!("check {chain} read by {label}"),
+                None if !p.producers.is_empty() => {
+                    let sync = label.trim_start_matches("read by ");
+                    // "read by" where the sync is a read (`.item()`, `.cpu()`, `if t:`);
+                    // an operator that synchronises for its own reasons comes after.
+                    let reads = READS.iter().any(|r| sync.starts_with(r));
+                    format!(
+                        "{} {} {sync}",
+                        p.producers.iter().cloned().collect::<Vec<_>>().join(", "),
+                        if reads { "read by" } else { "then a sync in" }
+                    )
+                }
                 None => label.to_string(),
             };
+            let read_back = top_label.starts_with("read by ")
+                && !top.producers.is_empty()
+                && READS
+                    .iter()
+                    .any(|r| top_label.trim_start_matches("read by ").starts_with(r));
             let title = match &top.check_chain {
+                None if read_back => format!(
+                    "GPU {d} idles in a loop that synchronises after each call: {}{at} ({}): {} in {n} short gaps",
+                    shown(top_label, top),
+                    rate,
+                    fmt_ns(total)
+                ),
                 Some(chain) => format!(
                     "GPU {d} loses {} to host checks: {chain} read by {top_label}{at} ({rate}): {} in the checks' kernels, {} idle in {n} short gaps after the syncs drained the queue",
                     fmt_ns(total),
@@ -237,9 +307,10 @@ impl Rule for SyncStalls {
                     fmt_ns(drained)
                 ),
                 None => format!(
-                    "GPU {d} idles after host syncs: {} in {n} short gaps after {} syncs that drained the queue, most after {top_label}{at} ({rate})",
+                    "GPU {d} idles after host syncs: {} in {n} short gaps after {} syncs that drained the queue, most after {}{at} ({rate})",
                     fmt_ns(total),
-                    syncs.len()
+                    syncs.len(),
+                    shown(top_label, top)
                 ),
             };
             let mut evidence = format!(
@@ -247,6 +318,13 @@ impl Rule for SyncStalls {
                 fmt_ns(crate::starved::DRAIN_SLACK_NS),
                 fmt_ns(cx.config.gap_threshold_ns)
             );
+            let read_ns: i64 = dev.read_back().map(|s| s.gap_ns).sum();
+            if read_ns > 0 {
+                evidence.push_str(&format!(
+                    "; {} of it in a loop that synchronises after each call (the operator just before a sync whose kernels waited for their launch while the host synchronised and came back, and the read's own copy): without the per-call syncs the host would queue the loop's work ahead",
+                    fmt_ns(read_ns)
+                ));
+            }
             if checks > 0 {
                 evidence.push_str(&format!(
                     "; a host check is the run of comparisons and all/any reductions just before a sync that reads a boolean: their kernels ({}) only tell the host true or false, so they count with the wait",
@@ -282,7 +360,21 @@ impl Rule for SyncStalls {
                     python_frame: p.frame.clone(),
                 })
                 .collect();
-            f.advice = advice(top_label, cx.pytorch(), top.check_chain.is_some());
+            f.advice = if read_back {
+                let mut a = read_back_advice(cx.pytorch());
+                // What the reading operator itself needs, where it is more than a read.
+                let own = advice(top_label.trim_start_matches("read by "), cx.pytorch(), false);
+                if let Some(first) = own.first().filter(|x| !x.starts_with("A .item()")) {
+                    a.insert(1, first.clone());
+                }
+                a
+            } else {
+                advice(
+                    top_label.trim_start_matches("read by "),
+                    cx.pytorch(),
+                    top.check_chain.is_some(),
+                )
+            };
             f.metrics = metrics([
                 ("drained_ns", drained as f64),
                 ("check_kernel_ns", checks as f64),
@@ -295,8 +387,32 @@ impl Rule for SyncStalls {
     }
 }
 
+/// The operators around synchronising call `call`: `aten::item › aten::_local_scalar_dense`
+/// (outermost › innermost), one name where they are the same, empty outside any operator.
+fn sync_ops(t: &tracehound_parsers::Trace, call: u32) -> String {
+    let outer = t.outermost_cpu_op(call);
+    let inner = t.enclosing(call, HostKind::CpuOp);
+    match (outer, inner) {
+        (NONE, _) => String::new(),
+        (o, i) if i == o || i == NONE => span_name(t, o, "").to_string(),
+        (o, i) => format!("{} › {}", span_name(t, o, ""), span_name(t, i, "")),
+    }
+}
+
 /// What replaces a host check, where the top sync reads one.
 const CHECK_ADVICE: &str = "A check of a GPU tensor in Python (if t.all():, assert, bool(t)) runs its kernels and waits for the GPU on every call. torch.distributions checks its arguments this way by default: pass validate_args=False, or call torch.distributions.Distribution.set_default_validate_args(False) once the code is tested; for your own checks, check every N steps, or use torch._assert_async(cond), which fails on the GPU without a host wait.";
+
+/// What to change where the host reads each result before launching the next call.
+fn read_back_advice(pytorch: bool) -> Vec<String> {
+    vec![
+        if pytorch {
+            "Each call's result is read on the host (.item(), .cpu(), .tolist(), a Python if) before the next call is launched, so every iteration pays a launch, a copy and a wait while the GPU idles. Compute all the values in one call and read them once: torch._foreach_norm(tensors) or torch.stack of the results, then one .tolist(); or keep the running value on the GPU (a tensor sum) and read it at the end.".into()
+        } else {
+            "Each kernel's result is copied back and waited for before the next launch, so every iteration pays a launch, a copy and a wait while the GPU idles: compute all the values in one kernel (or several kernels queued back to back) and copy the results once.".into()
+        },
+        "CUDA graphs will not help here: a graph cannot capture a read on the host.".into(),
+    ]
+}
 
 /// A count per step for a title: whole numbers plain, others with one decimal.
 fn fmt_count(x: f64) -> String {
@@ -319,6 +435,8 @@ fn advice(label: &str, pytorch: bool, check: bool) -> Vec<String> {
         out.push("A synchronising call after launches makes the host wait for the GPU each time, and the GPU then waits for the next launch: work on one stream already runs in order, so synchronise (cudaDeviceSynchronize, cudaStreamSynchronize) only where the host reads a result, and time kernels with events instead.".into());
     } else if has("aten::_unique2") || has("aten::unique_dim") {
         out.push("torch.unique sorts its input (a radix pass per key byte: eight for int64 labels) and waits for the GPU to size its result. To count values of a known range, count without a sort or a wait: torch.zeros(n, dtype=torch.long, device=x.device).index_add_(0, x, torch.ones_like(x)) (torch.bincount also waits, to read the largest value); to find which values occur, the same counts > 0; where unique's result really is data-dependent, call it once per batch, not per step.".into());
+    } else if has("aten::repeat_interleave") {
+        out.push(crate::starved::REPEAT_INTERLEAVE_ADVICE.into());
     } else if has("aten::nonzero")
         || has("aten::index")
         || has("masked_select")

@@ -1,0 +1,210 @@
+//! Activation checkpointing's recomputation: forward operators that run again inside the
+//! backward pass.
+//!
+//! Autograd's backward functions (`autograd::engine::evaluate_function: …Backward0`) call the
+//! backward formulas, which never call the composite forward operators a module calls
+//! (`aten::linear`, `aten::layer_norm`, `aten::scaled_dot_product_attention`, `aten::conv2d`,
+//! …): those run inside backward only when a checkpoint (`torch.utils.checkpoint`, either
+//! form) recomputes the forward to rebuild the activations it did not keep. Their kernels are
+//! the price of the memory checkpointing saves; where the activations would fit without it,
+//! that price buys nothing. The capture says what the recomputation costs, not whether the
+//! memory was needed, so the finding states the first and asks the second.
+
+use super::Rule;
+use crate::context::{Ctx, new_finding};
+use crate::finding::{Confidence, Row, fmt_ns, metrics};
+use rustc_hash::{FxHashMap, FxHashSet};
+use tracehound_parsers::{HostKind, NONE};
+
+/// The rule's id: in its findings, their stable ids and `--rules`.
+pub const ID: &str = "recomputation";
+
+/// The rule.
+pub struct Recomputation;
+
+/// Composite forward operators that no backward formula calls: inside a backward function they
+/// are a recomputation.
+const FORWARD_OPS: &[&str] = &[
+    "aten::linear",
+    "aten::layer_norm",
+    "aten::group_norm",
+    "aten::batch_norm",
+    "aten::rms_norm",
+    "aten::scaled_dot_product_attention",
+    "aten::conv1d",
+    "aten::conv2d",
+    "aten::conv3d",
+    "aten::embedding",
+    "aten::dropout",
+    "aten::gelu",
+    "aten::silu",
+    "aten::relu",
+];
+
+/// Recomputed GPU time, as a share of the window, from which the rule reports.
+const MIN_SHARE: f64 = 0.03;
+
+impl Rule for Recomputation {
+    fn id(&self) -> &'static str {
+        ID
+    }
+
+    fn description(&self) -> &'static str {
+        "forward operators recomputed inside backward (activation checkpointing) and the GPU time they take"
+    }
+
+    fn check(&self, cx: &Ctx) -> Vec<crate::finding::Finding> {
+        let t = cx.trace;
+        let w = &cx.window;
+        let forward = t.strings.matching(|n| FORWARD_OPS.contains(&n));
+        if !forward.iter().any(|&f| f) {
+            return Vec::new();
+        }
+        let backward = t
+            .strings
+            .matching(|n| n.starts_with("autograd::engine::evaluate_function"));
+        let is = |v: &[bool], name: u32| v.get(name as usize).copied().unwrap_or(false);
+        // The outermost forward operators with a backward function above them.
+        let mut recomputed: FxHashSet<u32> = FxHashSet::default();
+        for (i, s) in t.host_spans.iter().enumerate() {
+            if s.kind != HostKind::CpuOp
+                || !is(&forward, s.name)
+                || s.start < w.start
+                || s.start >= w.end
+            {
+                continue;
+            }
+            let mut under_backward = false;
+            for a in t.ancestors(i as u32) {
+                let p = &t.host_spans[a as usize];
+                if p.kind != HostKind::CpuOp {
+                    continue;
+                }
+                if is(&forward, p.name) {
+                    // Inside another forward operator: that one is counted.
+                    break;
+                }
+                if is(&backward, p.name) {
+                    under_backward = true;
+                    break;
+                }
+            }
+            if under_backward {
+                recomputed.insert(i as u32);
+            }
+        }
+        if recomputed.is_empty() {
+            return Vec::new();
+        }
+        // The checkpoint call in the user's code, where the trace has Python frames.
+        let at = t
+            .host_spans
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.kind == HostKind::Python)
+            .find(|(_, s)| {
+                let n = t.str(s.name);
+                n.contains("utils/checkpoint.py(") && n.ends_with("): checkpoint")
+            })
+            .and_then(|(i, _)| t.user_frame(i as u32))
+            .map(|f| format!(" at {f}"))
+            .unwrap_or_default();
+        let mut out = Vec::new();
+        for d in t.devices() {
+            let (mut kernel_ns, mut recomputed_ns, mut waits_ns) = (0i64, 0i64, 0i64);
+            // By operator name: GPU time, and the recomputed calls that launched it.
+            let mut by_name: FxHashMap<u32, (i64, FxHashSet<u32>)> = FxHashMap::default();
+            let mut busy_end = i64::MIN;
+            for (i, op) in w.kernels(t, d) {
+                kernel_ns += op.dur();
+                let l = t.index.op_launch[i];
+                let r = (l != NONE)
+                    .then(|| t.ancestors(l).find(|a| recomputed.contains(a)))
+                    .flatten();
+                if let Some(r) = r {
+                    recomputed_ns += op.dur();
+                    // The GPU idle before a recomputed kernel waited for the host to run the
+                    // forward again (its Python, its dispatch): the recomputation's too.
+                    if busy_end != i64::MIN {
+                        waits_ns += (op.start - busy_end).max(0);
+                    }
+                    let g = by_name.entry(t.host_spans[r as usize].name).or_default();
+                    g.0 += op.dur();
+                    g.1.insert(r);
+                }
+                busy_end = busy_end.max(op.end);
+            }
+            let impact = recomputed_ns + waits_ns;
+            if w.share(impact) < MIN_SHARE {
+                continue;
+            }
+            let mut rows: Vec<(String, i64, u64)> = by_name
+                .iter()
+                .map(|(&n, (ns, calls))| (t.str(n).to_string(), *ns, calls.len() as u64))
+                .collect();
+            rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            let calls: u64 = rows.iter().map(|r| r.2).sum();
+            let kernel_share = recomputed_ns as f64 / kernel_ns.max(1) as f64;
+            let steps = w.steps_in(t);
+            let per_step = if steps > 0 {
+                format!(", {} a step", fmt_ns(impact / steps as i64))
+            } else {
+                String::new()
+            };
+            let mut f = new_finding(
+                cx,
+                ID,
+                Some(d),
+                format!(
+                    "Activation checkpointing runs the forward again in backward{at}: {calls} forward operators recomputed ({}), {} of kernels ({:.0}% of GPU {d}'s kernel time) and {} waiting for their launches{per_step}",
+                    rows.iter()
+                        .take(3)
+                        .map(|r| r.0.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    fmt_ns(recomputed_ns),
+                    100.0 * kernel_share,
+                    fmt_ns(waits_ns)
+                ),
+                impact,
+                Confidence::High,
+                format!(
+                    "forward operators ({}) inside autograd's backward functions: backward formulas never call them, so they run there only when a checkpoint recomputes the forward to rebuild activations it did not keep; their kernels took {} ({:.0}% of the device's kernel time in the window), and the GPU idled {} before them while the host ran the forward again (its Python and dispatch, inside backward; measured under the profiler, which slows the host). Whether the step needs the memory this saves is not in the capture",
+                    FORWARD_OPS
+                        .iter()
+                        .filter(|n| rows.iter().any(|r| r.0 == **n))
+                        .copied()
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    fmt_ns(recomputed_ns),
+                    100.0 * kernel_share,
+                    fmt_ns(waits_ns)
+                ),
+            );
+            f.breakdown = rows
+                .iter()
+                .take(cx.config.max_rows)
+                .map(|(label, ns, n)| Row {
+                    label: label.clone(),
+                    count: *n,
+                    time_ns: *ns,
+                    bytes: None,
+                    python_frame: None,
+                    cause: None,
+                    share: Some(*ns as f64 / recomputed_ns.max(1) as f64),
+                })
+                .collect();
+            f.advice = vec![
+                "If the activations fit without it (torch.cuda.max_memory_allocated() against the card's memory, or one step without checkpointing), checkpoint fewer blocks (every second one, or only the largest), or recompute only the cheap operators with selective checkpointing (torch.utils.checkpoint.create_selective_checkpoint_contexts with a policy that saves matrix products and attention); in a Hugging Face model, model.gradient_checkpointing_disable(). Where the memory buys a larger batch or a longer sequence, this time is its price.".into(),
+            ];
+            f.metrics = metrics([
+                ("recomputed_ns", recomputed_ns as f64),
+                ("launch_waits_ns", waits_ns as f64),
+                ("recomputed_ops", calls as f64),
+                ("kernel_share", kernel_share),
+            ]);
+            out.push(f);
+        }
+        out
+    }
+}
