@@ -16,12 +16,15 @@
 //!   relaunch). Faster launches (CUDA graphs) cannot remove them: a graph cannot even capture
 //!   a synchronisation. Such gaps are **drained**, kept with the operator and Python frame
 //!   that synchronised;
+//! - the operator that launched it is followed on its thread, within the gap threshold, by an
+//!   operator that synchronises (`p.grad.norm()` then `.item()`): a loop that waits on the host
+//!   after each call, which a graph cannot capture either: **read back**, kept with that sync;
 //! - otherwise the host was simply slower than the GPU at issuing work: **launch-bound**.
 //!
 //! A memset or copy that restarts the GPU after a sync drained the queue is the first of the
 //! chain too: code after `.item()` often starts with an allocation's memset or a small copy.
 //!
-//! The launch_bound rule reports the second set, the sync_stalls rule the first. Gaps from the
+//! The launch_bound rule reports the last set, the sync_stalls rule the first two. Gaps from the
 //! threshold up are the idle_gaps rule's, which names drains of its own. Kernels replayed from
 //! a CUDA graph (`cudaGraphLaunch`) are left out: a replay queues all of them at once.
 //! Computed once per analysis ([`crate::context::Ctx::starved`]); O(kernels), with one

@@ -8,7 +8,8 @@
 //! shorter ones, which no single gap makes visible but which add up when kernels are a few
 //! microseconds long. Kernels replayed from a CUDA graph (`cudaGraphLaunch`) are not counted:
 //! a replay queues all of them at once, and neither are kernels whose queue a synchronising
-//! call had just drained (the sync_stalls rule's; [`crate::starved`] splits the two), nor
+//! call had just drained or whose operator the host follows with a sync at once (the
+//! sync_stalls rule's; [`crate::starved`] splits them), nor
 //! kernels launched inside a single-tensor optimizer's step (optimizer_overhead's, which
 //! names that cause: `foreach=False`, not launch speed). Reported
 //! from 3% of the window, with the launch latency distribution of the kernels that waited

@@ -9,6 +9,10 @@
 //! drained are grouped by the operator that synchronised (outermost and innermost) and the
 //! user's Python frame around it. Reported from 3% of the window, like launch_bound.
 //!
+//! A loop that synchronises after each call (`p.grad.norm().item()` per parameter) has its
+//! kernels wait for their launch while the host synchronises and comes back: those waits are
+//! grouped by that sync with the operator before it ([`crate::starved::Starved::read_by`]).
+//!
 //! A sync that reads a true or false (`aten::is_nonzero` or `aten::item` of a bool: Python's
 //! `if t.all():`, `assert`, torch.distributions' argument validation) is a host check: the
 //! comparisons and all/any reductions just before it on the thread exist only to give the host
