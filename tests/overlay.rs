@@ -35,6 +35,22 @@ fn analyze(path: &std::path::Path) -> Value {
     serde_json::from_str::<Value>(&out).expect("report")["traces"][0].clone()
 }
 
+/// `report --format perfetto` of `trace`, written inside a directory of the test's own and
+/// read back.
+fn perfetto_overlay(trace: &std::path::Path) -> Value {
+    let dir = tmpdir("overlay");
+    let out = dir.path().join("overlay.perfetto.json");
+    success(&run(&[
+        "report",
+        "--format",
+        "perfetto",
+        trace.to_str().expect("UTF-8 path"),
+        "-o",
+        out.to_str().expect("UTF-8 path"),
+    ]));
+    read_json(&out)
+}
+
 #[test]
 fn the_overlay_holds_the_trace_and_one_slice_per_gap_and_reads_back_the_same() {
     let original = own("h200_resnet_unpinned_sync.pt.trace.json.gz");
@@ -167,17 +183,7 @@ fn the_overlay_holds_the_trace_and_one_slice_per_gap_and_reads_back_the_same() {
 fn an_nsys_export_gets_its_gpu_work_written_from_the_model() {
     let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("sample-traces/nsys/h200_cpu_preprocess_cuda.sqlite");
-    let dir = tmpdir("overlay");
-    let out = dir.path().join("n.perfetto.json");
-    success(&run(&[
-        "report",
-        "--format",
-        "perfetto",
-        p.to_str().expect("UTF-8 path"),
-        "-o",
-        out.to_str().expect("UTF-8 path"),
-    ]));
-    let doc = read_json(&out);
+    let doc = perfetto_overlay(&p);
     let events = doc["traceEvents"].as_array().expect("events");
     let kernels = events.iter().filter(|e| e["cat"] == "kernel").count();
     let info = success(&run(&["info", p.to_str().expect("UTF-8 path")]));
@@ -215,23 +221,13 @@ fn several_traces_are_refused_for_one_overlay() {
 fn an_unpriced_finding_has_a_null_impact_in_the_overlay() {
     let p = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("sample-traces/field/nsys/gtls_cupy_transit_search_rtx3060_nsysunknown.sqlite");
-    let dir = tmpdir("overlay");
-    let out = dir.path().join("g.perfetto.json");
-    success(&run(&[
-        "report",
-        "--format",
-        "perfetto",
-        p.to_str().expect("UTF-8 path"),
-        "-o",
-        out.to_str().expect("UTF-8 path"),
-    ]));
+    let doc = perfetto_overlay(&p);
     let report = analyze(&p);
     let first = &report["findings"][0];
     assert!(
         first["metrics"]["unpriced_share"].as_f64().is_some(),
         "{first}"
     );
-    let doc = read_json(&out);
     let slices: Vec<&Value> = doc["traceEvents"]
         .as_array()
         .expect("events")

@@ -54,6 +54,17 @@ struct Place {
     producers: std::collections::BTreeSet<String>,
 }
 
+impl Place {
+    /// Counts starved kernel `s`'s gap here, keeping the longest as the worst.
+    fn add_gap(&mut self, t: &tracehound_parsers::Trace, s: &crate::starved::Starved) {
+        self.gaps += 1;
+        self.idle_ns += s.gap_ns;
+        if s.gap_ns > self.worst.1 {
+            self.worst = (s.idle_from(t), s.gap_ns, i64::from(s.op));
+        }
+    }
+}
+
 /// Operators whose result is a predicate: a comparison, a test per element, or a reduction of
 /// booleans (names without the `aten::` prefix).
 const PREDICATES: &[&str] = &[
@@ -153,14 +164,7 @@ impl Rule for SyncStalls {
             for s in dev.drained() {
                 let call = s.drained_by;
                 let outer = t.outermost_cpu_op(call);
-                let api = t.api_name(t.host_spans[call as usize].name);
-                let ops = sync_ops(t, call);
-                let label = if ops.is_empty() {
-                    api.to_string()
-                } else {
-                    format!("{ops} ({api})")
-                };
-                let p = places.entry(label).or_default();
+                let p = places.entry(sync_label(t, call)).or_default();
                 if p.frame.is_none() {
                     p.frame = t.user_frame(call).map(str::to_string);
                 }
@@ -181,49 +185,29 @@ impl Rule for SyncStalls {
                     }
                 }
                 syncs.insert(call);
-                p.gaps += 1;
-                p.idle_ns += s.gap_ns;
-                if s.gap_ns > p.worst.1 {
-                    p.worst = (s.idle_from(t), s.gap_ns, i64::from(s.op));
-                }
+                p.add_gap(t, s);
                 total += s.gap_ns;
                 n += 1;
             }
-            // A loop that reads each result on the host before launching the next call: the
-            // waits before its kernels (and the read's own copy) are the reads' cost.
+            // A loop that synchronises after each call: the waits before the kernels of the
+            // operator just before each sync are that sync's cost, kept with the operator
+            // (`read_by` is only set where one launched the kernel).
             for s in dev.read_back() {
                 let call = s.read_by;
-                let reader = t.outermost_cpu_op(call);
-                let ops = sync_ops(t, call);
-                let api = t.api_name(t.host_spans[call as usize].name);
-                let label = if ops.is_empty() {
-                    api.to_string()
-                } else {
-                    format!("{ops} ({api})")
-                };
                 let producer = t.index.op_outer_cpu_op[s.op as usize];
-                // The read's own copy counts with its sync; another operator's kernel is the
-                // loop's, read by it.
-                let own = producer == reader || producer == NONE;
                 let p = places
-                    .entry(if own { label } else { format!("read by {label}") })
+                    .entry(format!("read by {}", sync_label(t, call)))
                     .or_default();
-                if !own {
-                    p.producers.insert(span_name(t, producer, "").to_string());
-                    if p.frame.is_none() {
-                        p.frame = t.user_frame(producer).map(str::to_string);
-                    }
-                }
+                p.producers.insert(span_name(t, producer, "").to_string());
                 if p.frame.is_none() {
-                    p.frame = t.user_frame(call).map(str::to_string);
+                    p.frame = t
+                        .user_frame(producer)
+                        .or_else(|| t.user_frame(call))
+                        .map(str::to_string);
                 }
                 p.syncs.insert(call);
                 syncs.insert(call);
-                p.gaps += 1;
-                p.idle_ns += s.gap_ns;
-                if s.gap_ns > p.worst.1 {
-                    p.worst = (s.idle_from(t), s.gap_ns, i64::from(s.op));
-                }
+                p.add_gap(t, s);
                 total += s.gap_ns;
                 n += 1;
             }
@@ -325,7 +309,7 @@ impl Rule for SyncStalls {
             let read_ns: i64 = dev.read_back().map(|s| s.gap_ns).sum();
             if read_ns > 0 {
                 evidence.push_str(&format!(
-                    "; {} of it in a loop that synchronises after each call (the operator just before a sync whose kernels waited for their launch while the host synchronised and came back, and the read's own copy): without the per-call syncs the host would queue the loop's work ahead",
+                    "; {} of it in a loop that synchronises after each call (the kernels of the operator just before each sync, which waited for their launch while the host synchronised and came back): without the per-call syncs the host would queue the loop's work ahead",
                     fmt_ns(read_ns)
                 ));
             }
@@ -391,15 +375,17 @@ impl Rule for SyncStalls {
     }
 }
 
-/// The operators around synchronising call `call`: `aten::item › aten::_local_scalar_dense`
-/// (outermost › innermost), one name where they are the same, empty outside any operator.
-fn sync_ops(t: &tracehound_parsers::Trace, call: u32) -> String {
+/// A place's label: the operators around sync `call`, outermost › innermost (one name where
+/// they are the same), and its runtime call
+/// (`aten::index › aten::nonzero (cudaStreamSynchronize)`); the call alone outside operators.
+fn sync_label(t: &tracehound_parsers::Trace, call: u32) -> String {
+    let api = t.api_name(t.host_spans[call as usize].name);
     let outer = t.outermost_cpu_op(call);
     let inner = t.enclosing(call, HostKind::CpuOp);
     match (outer, inner) {
-        (NONE, _) => String::new(),
-        (o, i) if i == o || i == NONE => span_name(t, o, "").to_string(),
-        (o, i) => format!("{} › {}", span_name(t, o, ""), span_name(t, i, "")),
+        (NONE, _) => api.to_string(),
+        (o, i) if i == o || i == NONE => format!("{} ({api})", span_name(t, o, "")),
+        (o, i) => format!("{} › {} ({api})", span_name(t, o, ""), span_name(t, i, "")),
     }
 }
 
