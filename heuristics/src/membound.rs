@@ -24,7 +24,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use tracehound_parsers::activity::RecentSpans;
-use tracehound_parsers::shapes::{items, numbers};
+use tracehound_parsers::shapes::{dims as dims_of, items, numbers};
 use tracehound_parsers::{GpuOpKind, HostKind, NONE, StrId, Trace};
 
 /// What decides a non-matrix operator's kernel time. Serialized, and printed, in lowercase.
@@ -213,9 +213,26 @@ pub(crate) struct Shape {
     pub list: bool,
     /// Element size, bytes.
     pub elem: u8,
+    /// How many times its dims repeat each element it holds: the product of the dims whose
+    /// recorded stride is 0 (an expanded input, `index.expand(n, d)`), 1 for a dense tensor.
+    pub reps: u64,
 }
 
 impl Shape {
+    /// A dense tensor of these dims and elements (what an operator writes).
+    fn dense(&self) -> Shape {
+        Shape {
+            reps: 1,
+            ..self.clone()
+        }
+    }
+
+    /// Bytes read: an expanded tensor's elements are read once, however often its dims
+    /// repeat them (caches serve the repeats).
+    pub(crate) fn read_bytes(&self) -> f64 {
+        self.bytes() / self.reps.max(1) as f64
+    }
+
     /// Elements (of all tensors of a list).
     pub(crate) fn numel(&self) -> f64 {
         if self.list {
@@ -468,9 +485,12 @@ enum Formula {
     /// Read and write every tensor of the list (concatenation).
     Concat,
     /// `index_select(self, dim, index)` / `embedding(weight, indices)`: gather rows of the
-    /// first tensor (dim 0: the recorded scalars do not say which dim).
+    /// first tensor (dim 0: the recorded scalars do not say which dim). Its rows are read
+    /// from memory at most once each: a source smaller than what is gathered (a 1 MB table
+    /// expanded to 33 MB) is served by the cache after its first read.
     Rows,
-    /// `gather(self, dim, index)`: as many elements as the index.
+    /// `gather(self, dim, index)`: as many elements as the index, the source read at most
+    /// once (as [`Formula::Rows`]).
     Gather,
     /// Scatters and `index_put_`: read the index and source, write as many elements.
     Scatter,
@@ -702,7 +722,7 @@ enum Input {
 
 /// The input of a recorded list item of `ty`; tensor lists take `list_elem` (their element
 /// type is not recorded), 4 bytes when the kernels' names do not say.
-fn input(dims: &str, ty: &str, list_elem: Option<u8>) -> Input {
+fn input(dims: &str, ty: &str, list_elem: Option<u8>, strides: Option<&[u64]>) -> Input {
     if ty == "TensorList" {
         let mut d = Vec::new();
         for t in items(dims) {
@@ -713,6 +733,7 @@ fn input(dims: &str, ty: &str, list_elem: Option<u8>) -> Input {
             dims: d,
             list: true,
             elem: list_elem.unwrap_or(4),
+            reps: 1,
         });
     }
     let dims = numbers(dims);
@@ -722,11 +743,21 @@ fn input(dims: &str, ty: &str, list_elem: Option<u8>) -> Input {
     if dims.is_empty() && matches!(ty, "double" | "long int" | "long") {
         return Input::Other;
     }
+    // A stride of 0 repeats the dim's elements; strides of another rank do not describe
+    // these dims and are not read.
+    let reps = strides.filter(|s| s.len() == dims.len()).map_or(1, |s| {
+        s.iter()
+            .zip(&dims)
+            .filter(|&(&st, _)| st == 0)
+            .map(|(_, &d)| d.max(1))
+            .product()
+    });
     match elem_size(ty) {
         Some(elem) => Input::Tensor(Shape {
             dims,
             list: false,
             elem,
+            reps,
         }),
         None => Input::Other,
     }
@@ -777,12 +808,13 @@ fn shape_text(s: &Shape) -> String {
     }
 }
 
-/// The bytes model of one operator call, from its name, recorded dims and types; `None` for
-/// operators without a formula or without recorded tensors.
+/// The bytes model of one operator call, from its name, recorded dims, types and (where
+/// one is 0) strides; `None` for operators without a formula or without recorded tensors.
 fn model_op(
     name: &str,
     dims: &str,
     types: &str,
+    strides: Option<&str>,
     list_elem: Option<u8>,
     two_pass: bool,
     shapes: &mut Shapes,
@@ -790,10 +822,14 @@ fn model_op(
     let (family, f) = formula(name)?;
     let dims = items(dims);
     let types = items(types);
+    let strides = strides.map(dims_of);
     let inputs: Vec<Input> = types
         .iter()
         .enumerate()
-        .map(|(k, ty)| input(dims.get(k).map_or("", String::as_str), ty, list_elem))
+        .map(|(k, ty)| {
+            let st = strides.as_ref().and_then(|s| s.get(k)).map(Vec::as_slice);
+            input(dims.get(k).map_or("", String::as_str), ty, list_elem, st)
+        })
         .collect();
     let tensors: Vec<&Shape> = inputs
         .iter()
@@ -808,7 +844,7 @@ fn model_op(
         _ => None,
     };
     let inplace = name.ends_with('_');
-    let sum = |v: &[&Shape]| v.iter().map(|s| s.bytes()).sum::<f64>();
+    let sum = |v: &[&Shape]| v.iter().map(|s| s.read_bytes()).sum::<f64>();
     let all_read = sum(&tensors);
     // Type promotion: a 0-dim tensor (a Python number the profiler records as `double` or
     // `long int`) does not widen a dimensioned tensor's result.
@@ -822,27 +858,28 @@ fn model_op(
     let (read, write) = match f {
         Formula::Elementwise | Formula::Compare => {
             if inplace {
-                output = Some(first.clone());
+                output = Some(first.dense());
             } else {
                 let plain: Vec<&Shape> = tensors.iter().copied().filter(|s| !s.list).collect();
                 output = Some(Shape {
                     dims: broadcast(&plain),
                     list: false,
                     elem: if f == Formula::Compare { 1 } else { float_elem },
+                    reps: 1,
                 });
             }
             (all_read, output.as_ref().map_or(0.0, Shape::bytes))
         }
         Formula::Reduction | Formula::ForeachReduce | Formula::ReadOnly => (all_read, 0.0),
         Formula::LikeFirst => {
-            output = Some(first.clone());
+            output = Some(first.dense());
             // A norm over a whole tensor's batch (BatchNorm in training, GroupNorm) reduces
             // before it can normalise: its full-size inputs are read twice.
             let again: f64 = if two_pass {
                 tensors
                     .iter()
                     .filter(|s| !s.list && s.numel() == first.numel())
-                    .map(|s| s.bytes())
+                    .map(|s| s.read_bytes())
                     .sum()
             } else {
                 0.0
@@ -850,27 +887,28 @@ fn model_op(
             (all_read + again, first.bytes())
         }
         Formula::Dropout => {
-            output = Some(first.clone());
-            (first.bytes(), first.bytes() + first.numel())
+            output = Some(first.dense());
+            (first.read_bytes(), first.bytes() + first.numel())
         }
         Formula::CopyInto => {
             let src = at(1)?;
-            output = Some(first.clone());
-            (src.bytes(), first.bytes())
+            output = Some(first.dense());
+            (src.read_bytes(), first.bytes())
         }
         Formula::Fill => {
-            output = Some(first.clone());
+            output = Some(first.dense());
             // `bernoulli_(p)` with a tensor of probabilities reads it.
             let probabilities = if random_fill(name) {
-                all_read - first.bytes()
+                all_read - first.read_bytes()
             } else {
                 0.0
             };
             (probabilities, first.bytes())
         }
         Formula::Concat => {
-            output = Some(first.clone());
-            (all_read, all_read)
+            output = Some(first.dense());
+            // Each input is written whole, an expanded one as many times as it repeats.
+            (all_read, tensors.iter().map(|s| s.bytes()).sum())
         }
         Formula::Rows => {
             // (weight, indices) for embedding, (self, dim, index) for index_select.
@@ -881,12 +919,12 @@ fn model_op(
             };
             let row: f64 = first.dims.iter().skip(1).map(|&d| d as f64).product();
             let out = index.numel() * row * first.elem as f64;
-            (index.bytes() + out, out)
+            (index.read_bytes() + out.min(first.bytes()), out)
         }
         Formula::Gather => {
             let index = at(2)?;
             let out = index.numel() * first.elem as f64;
-            (index.bytes() + out, out)
+            (index.read_bytes() + out.min(first.bytes()), out)
         }
         Formula::Scatter => {
             let rest: Vec<&Shape> = tensors.iter().skip(1).copied().collect();
@@ -898,7 +936,7 @@ fn model_op(
             (sum(&rest), src)
         }
         Formula::Foreach => {
-            output = Some(first.clone());
+            output = Some(first.dense());
             if name.starts_with("aten::_foreach_copy") {
                 (all_read - first.bytes(), first.bytes())
             } else {
@@ -907,7 +945,7 @@ fn model_op(
         }
         Formula::FusedOptimizer => {
             let grads = at(1).map_or(0.0, Shape::bytes);
-            output = Some(first.clone());
+            output = Some(first.dense());
             (all_read, all_read - grads)
         }
     };
@@ -1111,11 +1149,15 @@ fn two_pass(t: &Trace, i: u32, name: &str) -> bool {
     }
 }
 
+/// Each operator call's model by what decides it: name, dims, types, strides with a 0, the
+/// element size of its tensor lists and whether it reads its input twice.
+type ModelCache = FxHashMap<(StrId, StrId, StrId, StrId, u8, bool), Option<u32>>;
+
 /// The modelled operator of a kernel: its innermost CPU operator or the nearest ancestor
 /// (within three levels) with a formula, and its model.
 fn modelled_op(
     t: &Trace,
-    cache: &mut FxHashMap<(StrId, StrId, StrId, u8, bool), Option<u32>>,
+    cache: &mut ModelCache,
     models: &mut Vec<OpModel>,
     shapes: &mut Shapes,
     inner: u32,
@@ -1131,10 +1173,12 @@ fn modelled_op(
         if s.kind == HostKind::CpuOp && args.input_types != 0 {
             let name = t.str(s.name);
             let twice = name.contains("_norm") && two_pass(t, i, name);
+            let strides = t.zero_strides_id(i);
             let key = (
                 s.name,
                 args.input_dims,
                 args.input_types,
+                strides,
                 list_elem.unwrap_or(0),
                 twice,
             );
@@ -1143,6 +1187,7 @@ fn modelled_op(
                     name,
                     t.str(args.input_dims),
                     t.str(args.input_types),
+                    (strides != 0).then(|| t.str(strides)),
                     list_elem,
                     twice,
                     shapes,
@@ -1211,7 +1256,7 @@ const RECENT_INNER: usize = 1 << 10;
 
 fn device_model(cx: &Scope, marks: &Marks, classes: &[KernelClass], device: i32) -> DeviceModel {
     let (t, w) = (cx.trace, &cx.window);
-    let mut cache: FxHashMap<(StrId, StrId, StrId, u8, bool), Option<u32>> = FxHashMap::default();
+    let mut cache = ModelCache::default();
     let mut models = Vec::new();
     let mut shapes = Shapes::default();
     let mut calls: Vec<MemCall> = Vec::new();
@@ -1439,7 +1484,7 @@ mod tests {
     use super::*;
 
     fn model(name: &str, dims: &str, types: &str) -> OpModel {
-        model_op(name, dims, types, None, false, &mut Shapes::default())
+        model_op(name, dims, types, None, None, false, &mut Shapes::default())
             .unwrap_or_else(|| panic!("{name} {dims} {types}: no model"))
     }
 
@@ -1487,6 +1532,7 @@ mod tests {
             dims,
             types,
             None,
+            None,
             false,
             &mut Shapes::default(),
         )
@@ -1495,6 +1541,7 @@ mod tests {
             "aten::native_batch_norm_backward",
             dims,
             types,
+            None,
             None,
             true,
             &mut Shapes::default(),
@@ -1520,6 +1567,7 @@ mod tests {
                 "aten::bernoulli",
                 "[[8192, 4096], []]",
                 r#"["float", ""]"#,
+                None,
                 None,
                 false,
                 &mut Shapes::default()
@@ -1580,6 +1628,46 @@ mod tests {
         );
         assert_eq!(m.write, 2048.0 * 768.0 * 2.0);
         assert_eq!(m.read, 2048.0 * 8.0 + m.write);
+        // repeat_interleave's gather as the H100 capture recorded it: a [512, 1024] bf16
+        // source, its index [16116, 1] expanded to [16116, 1024] (strides [1, 0]): the index
+        // is 16116 int64 values, the source 1 MB read once, 33 MB written.
+        let m = model_op(
+            "aten::gather",
+            "[[512, 1024], [], [16116, 1024], [], [16116, 1024]]",
+            r#"["c10::BFloat16", "Scalar", "long int", "Scalar", "c10::BFloat16"]"#,
+            Some("[[1024, 1], [], [1, 0], [], [1024, 1]]"),
+            None,
+            false,
+            &mut Shapes::default(),
+        )
+        .map(|m| (m.read, m.write));
+        let out = 16116.0 * 1024.0 * 2.0;
+        assert_eq!(m, Some((16116.0 * 8.0 + 512.0 * 1024.0 * 2.0, out)));
+        // Without strides the index counts whole, and an add of an expanded bias reads it once.
+        let m = model(
+            "aten::gather",
+            "[[512, 1024], [], [16116, 1024]]",
+            r#"["c10::BFloat16", "Scalar", "long int"]"#,
+        );
+        assert_eq!(m.read, 16116.0 * 1024.0 * 8.0 + 512.0 * 1024.0 * 2.0);
+        let add = |strides| {
+            model_op(
+                "aten::add",
+                "[[4096, 1024], [4096, 1024], []]",
+                r#"["float", "float", "Scalar"]"#,
+                strides,
+                None,
+                false,
+                &mut Shapes::default(),
+            )
+            .map(|m| (m.read, m.write))
+        };
+        let full = 4096.0 * 1024.0 * 4.0;
+        assert_eq!(add(None), Some((2.0 * full, full)));
+        assert_eq!(
+            add(Some("[[1024, 1], [0, 1], []]")),
+            Some((full + 4096.0, full))
+        );
         let m = model(
             "aten::native_dropout",
             "[[64, 1024], [], []]",
@@ -1620,6 +1708,7 @@ mod tests {
             dims: d.to_vec(),
             list: false,
             elem: 4,
+            reps: 1,
         };
         assert!(broadcastable(&s(&[8192, 1024]), &s(&[8192, 1])));
         assert!(broadcastable(&s(&[8192, 1024]), &s(&[1024])));

@@ -1002,6 +1002,10 @@ pub struct Trace {
     /// (Kineto), keyed by the span's (pid, tid, start, name): nested operators can start at
     /// the same instant. Sorted; read through [`Trace::concrete_inputs_of`].
     pub concrete_inputs: Vec<((i64, i64, i64, StrId), StrId)>,
+    /// `Input Strides` (Kineto) of the operators that recorded a stride of 0 (an expanded
+    /// input), keyed as [`Trace::concrete_inputs`]. Sorted; read through
+    /// [`Trace::input_strides_of`].
+    pub zero_strides: Vec<((i64, i64, i64, StrId), StrId)>,
     /// CPU samples (Nsight Systems `-s cpu`), sorted by (pid, tid, time).
     pub cpu_samples: Vec<CpuSample>,
     /// The API entry point of each runtime or driver call name recorded with a version suffix
@@ -1305,6 +1309,7 @@ impl Trace {
             self.memory.par_sort_by(by_ts);
         }
         self.concrete_inputs.par_sort_unstable();
+        self.zero_strides.par_sort_unstable();
         clock.mark("finish: sort");
         // Nesting writes the spans while the device index reads only the GPU ops. The
         // nesting pass also gathers the step markers, the launch calls and the Python

@@ -4,7 +4,7 @@
 //! positions, so that analyses ask the trace for an operator's shapes and never parse the
 //! profiler's text themselves.
 
-use crate::model::Trace;
+use crate::model::{StrId, Trace};
 
 impl Trace {
     /// The dims of each input of span `i` by position (`[[16, 1024], []]` gives
@@ -46,6 +46,32 @@ impl Trace {
             .binary_search_by_key(&key, |e| e.0)
             .ok()?;
         Some(items(self.str(self.concrete_inputs[k].1)))
+    }
+
+    /// The strides of each input of span `i` by position (`Input Strides`, Kineto), when it
+    /// recorded a stride of 0 (an input expanded along that dim: each of its elements read
+    /// once however often the dim repeats it); `None` otherwise, and for traces without
+    /// strides.
+    pub fn input_strides_of(&self, i: u32) -> Option<Vec<Vec<u64>>> {
+        let s = self.host_spans.get(i as usize)?;
+        let key = (s.pid, s.tid, s.start, s.name);
+        let k = self.zero_strides.binary_search_by_key(&key, |e| e.0).ok()?;
+        Some(dims(self.str(self.zero_strides[k].1)))
+    }
+
+    /// The id of the recorded strides text of span `i` when they hold a 0
+    /// ([`Trace::input_strides_of`]), else 0: a key for caches of per-shape models.
+    pub fn zero_strides_id(&self, i: u32) -> StrId {
+        let Some(s) = self.host_spans.get(i as usize) else {
+            return 0;
+        };
+        if self.zero_strides.is_empty() {
+            return 0;
+        }
+        let key = (s.pid, s.tid, s.start, s.name);
+        self.zero_strides
+            .binary_search_by_key(&key, |e| e.0)
+            .map_or(0, |k| self.zero_strides[k].1)
     }
 }
 

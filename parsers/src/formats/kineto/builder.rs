@@ -434,6 +434,15 @@ impl Builder {
                 .concrete_inputs
                 .push(((pid, tid, start, name), c));
         }
+        // Only strides with a 0 change what an operator reads (an expanded input reads each
+        // element once, however many times its dims repeat it); the rest are left out.
+        if let Some(s) = a.input_strides
+            && kind == HostKind::CpuOp
+            && has_zero(s)
+        {
+            let s = self.trace.strings.intern(s);
+            self.trace.zero_strides.push(((pid, tid, start, name), s));
+        }
         self.trace.host_spans.push(HostSpan {
             // A call keeps its correlation id, an operator its external id
             // ([`HostSpan::link`]).
@@ -523,6 +532,16 @@ impl Builder {
             }),
         }
     }
+}
+
+/// Whether a recorded list of numbers (`[[1, 0], [], [1024, 1]]`) holds the number 0.
+pub(super) fn has_zero(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.iter().enumerate().any(|(k, &c)| {
+        c == b'0'
+            && (k == 0 || !b[k - 1].is_ascii_digit())
+            && b.get(k + 1).is_none_or(|n| !n.is_ascii_digit())
+    })
 }
 
 /// The value of an id of 1 to 18 plain digits.

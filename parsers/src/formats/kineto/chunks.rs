@@ -271,6 +271,7 @@ pub(super) fn merge_chunk(into: &mut Builder, c: &mut Builder) {
         && t.host_spans.is_empty()
         && t.memory.is_empty()
         && t.concrete_inputs.is_empty()
+        && t.zero_strides.is_empty()
     {
         std::mem::swap(&mut t.strings, &mut c.trace.strings);
         std::mem::swap(&mut t.args, &mut c.trace.args);
@@ -278,6 +279,7 @@ pub(super) fn merge_chunk(into: &mut Builder, c: &mut Builder) {
         std::mem::swap(&mut t.host_spans, &mut c.trace.host_spans);
         std::mem::swap(&mut t.memory, &mut c.trace.memory);
         std::mem::swap(&mut t.concrete_inputs, &mut c.trace.concrete_inputs);
+        std::mem::swap(&mut t.zero_strides, &mut c.trace.zero_strides);
         if t.strings.is_empty() {
             t.strings.intern("");
         }
@@ -313,6 +315,12 @@ pub(super) fn merge_chunk(into: &mut Builder, c: &mut Builder) {
         t.concrete_inputs.extend(
             c.trace
                 .concrete_inputs
+                .drain(..)
+                .map(|((pid, tid, start, name), v)| ((pid, tid, start, m(name)), m(v))),
+        );
+        t.zero_strides.extend(
+            c.trace
+                .zero_strides
                 .drain(..)
                 .map(|((pid, tid, start, name), v)| ((pid, tid, start, m(name)), m(v))),
         );

@@ -55,6 +55,13 @@ pub(super) struct RawArgs<'a> {
         deserialize_with = "raw_text"
     )]
     pub(super) concrete: Option<&'a str>,
+    #[serde(
+        borrow,
+        default,
+        rename = "Input Strides",
+        deserialize_with = "raw_text"
+    )]
+    pub(super) input_strides: Option<&'a str>,
     #[serde(borrow, default, rename = "Call stack")]
     pub(super) call_stack: LStr<'a>,
     #[serde(borrow, default)]

@@ -852,6 +852,34 @@ mod tests {
     }
 
     #[test]
+    fn strides_with_a_zero_are_kept_for_the_bytes_model() {
+        // The scanner's layout and the serde one (string tids) keep the same strides.
+        for tid in ["6", r#""6""#] {
+            let t = parse_str(&format!(
+                r#"[
+            {{"ph":"X","cat":"cpu_op","name":"aten::gather","pid":5,"tid":{tid},"ts":1,"dur":9,"args":{{"Input Dims":[[512, 1024], [], [16116, 1024]],"Input type":["c10::BFloat16", "Scalar", "long int"],"Input Strides":[[1024, 1], [], [1, 0]]}}}},
+            {{"ph":"X","cat":"cpu_op","name":"aten::add","pid":5,"tid":{tid},"ts":20,"dur":9,"args":{{"Input Dims":[[4, 10]],"Input type":["float"],"Input Strides":[[10, 1]]}}}},
+            {{"ph":"X","cat":"cpu_op","name":"aten::mul","pid":5,"tid":{tid},"ts":40,"dur":9,"args":{{"Input Dims":[[4, 100]],"Input type":["float"]}}}}
+        ]"#
+            ))
+            .unwrap();
+            let by_name = |n: &str| {
+                (0..t.host_spans.len() as u32)
+                    .find(|&i| t.str(t.host_spans[i as usize].name) == n)
+                    .unwrap()
+            };
+            assert_eq!(
+                t.input_strides_of(by_name("aten::gather")),
+                Some(vec![vec![1024, 1], vec![], vec![1, 0]])
+            );
+            // A stride of 10 holds a 0 digit, not a 0 stride; `mul` recorded no strides.
+            assert_eq!(t.input_strides_of(by_name("aten::add")), None);
+            assert_eq!(t.input_strides_of(by_name("aten::mul")), None);
+            assert_eq!(t.zero_strides.len(), 1, "tid {tid}");
+        }
+    }
+
+    #[test]
     fn truncated_is_partial_with_warning() {
         let full = r#"{"traceEvents":[
 {"ph":"X","cat":"kernel","name":"a","pid":0,"tid":7,"ts":1,"dur":1,"args":{"device":0}},

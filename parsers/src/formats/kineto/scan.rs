@@ -246,6 +246,7 @@ key_numbers! {
     CALL_STACK = "Call stack",
     KIND = "kind",
     CONCRETE_INPUTS = "Concrete Inputs",
+    INPUT_STRIDES = "Input Strides",
     NAME = "name",
 }
 
@@ -439,6 +440,10 @@ pub(super) fn scan_args<'a>(
             args_arm::NAME => {
                 once(&mut seen, 1 << 21)?;
                 (a.name, p) = lstr_at(text, p)?;
+            }
+            args_arm::INPUT_STRIDES => {
+                once(&mut seen, 1 << 22)?;
+                (a.input_strides, p) = array_or_raw_at(text, p, arrays)?;
             }
             _ => p = array_or_skip_at(text, p, arrays)?,
         }
