@@ -358,6 +358,27 @@ fn the_straggler_rank_and_its_victims_wait() {
     let exposed = metric(findings(&doc, "exposed_communication")[0], "exposed_ns") / 1e6;
     let py = m["ranks"][0]["exposed_nccl_ms"].as_f64().unwrap();
     assert!((exposed - py).abs() < 0.01, "{exposed} vs {py}");
+    // Busy is not compute: rank 0's GPU is busy nearly all its window, most of it in
+    // all-reduces that wait for rank 1, so its verdict is communication-bound, with Python's
+    // exposed time as its share of the window; rank 1, whose host is slow, is not.
+    let s = &doc["summary"];
+    assert_eq!(s["bound"], "communication-bound", "{}", s["verdict"]);
+    let w = &s["window"];
+    let window_ms = (w["end"].as_f64().unwrap() - w["start"].as_f64().unwrap()) / 1e6;
+    let share = format!(
+        "{:.0}% of the window is collective communication",
+        100.0 * py / window_ms
+    );
+    assert!(
+        s["verdict"].as_str().unwrap().contains(&share),
+        "{share}: {}",
+        s["verdict"]
+    );
+    let rank1 = analyze_json(
+        &job("h200_ddp_straggler").join("rank1.pt.trace.json.gz"),
+        &[],
+    );
+    assert_ne!(rank1["summary"]["bound"], "communication-bound");
     // Why it is late: its own gap attribution (CPU tensor ops only rank 1 runs).
     assert!(
         f["evidence"]
