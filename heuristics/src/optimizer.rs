@@ -38,9 +38,10 @@ pub(crate) struct Calls {
 pub(crate) struct OptimizerCalls {
     /// The calls grouped by optimizer (`Adam.step`) and whether they are `zero_grad`.
     pub(crate) by_label: BTreeMap<(String, bool), Calls>,
-    /// The step ranges of single-tensor optimizers (storms), as (thread, start, end), sorted:
-    /// `launch_bound` leaves the waits for launches made inside them to `optimizer_overhead`,
-    /// which names their cause.
+    /// The step ranges of single-tensor optimizers (storms) and the `zero_grad` ranges that
+    /// launch zeroing kernels, as (thread, start, end), sorted: `launch_bound` leaves the
+    /// waits for launches made inside them to `optimizer_overhead`, which prices them and
+    /// names their cause (a multi-tensor step; `set_to_none=True`).
     pub(crate) storm_steps: Vec<((i64, i64), i64, i64)>,
 }
 
@@ -141,7 +142,11 @@ pub(crate) fn scan(cx: &Scope) -> OptimizerCalls {
     let mut storm_steps: Vec<((i64, i64), i64, i64)> = ranges
         .iter()
         .zip(&keys)
-        .filter(|(_, key)| !key.1 && by_label.get(*key).is_some_and(is_storm))
+        .filter(|(_, key)| {
+            by_label
+                .get(*key)
+                .is_some_and(|c| if key.1 { c.kernels > 0 } else { is_storm(c) })
+        })
         .map(|(&r, _)| {
             let s = &t.host_spans[r as usize];
             ((s.pid, s.tid), s.start, s.end)

@@ -879,7 +879,8 @@ fn sync_drained(
     let read_back: i64 = dev.read_back().map(|s| s.gap_ns).sum();
     let mut waits = crate::starved::WaitsByOperator::default();
     let storms = &cx.optimizer_calls().storm_steps;
-    // As launch_bound counts them: a single-tensor optimizer's waits are its own.
+    // As launch_bound counts them: a single-tensor optimizer's waits, and a zeroing
+    // zero_grad's, are optimizer_overhead's.
     for s in dev.launch_bound() {
         if !crate::optimizer::launched_in_storm(t, storms, s.op) {
             crate::starved::add_wait(&mut waits, t, s);

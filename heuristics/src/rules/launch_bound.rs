@@ -10,8 +10,9 @@
 //! a replay queues all of them at once, and neither are kernels whose queue a synchronising
 //! call had just drained or whose operator the host follows with a sync at once (the
 //! sync_stalls rule's; [`crate::starved`] splits them), nor
-//! kernels launched inside a single-tensor optimizer's step (optimizer_overhead's, which
-//! names that cause: `foreach=False`, not launch speed). Reported
+//! kernels launched inside a single-tensor optimizer's step or a `zero_grad` that zeroes
+//! gradients with kernels (optimizer_overhead's, which prices them and names that cause:
+//! `foreach=False`, `set_to_none=False`, not launch speed). Reported
 //! from 3% of the window, with the launch latency distribution of the kernels that waited
 //! (runtime call start to kernel start, the launch path alone since nothing was queued) and
 //! the operators whose kernels waited; when those operators synchronise on most calls, the
@@ -126,9 +127,10 @@ impl Rule for LaunchBound {
             let mut stretches: Vec<(i64, usize, i64, i64)> = Vec::new();
             let mut prev: Option<u32> = None;
             for s in dev.launch_bound() {
-                // Launched inside a single-tensor optimizer's step: optimizer_overhead's, which
-                // names the cause (faster launches shorten these waits; one multi-tensor launch
-                // per step removes them).
+                // Launched inside a single-tensor optimizer's step or a zeroing zero_grad:
+                // optimizer_overhead's, which counts them and names the cause (faster launches
+                // shorten these waits; one multi-tensor launch per step, or dropping the
+                // gradients, removes them).
                 if crate::optimizer::launched_in_storm(t, storms, s.op) {
                     optimizer_ns += s.gap_ns;
                     continue;
@@ -245,7 +247,7 @@ impl Rule for LaunchBound {
                     },
                     if optimizer_ns > 0 {
                         format!(
-                            "; {} more in a single-tensor optimizer's step (see optimizer_overhead)",
+                            "; {} more in a single-tensor optimizer's step or zero_grad's zeroing (see optimizer_overhead)",
                             fmt_ns(optimizer_ns)
                         )
                     } else {
