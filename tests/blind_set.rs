@@ -1025,6 +1025,21 @@ fn activation_checkpointing_is_named_with_what_the_recomputation_costs() {
         0.25,
         "checkpoint_all",
     );
+    // The short waits before recomputed kernels are that finding's, not launch_bound's too:
+    // launch_bound names them as left out, at most the recomputation's waits.
+    let waits = f["metrics"]["launch_waits_ns"].as_f64().expect("waits");
+    let lb = findings(&a)
+        .iter()
+        .find(|f| f["rule"] == "launch_bound")
+        .expect("launch_bound");
+    let left = lb["metrics"]["recomputed_ns"].as_f64().expect("left out");
+    assert!(left > 0.0 && left <= waits, "{left} of {waits}");
+    assert!(
+        lb["evidence"]
+            .as_str()
+            .is_some_and(|e| e.contains("(see recomputation)")),
+        "{lb}"
+    );
     let twin = analyze("h100_blind_checkpoint_all_nostack_twin.pt.trace.json.gz");
     assert!(
         !findings(&twin).iter().any(|f| f["rule"] == "recomputation"),

@@ -41,6 +41,8 @@ pub struct Ctx<'a> {
     accounting: std::sync::OnceLock<Vec<crate::accounting::DeviceAccounting>>,
     /// The optimizer calls, for optimizer_overhead and launch_bound.
     optimizer: std::sync::OnceLock<crate::optimizer::OptimizerCalls>,
+    /// Activation checkpointing's recomputation, for recomputation and launch_bound.
+    recomputation: std::sync::OnceLock<crate::checkpointing::Recomputation>,
     /// One-hot matrix products, for hot_operator and copy_hotspots.
     onehot: std::sync::OnceLock<Vec<crate::onehot::OneHotProduct>>,
     onehot_priced: std::sync::OnceLock<Vec<(i32, crate::onehot::Priced)>>,
@@ -67,6 +69,7 @@ impl<'a> Ctx<'a> {
             starved: std::sync::OnceLock::new(),
             accounting: std::sync::OnceLock::new(),
             optimizer: std::sync::OnceLock::new(),
+            recomputation: std::sync::OnceLock::new(),
             onehot: std::sync::OnceLock::new(),
             onehot_priced: std::sync::OnceLock::new(),
         }
@@ -92,6 +95,13 @@ impl<'a> Ctx<'a> {
     /// ([`crate::optimizer::scan`]).
     pub(crate) fn optimizer_calls(&self) -> &crate::optimizer::OptimizerCalls {
         self.optimizer.get_or_init(|| crate::optimizer::scan(self))
+    }
+
+    /// The window's recomputed forward operators and their cost
+    /// ([`crate::checkpointing::scan`]).
+    pub(crate) fn recomputation(&self) -> &crate::checkpointing::Recomputation {
+        self.recomputation
+            .get_or_init(|| crate::checkpointing::scan(self))
     }
 
     /// The window's one-hot matrix products ([`crate::onehot::products`]).

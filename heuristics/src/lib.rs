@@ -8,6 +8,7 @@
 
 pub mod accounting;
 pub mod blocking;
+pub mod checkpointing;
 pub mod collectives;
 pub mod config;
 pub mod context;

@@ -880,9 +880,13 @@ fn sync_drained(
     let mut waits = crate::starved::WaitsByOperator::default();
     let storms = &cx.optimizer_calls().storm_steps;
     // As launch_bound counts them: a single-tensor optimizer's waits, and a zeroing
-    // zero_grad's, are optimizer_overhead's.
+    // zero_grad's, are optimizer_overhead's, a checkpoint's recomputed forward's are
+    // recomputation's.
+    let recomputed = cx.recomputation();
     for s in dev.launch_bound() {
-        if !crate::optimizer::launched_in_storm(t, storms, s.op) {
+        if !crate::optimizer::launched_in_storm(t, storms, s.op)
+            && !recomputed.owns(dev.device, s.op)
+        {
             crate::starved::add_wait(&mut waits, t, s);
         }
     }

@@ -104,6 +104,7 @@ impl Rule for LaunchBound {
         let threshold = cx.config.gap_threshold_ns;
         let mut out = Vec::new();
         let storms = &cx.optimizer_calls().storm_steps;
+        let recomputed = cx.recomputation();
         for dev in cx.starved() {
             let d = dev.device;
             let graph = dev.graph_kernels;
@@ -114,6 +115,7 @@ impl Rule for LaunchBound {
             // launches the next call: a graph cannot capture the reads either.
             let read_back_ns: i64 = dev.read_back().map(|s| s.gap_ns).sum();
             let (mut starved_ns, mut starved_n, mut optimizer_ns) = (0i64, 0u64, 0i64);
+            let mut recomputed_ns = 0i64;
             let mut latency: Vec<i64> = Vec::new();
             let mut durs: Vec<i64> = Vec::new();
             // Copies and memsets launched onto an idle GPU wait like kernels do: a loop of
@@ -133,6 +135,12 @@ impl Rule for LaunchBound {
                 // gradients, removes them).
                 if crate::optimizer::launched_in_storm(t, storms, s.op) {
                     optimizer_ns += s.gap_ns;
+                    continue;
+                }
+                // A checkpoint's recomputed forward: the recomputation finding's, whose
+                // remedy (checkpoint less) removes the kernels and their waits alike.
+                if recomputed.owns(d, s.op) {
+                    recomputed_ns += s.gap_ns;
                     continue;
                 }
                 latency.push(s.latency_ns);
@@ -206,7 +214,7 @@ impl Rule for LaunchBound {
                 starved_ns,
                 Confidence::High,
                 format!(
-                    "{} started after a gap < {} with an empty queue and no sync before it; {} stretches of {STRETCH_KERNELS}+ such {}; their launch latency (runtime call to kernel start) median {}, p99 {}, {} above max(10× median, {}){}{}{}{}{}",
+                    "{} started after a gap < {} with an empty queue and no sync before it; {} stretches of {STRETCH_KERNELS}+ such {}; their launch latency (runtime call to kernel start) median {}, p99 {}, {} above max(10× median, {}){}{}{}{}{}{}",
                     if others_n == 0 {
                         format!("{starved_n} of {} kernels", dev.kernels)
                     } else {
@@ -249,6 +257,14 @@ impl Rule for LaunchBound {
                         format!(
                             "; {} more in a single-tensor optimizer's step or zero_grad's zeroing (see optimizer_overhead)",
                             fmt_ns(optimizer_ns)
+                        )
+                    } else {
+                        String::new()
+                    },
+                    if recomputed_ns > 0 {
+                        format!(
+                            "; {} more before forward operators a checkpoint recomputes in backward (see recomputation)",
+                            fmt_ns(recomputed_ns)
                         )
                     } else {
                         String::new()
@@ -414,6 +430,7 @@ impl Rule for LaunchBound {
                 ("drained_ns", drained_ns as f64),
                 ("read_back_ns", read_back_ns as f64),
                 ("optimizer_ns", optimizer_ns as f64),
+                ("recomputed_ns", recomputed_ns as f64),
                 ("stretches", stretches.len() as f64),
                 ("launch_latency_p50_ns", p50 as f64),
                 ("launch_latency_p99_ns", p99 as f64),

@@ -8,41 +8,20 @@
 //! form) recomputes the forward to rebuild the activations it did not keep. Their kernels are
 //! the price of the memory checkpointing saves; where the activations would fit without it,
 //! that price buys nothing. The capture says what the recomputation costs, not whether the
-//! memory was needed, so the finding states the first and asks the second.
+//! memory was needed, so the finding states the first and asks the second. The operators and
+//! their cost are found by [`crate::checkpointing`], which `launch_bound` reads to leave the
+//! waits before recomputed kernels to this finding.
 
 use super::Rule;
+use crate::checkpointing::FORWARD_OPS;
 use crate::context::{Ctx, new_finding};
 use crate::finding::{Confidence, Row, fmt_ns, metrics};
-use rustc_hash::{FxHashMap, FxHashSet};
-use tracehound_parsers::{HostKind, NONE};
 
 /// The rule's id: in its findings, their stable ids and `--rules`.
 pub const ID: &str = "recomputation";
 
 /// The rule.
 pub struct Recomputation;
-
-/// Composite forward operators that no backward formula calls: inside a backward function they
-/// are a recomputation.
-const FORWARD_OPS: &[&str] = &[
-    "aten::linear",
-    "aten::layer_norm",
-    "aten::group_norm",
-    "aten::batch_norm",
-    "aten::rms_norm",
-    "aten::scaled_dot_product_attention",
-    "aten::conv1d",
-    "aten::conv2d",
-    "aten::conv3d",
-    "aten::embedding",
-    "aten::dropout",
-    "aten::gelu",
-    "aten::silu",
-    "aten::relu",
-];
-
-/// Recomputed GPU time, as a share of the window, from which the rule reports.
-const MIN_SHARE: f64 = 0.03;
 
 impl Rule for Recomputation {
     fn id(&self) -> &'static str {
@@ -56,88 +35,14 @@ impl Rule for Recomputation {
     fn check(&self, cx: &Ctx) -> Vec<crate::finding::Finding> {
         let t = cx.trace;
         let w = &cx.window;
-        let forward = t.strings.matching(|n| FORWARD_OPS.contains(&n));
-        if !forward.iter().any(|&f| f) {
-            return Vec::new();
-        }
-        let backward = t
-            .strings
-            .matching(|n| n.starts_with("autograd::engine::evaluate_function"));
-        let is = |v: &[bool], name: u32| v.get(name as usize).copied().unwrap_or(false);
-        // The outermost forward operators with a backward function above them.
-        let mut recomputed: FxHashSet<u32> = FxHashSet::default();
-        for (i, s) in t.host_spans.iter().enumerate() {
-            if s.kind != HostKind::CpuOp
-                || !is(&forward, s.name)
-                || s.start < w.start
-                || s.start >= w.end
-            {
-                continue;
-            }
-            let mut under_backward = false;
-            for a in t.ancestors(i as u32) {
-                let p = &t.host_spans[a as usize];
-                if p.kind != HostKind::CpuOp {
-                    continue;
-                }
-                if is(&forward, p.name) {
-                    // Inside another forward operator: that one is counted.
-                    break;
-                }
-                if is(&backward, p.name) {
-                    under_backward = true;
-                    break;
-                }
-            }
-            if under_backward {
-                recomputed.insert(i as u32);
-            }
-        }
-        if recomputed.is_empty() {
-            return Vec::new();
-        }
-        // The checkpoint call in the user's code, where the trace has Python frames.
-        let at = t
-            .host_spans
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.kind == HostKind::Python)
-            .find(|(_, s)| {
-                let n = t.str(s.name);
-                n.contains("utils/checkpoint.py(") && n.ends_with("): checkpoint")
-            })
-            .and_then(|(i, _)| t.user_frame(i as u32))
-            .map(|f| format!(" at {f}"))
-            .unwrap_or_default();
+        let scan = cx.recomputation();
+        let at = scan.at.as_ref().map(|f| format!(" at {f}")).unwrap_or_default();
         let mut out = Vec::new();
-        for d in t.devices() {
-            let (mut kernel_ns, mut recomputed_ns, mut waits_ns) = (0i64, 0i64, 0i64);
-            // By operator name: GPU time, and the recomputed calls that launched it.
-            let mut by_name: FxHashMap<u32, (i64, FxHashSet<u32>)> = FxHashMap::default();
-            let mut busy_end = i64::MIN;
-            for (i, op) in w.kernels(t, d) {
-                kernel_ns += op.dur();
-                let l = t.index.op_launch[i];
-                let r = (l != NONE)
-                    .then(|| t.ancestors(l).find(|a| recomputed.contains(a)))
-                    .flatten();
-                if let Some(r) = r {
-                    recomputed_ns += op.dur();
-                    // The GPU idle before a recomputed kernel waited for the host to run the
-                    // forward again (its Python, its dispatch): the recomputation's too.
-                    if busy_end != i64::MIN {
-                        waits_ns += (op.start - busy_end).max(0);
-                    }
-                    let g = by_name.entry(t.host_spans[r as usize].name).or_default();
-                    g.0 += op.dur();
-                    g.1.insert(r);
-                }
-                busy_end = busy_end.max(op.end);
-            }
+        for dev in scan.devices.iter().filter(|d| d.reported) {
+            let (d, kernel_ns, recomputed_ns, waits_ns) =
+                (dev.device, dev.kernel_ns, dev.recomputed_ns, dev.waits_ns);
             let impact = recomputed_ns + waits_ns;
-            if w.share(impact) < MIN_SHARE {
-                continue;
-            }
+            let by_name = &dev.by_name;
             let mut rows: Vec<(String, i64, u64)> = by_name
                 .iter()
                 .map(|(&n, (ns, calls))| (t.str(n).to_string(), *ns, calls.len() as u64))
