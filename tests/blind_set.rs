@@ -1032,13 +1032,30 @@ fn activation_checkpointing_is_named_with_what_the_recomputation_costs() {
         .iter()
         .find(|f| f["rule"] == "launch_bound")
         .expect("launch_bound");
-    let left = lb["metrics"]["recomputed_ns"].as_f64().expect("left out");
+    let left = lb["metrics"]["recomputation_waits_ns"]
+        .as_f64()
+        .expect("left out");
     assert!(left > 0.0 && left <= waits, "{left} of {waits}");
     assert!(
         lb["evidence"]
             .as_str()
             .is_some_and(|e| e.contains("(see recomputation)")),
         "{lb}"
+    );
+    // Without the recomputation rule nothing is left to it: launch_bound counts those waits
+    // itself, to the nanosecond.
+    let alone = analyze_json(
+        &own("h100_blind_checkpoint_all_nostack.pt.trace.json.gz"),
+        &["--skip-rules", "recomputation"],
+    );
+    let lb2 = findings(&alone)
+        .iter()
+        .find(|f| f["rule"] == "launch_bound")
+        .expect("launch_bound");
+    assert_eq!(lb2["metrics"]["recomputation_waits_ns"].as_f64(), Some(0.0));
+    assert_eq!(
+        lb2["metrics"]["starved_ns"].as_f64().expect("starved"),
+        lb["metrics"]["starved_ns"].as_f64().expect("starved") + left
     );
     let twin = analyze("h100_blind_checkpoint_all_nostack_twin.pt.trace.json.gz");
     assert!(

@@ -487,7 +487,8 @@ enum Formula {
     /// `index_select(self, dim, index)` / `embedding(weight, indices)`: gather rows of the
     /// first tensor (dim 0: the recorded scalars do not say which dim). Its rows are read
     /// from memory at most once each: a source smaller than what is gathered (a 1 MB table
-    /// expanded to 33 MB) is served by the cache after its first read.
+    /// expanded to 33 MB) is served by the cache after its first read. For a source larger
+    /// than the cache, whose repeated rows may be read again, this is a lower bound.
     Rows,
     /// `gather(self, dim, index)`: as many elements as the index, the source read at most
     /// once (as [`Formula::Rows`]).
@@ -749,8 +750,7 @@ fn input(dims: &str, ty: &str, list_elem: Option<u8>, strides: Option<&[u64]>) -
         s.iter()
             .zip(&dims)
             .filter(|&(&st, _)| st == 0)
-            .map(|(_, &d)| d.max(1))
-            .product()
+            .fold(1u64, |a, (_, &d)| a.saturating_mul(d.max(1)))
     });
     match elem_size(ty) {
         Some(elem) => Input::Tensor(Shape {
@@ -919,12 +919,12 @@ fn model_op(
             };
             let row: f64 = first.dims.iter().skip(1).map(|&d| d as f64).product();
             let out = index.numel() * row * first.elem as f64;
-            (index.read_bytes() + out.min(first.bytes()), out)
+            (index.read_bytes() + out.min(first.read_bytes()), out)
         }
         Formula::Gather => {
             let index = at(2)?;
             let out = index.numel() * first.elem as f64;
-            (index.read_bytes() + out.min(first.bytes()), out)
+            (index.read_bytes() + out.min(first.read_bytes()), out)
         }
         Formula::Scatter => {
             let rest: Vec<&Shape> = tensors.iter().skip(1).copied().collect();

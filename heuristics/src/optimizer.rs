@@ -1,8 +1,9 @@
 //! The optimizer's calls in the window: PyTorch's `Optimizer.step#<Name>.step` and
 //! `Optimizer.zero_grad#<Name>.zero_grad` ranges and the kernels their launch calls queued,
 //! scanned once per analysis ([`crate::context::Ctx::optimizer_calls`]). The
-//! optimizer_overhead rule judges them; launch_bound leaves the waits inside a single-tensor
-//! optimizer's step ranges to it.
+//! optimizer_overhead rule judges them; launch_bound and the verdict leave the waits inside
+//! the ranges it prices (a single-tensor optimizer's steps, a zeroing `zero_grad`) to it,
+//! where it reports them.
 
 use crate::scope::Scope;
 use std::collections::BTreeMap;
@@ -10,6 +11,10 @@ use tracehound_parsers::{GpuOpKind, HostKind, Trace};
 
 /// Kernels per optimizer step call from which a mostly per-tensor step is a kernel storm.
 pub(crate) const STORM_KERNELS: usize = 50;
+
+/// The share of the window the priced ranges' cost must reach for optimizer_overhead to
+/// report it (and for the other readers to leave their waits to it).
+pub(crate) const MIN_SHARE: f64 = 0.01;
 
 /// One optimizer's calls in the window (its step or its zero_grad), added up.
 #[derive(Default)]
@@ -38,11 +43,12 @@ pub(crate) struct Calls {
 pub(crate) struct OptimizerCalls {
     /// The calls grouped by optimizer (`Adam.step`) and whether they are `zero_grad`.
     pub(crate) by_label: BTreeMap<(String, bool), Calls>,
-    /// The step ranges of single-tensor optimizers (storms) and the `zero_grad` ranges that
-    /// launch zeroing kernels, as (thread, start, end), sorted: `launch_bound` leaves the
-    /// waits for launches made inside them to `optimizer_overhead`, which prices them and
-    /// names their cause (a multi-tensor step; `set_to_none=True`).
-    pub(crate) storm_steps: Vec<((i64, i64), i64, i64)>,
+    /// The ranges optimizer_overhead prices, where it reports them: the step ranges of
+    /// single-tensor optimizers (storms) and the `zero_grad` ranges that launch zeroing
+    /// kernels, as (thread, start, end), sorted. `launch_bound` leaves the waits for launches
+    /// made inside them to `optimizer_overhead`, which names their cause (a multi-tensor
+    /// step; `set_to_none=True`). Empty when the cost is under [`MIN_SHARE`].
+    pub(crate) priced_ranges: Vec<((i64, i64), i64, i64)>,
 }
 
 /// Scans the window's optimizer ranges and the kernels their launch calls queued.
@@ -139,23 +145,35 @@ pub(crate) fn scan(cx: &Scope) -> OptimizerCalls {
     if let Some(c) = by_label.iter_mut().find(|(k, _)| !k.1).map(|(_, c)| c) {
         c.single_tensor_frames += single_tensor_frames;
     }
-    let mut storm_steps: Vec<((i64, i64), i64, i64)> = ranges
-        .iter()
-        .zip(&keys)
-        .filter(|(_, key)| {
-            by_label
-                .get(*key)
-                .is_some_and(|c| if key.1 { c.kernels > 0 } else { is_storm(c) })
-        })
-        .map(|(&r, _)| {
-            let s = &t.host_spans[r as usize];
-            ((s.pid, s.tid), s.start, s.end)
-        })
-        .collect();
-    storm_steps.sort_unstable();
+    let total: i64 = by_label.iter().filter_map(|(k, c)| cost(c, k.1)).sum();
+    let mut priced_ranges: Vec<((i64, i64), i64, i64)> = if w.share(total) < MIN_SHARE {
+        Vec::new()
+    } else {
+        ranges
+            .iter()
+            .zip(&keys)
+            .filter(|(_, key)| by_label.get(*key).and_then(|c| cost(c, key.1)).is_some())
+            .map(|(&r, _)| {
+                let s = &t.host_spans[r as usize];
+                ((s.pid, s.tid), s.start, s.end)
+            })
+            .collect()
+    };
+    priced_ranges.sort_unstable();
     OptimizerCalls {
         by_label,
-        storm_steps,
+        priced_ranges,
+    }
+}
+
+/// What optimizer_overhead charges to one optimizer's calls, `None` where it charges nothing:
+/// a zeroing `zero_grad`'s kernels and the GPU waiting between them (`zero` true, kernels
+/// launched), a storm step's waiting between its kernels (their run time is the update's).
+pub(crate) fn cost(c: &Calls, zero: bool) -> Option<i64> {
+    if zero {
+        (c.kernels > 0).then(|| c.kernel_ns + (c.span_ns - c.kernel_ns).max(0))
+    } else {
+        is_storm(c).then(|| (c.span_ns - c.kernel_ns).max(0))
     }
 }
 
@@ -164,10 +182,9 @@ pub(crate) fn is_storm(c: &Calls) -> bool {
     (c.kernels / c.calls.max(1)) as usize >= STORM_KERNELS && c.multi_tensor * 2 < c.kernels
 }
 
-/// Whether GPU op `op` was launched in one of the optimizer storm steps (sorted by thread and
-/// start): launch_bound leaves those waits to optimizer_overhead, and the verdict's count of
-/// waits in syncing operators leaves them out the same way.
-pub(crate) fn launched_in_storm(t: &Trace, storms: &[((i64, i64), i64, i64)], op: u32) -> bool {
+/// Whether GPU op `op` was launched in one of the ranges optimizer_overhead prices
+/// ([`OptimizerCalls::priced_ranges`], sorted by thread and start).
+pub(crate) fn launched_in(t: &Trace, storms: &[((i64, i64), i64, i64)], op: u32) -> bool {
     let l = t.index.op_launch[op as usize];
     t.host_spans.get(l as usize).is_some_and(|h| {
         let (thread, at) = ((h.pid, h.tid), h.start);

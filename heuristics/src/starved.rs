@@ -565,3 +565,46 @@ fn restart(
         read_by,
     });
 }
+
+/// The waits another finding prices, which launch_bound and the verdict's count of launch
+/// waits leave to it: those launched inside a single-tensor optimizer's step or a zeroing
+/// `zero_grad` (optimizer_overhead's) and those before a checkpoint's recomputed forward
+/// kernels (recomputation's), each only where that rule runs and reports, so that no wait is
+/// left to a finding nobody sees.
+pub(crate) struct Handed<'a> {
+    trace: &'a tracehound_parsers::Trace,
+    optimizer: &'a [((i64, i64), i64, i64)],
+    recomputation: Option<&'a crate::checkpointing::Recomputation>,
+}
+
+impl<'a> Handed<'a> {
+    /// The waits inside `optimizer` ranges (optimizer_overhead's priced ranges, empty where it
+    /// does not run) and before `recomputation`'s kernels (`None` where it does not run); built
+    /// by [`crate::rules::handed`], which knows the rules.
+    pub(crate) fn new(
+        trace: &'a tracehound_parsers::Trace,
+        optimizer: &'a [((i64, i64), i64, i64)],
+        recomputation: Option<&'a crate::checkpointing::Recomputation>,
+    ) -> Self {
+        Handed {
+            trace,
+            optimizer,
+            recomputation,
+        }
+    }
+
+    /// Whether GPU op `op` waited inside a range optimizer_overhead prices.
+    pub(crate) fn to_optimizer(&self, op: u32) -> bool {
+        crate::optimizer::launched_in(self.trace, self.optimizer, op)
+    }
+
+    /// Whether GPU op `op` on `device` is a reported recomputation's kernel.
+    pub(crate) fn to_recomputation(&self, device: i32, op: u32) -> bool {
+        self.recomputation.is_some_and(|r| r.owns(device, op))
+    }
+
+    /// Whether GPU op `op` on `device` waited for another finding.
+    pub(crate) fn any(&self, device: i32, op: u32) -> bool {
+        self.to_optimizer(op) || self.to_recomputation(device, op)
+    }
+}

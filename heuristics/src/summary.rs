@@ -878,15 +878,10 @@ fn sync_drained(
     let drained: i64 = dev.drained().map(|s| s.gap_ns).sum();
     let read_back: i64 = dev.read_back().map(|s| s.gap_ns).sum();
     let mut waits = crate::starved::WaitsByOperator::default();
-    let storms = &cx.optimizer_calls().storm_steps;
-    // As launch_bound counts them: a single-tensor optimizer's waits, and a zeroing
-    // zero_grad's, are optimizer_overhead's, a checkpoint's recomputed forward's are
-    // recomputation's.
-    let recomputed = cx.recomputation();
+    // As launch_bound counts them: the waits another finding prices are its.
+    let handed = crate::rules::handed(cx);
     for s in dev.launch_bound() {
-        if !crate::optimizer::launched_in_storm(t, storms, s.op)
-            && !recomputed.owns(dev.device, s.op)
-        {
+        if !handed.any(dev.device, s.op) {
             crate::starved::add_wait(&mut waits, t, s);
         }
     }

@@ -233,7 +233,8 @@ fn price(t: &Trace, m: &DeviceModel, chain: Chain, peak_tbps: Option<f64>) -> Op
     // - each other shape read from outside the chain counts once (as many of it as one
     //   operator reads), a shape an earlier operator wrote is read inside the kernel;
     // - the last operator's output is written (unless counted as state above).
-    let bytes = |s: u32| m.shapes[s as usize].bytes();
+    // An expanded input is read once, as the operators' own models count it.
+    let bytes = |s: u32| m.shapes[s as usize].read_bytes();
     let mut produced: FxHashSet<u32> = FxHashSet::default();
     let mut outside: FxHashMap<u32, usize> = FxHashMap::default();
     let mut state = 0.0;
@@ -626,7 +627,7 @@ fn finding(cx: &Ctx, m: &DeviceModel, priced: &[Priced]) -> Option<Finding> {
         // later in the same chain: the intermediate exists only to be shrunk again.
         let expands = c.calls.iter().enumerate().any(|(j, &k)| {
             let md = &m.models[m.calls[k as usize].model as usize];
-            let read: f64 = md.inputs.iter().map(|&x| m.shapes[x as usize].bytes()).sum();
+            let read: f64 = md.inputs.iter().map(|&x| m.shapes[x as usize].read_bytes()).sum();
             md.output.is_some_and(|o| {
                 m.shapes[o as usize].bytes() >= EXPANSION * read.max(1.0)
             }) && families[j + 1..].contains(&Family::Reduction)

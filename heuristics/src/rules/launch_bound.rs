@@ -12,7 +12,9 @@
 //! sync_stalls rule's; [`crate::starved`] splits them), nor
 //! kernels launched inside a single-tensor optimizer's step or a `zero_grad` that zeroes
 //! gradients with kernels (optimizer_overhead's, which prices them and names that cause:
-//! `foreach=False`, `set_to_none=False`, not launch speed). Reported
+//! `foreach=False`, `set_to_none=False`, not launch speed), nor kernels a checkpoint's
+//! recomputed forward launched (recomputation's), each only where that rule runs and reports
+//! ([`super::handed`]). Reported
 //! from 3% of the window, with the launch latency distribution of the kernels that waited
 //! (runtime call start to kernel start, the launch path alone since nothing was queued) and
 //! the operators whose kernels waited; when those operators synchronise on most calls, the
@@ -103,8 +105,7 @@ impl Rule for LaunchBound {
         let w = &cx.window;
         let threshold = cx.config.gap_threshold_ns;
         let mut out = Vec::new();
-        let storms = &cx.optimizer_calls().storm_steps;
-        let recomputed = cx.recomputation();
+        let handed = super::handed(cx);
         for dev in cx.starved() {
             let d = dev.device;
             let graph = dev.graph_kernels;
@@ -133,13 +134,13 @@ impl Rule for LaunchBound {
                 // optimizer_overhead's, which counts them and names the cause (faster launches
                 // shorten these waits; one multi-tensor launch per step, or dropping the
                 // gradients, removes them).
-                if crate::optimizer::launched_in_storm(t, storms, s.op) {
+                if handed.to_optimizer(s.op) {
                     optimizer_ns += s.gap_ns;
                     continue;
                 }
                 // A checkpoint's recomputed forward: the recomputation finding's, whose
                 // remedy (checkpoint less) removes the kernels and their waits alike.
-                if recomputed.owns(d, s.op) {
+                if handed.to_recomputation(d, s.op) {
                     recomputed_ns += s.gap_ns;
                     continue;
                 }
@@ -430,7 +431,7 @@ impl Rule for LaunchBound {
                 ("drained_ns", drained_ns as f64),
                 ("read_back_ns", read_back_ns as f64),
                 ("optimizer_ns", optimizer_ns as f64),
-                ("recomputed_ns", recomputed_ns as f64),
+                ("recomputation_waits_ns", recomputed_ns as f64),
                 ("stretches", stretches.len() as f64),
                 ("launch_latency_p50_ns", p50 as f64),
                 ("launch_latency_p99_ns", p99 as f64),

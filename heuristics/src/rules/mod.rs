@@ -88,6 +88,24 @@ pub const LONGEST_FIRST: &[&str] = &[
     memory_pressure::ID,
 ];
 
+/// The waits for launches that another rule prices, for launch_bound and the verdict's count
+/// of launch waits to leave to it: optimizer_overhead's ranges and recomputation's kernels,
+/// each only where that rule runs (`--rules`, `--skip-rules`) and reports. Here, where the
+/// rules are listed, so that no rule reads another.
+pub(crate) fn handed<'a>(cx: &'a Ctx<'_>) -> crate::starved::Handed<'a> {
+    crate::starved::Handed::new(
+        cx.trace,
+        if cx.config.runs_rule(optimizer_overhead::ID) {
+            &cx.optimizer_calls().priced_ranges
+        } else {
+            &[]
+        },
+        cx.config
+            .runs_rule(recomputation::ID)
+            .then(|| cx.recomputation()),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

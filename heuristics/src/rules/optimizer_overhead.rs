@@ -9,9 +9,10 @@
 //! single-tensor optimizer. `zero_grad` with `set_to_none=True` (the default since 2.0)
 //! launches nothing; kernels under it mean `set_to_none=False`. The impact is the GPU time
 //! the optimizer's kernels span less the time they run: the GPU waiting for the per-tensor
-//! launches (part of what `idle_gaps` also sees; `launch_bound` leaves the waits inside a
-//! storm's step ranges to this rule), plus the zeroing kernels' own time. Reported from 1% of
-//! the window.
+//! launches (part of what `idle_gaps` also sees; `launch_bound` and the verdict leave the
+//! waits inside the storm steps and zeroing `zero_grad` ranges to this rule where it reports),
+//! plus the zeroing kernels' own time ([`crate::optimizer::cost`]). Reported from 1% of the
+//! window.
 
 use super::Rule;
 use crate::context::{Ctx, new_finding, rows_with_frames};
@@ -42,11 +43,10 @@ impl Rule for OptimizerOverhead {
         let mut names = Vec::new();
         for ((label, zero), c) in by_range {
             let per_call = c.kernels / c.calls.max(1);
+            let Some(cost) = crate::optimizer::cost(c, *zero) else {
+                continue;
+            };
             if *zero {
-                if c.kernels == 0 {
-                    continue;
-                }
-                let cost = c.kernel_ns + (c.span_ns - c.kernel_ns).max(0);
                 impact += cost;
                 zero_kernels += c.kernels;
                 groups.insert(
@@ -59,8 +59,7 @@ impl Rule for OptimizerOverhead {
                     ),
                     (c.calls, cost),
                 );
-            } else if crate::optimizer::is_storm(c) {
-                let cost = (c.span_ns - c.kernel_ns).max(0);
+            } else {
                 impact += cost;
                 storm_kernels += c.kernels;
                 steps = steps.max(c.calls);
@@ -83,7 +82,7 @@ impl Rule for OptimizerOverhead {
                 );
             }
         }
-        if groups.is_empty() || w.share(impact) < 0.01 {
+        if groups.is_empty() || w.share(impact) < crate::optimizer::MIN_SHARE {
             return out;
         }
         let mut f = new_finding(
