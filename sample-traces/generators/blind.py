@@ -1390,6 +1390,281 @@ def ema_param_loop():
     }, lambda: train(loop), lambda: train(lambda: torch._foreach_lerp_(ema_params, params, 0.001)))
 
 
+# ---------------------------------------------------------------- eighth set
+# Captured after the seventh set's changes (2026-12-05, fourth session) and scored before any change
+# for them: mistakes users report, two of them (reentrant checkpointing, a host read after each
+# class's mask) close to what the seventh set's new rules were written for, so that those rules meet
+# traces they were not written against.
+
+def checkpoint_reentrant():
+    """Gradient checkpointing the Hugging Face way (use_reentrant=True) on every block of a model whose activations fit."""
+    from torch.utils.checkpoint import checkpoint
+    V, d, L = 32000, 768, 12
+    emb = nn.Embedding(V, d).to(dev)
+    blocks = nn.ModuleList([nn.TransformerEncoderLayer(d, 12, 4 * d, dropout=0.0, batch_first=True, norm_first=True)
+                            for _ in range(L)]).to(dev)
+    head = nn.Linear(d, V, bias=False).to(dev)
+    opt = torch.optim.AdamW([*emb.parameters(), *blocks.parameters(), *head.parameters()], lr=1e-4, fused=True)
+    ids = torch.randint(0, V, (8, 1024), device=dev)
+
+    def train(ckpt):
+        with torch.autocast("cuda", dtype=BF16):
+            h = emb(ids)
+            for b in blocks:
+                if ckpt:
+                    h = checkpoint(b, h, use_reentrant=True)  # PLANTED checkpoint_reentrant
+                else:
+                    h = b(h)
+            loss = F.cross_entropy(head(h).view(-1, V).float(), ids.view(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    blind("checkpoint_reentrant", {
+        "set": 8,
+        "expected": {"family": "recomputation (reentrant activation checkpointing) where memory does not need it",
+                     "ops_any": ["aten::linear", "aten::addmm", "aten::mm", "aten::scaled_dot_product_attention",
+                                 "aten::_scaled_dot_product_flash_attention",
+                                 "aten::_scaled_dot_product_efficient_attention", "aten::layer_norm"]},
+        "wrong_causes": ["launch-bound / CUDA graphs", "small shapes"],
+        "notes": f"fp32 weights under bf16 autocast: embedding, {L} pre-norm TransformerEncoderLayer({d}, 12 heads, "
+                 f"{4 * d}) blocks and an LM head over {V} words, batch 8 x 1024 tokens, fused AdamW; every block "
+                 "wrapped in torch.utils.checkpoint(use_reentrant=True), as Hugging Face's "
+                 "gradient_checkpointing_enable() did by default; the activations fit without it",
+        "twin": "the same training without checkpointing",
+    }, lambda: train(True), lambda: train(False))
+
+
+def class_mean_loop():
+    """Class prototypes as a Python loop of boolean-mask means (a host wait per class) instead of one index_add_."""
+    N, din, d, C = 16384, 512, 256, 64
+    enc = nn.Sequential(nn.Linear(din, 1024), nn.GELU(), nn.Linear(1024, 1024), nn.GELU(), nn.Linear(1024, d)).to(dev)
+    opt = torch.optim.AdamW(enc.parameters(), lr=1e-4, fused=True)
+    x = torch.randn(N, din, device=dev)
+    labels = torch.randperm(N, device=dev) % C
+
+    def loop_protos(f):
+        return torch.stack([f[labels == c].mean(0) for c in range(C)])  # PLANTED class_mean_loop
+
+    def sum_protos(f):
+        counts = torch.bincount(labels, minlength=C).clamp_min(1).to(f.dtype)
+        return torch.zeros(C, d, device=dev, dtype=f.dtype).index_add_(0, labels, f) / counts[:, None]
+
+    def train(protos_of):
+        f = F.normalize(enc(x), dim=-1)
+        loss = F.cross_entropy(f @ protos_of(f).t() / 0.1, labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    blind("class_mean_loop", {
+        "set": 8,
+        "expected": {"family": "host-device sync per class (boolean-mask indexing: nonzero reads its count)",
+                     "ops_any": ["aten::index", "aten::nonzero", "aten::mean", "aten::eq", "aten::item",
+                                 "aten::_local_scalar_dense"]},
+        "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "small shapes"],
+        "notes": f"fp32 training of a 3-layer MLP encoder on {N} rows; prototype-classifier loss whose {C} class "
+                 "prototypes are the means of each class's features, computed as "
+                 "torch.stack([f[labels == c].mean(0) for c in range(C)])",
+        "twin": "prototypes as zeros(C, d).index_add_(0, labels, f) / bincount(labels)",
+    }, lambda: train(loop_protos), lambda: train(sum_protos))
+
+
+def cpu_metric_numpy():
+    """Training accuracy computed in NumPy every step: the logits copied to the host (pageable) and argmax'd there."""
+    V, d, T = 8000, 1024, 4096
+    model = nn.Sequential(nn.Embedding(V, d), nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d), nn.LayerNorm(d),
+                          nn.Linear(d, V)).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    ids = torch.randint(0, V, (T,), device=dev)
+    labels = torch.randint(0, V, (T,), device=dev)
+    labels_np = labels.cpu().numpy()
+    accs = []
+
+    def numpy_acc(logits):
+        return (logits.detach().float().cpu().numpy().argmax(-1) == labels_np).mean()  # PLANTED cpu_metric_numpy
+
+    def torch_acc(logits):
+        return (logits.detach().argmax(-1) == labels).float().mean()
+
+    def train(metric):
+        with torch.autocast("cuda", dtype=BF16):
+            logits = model(ids)
+            loss = F.cross_entropy(logits.float(), labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        accs.append(metric(logits))
+        del accs[:-4]
+
+    blind("cpu_metric_numpy", {
+        "set": 8,
+        "expected": {"family": "device-to-host copy and CPU work for a metric on the step's path",
+                     "ops_any": ["aten::to", "aten::_to_copy", "aten::copy_", "aten::numpy"]},
+        "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "memory-bound", "small shapes"],
+        "notes": f"fp32 weights under bf16 autocast: embedding, MLP and a head over {V} classes for {T} tokens, fused "
+                 "AdamW; after each step the training accuracy is computed as "
+                 "(logits.detach().float().cpu().numpy().argmax(-1) == labels_np).mean()",
+        "twin": "the accuracy kept on the GPU: (logits.argmax(-1) == labels).float().mean(), not read",
+    }, lambda: train(numpy_acc), lambda: train(torch_acc))
+
+
+def tensor_from_ndarray_list():
+    """A batch built with torch.tensor(list of NumPy rows) every step, which PyTorch's own warning calls extremely slow."""
+    import numpy as np
+    B, din = 128, 1024
+    rng = np.random.default_rng(7)
+    rows = [rng.random(din, dtype=np.float32) for _ in range(B)]
+    model = nn.Sequential(nn.Linear(din, 4096), nn.ReLU(), nn.Linear(4096, 4096), nn.ReLU(), nn.Linear(4096, 10)).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    y = torch.randint(0, 10, (B,), device=dev)
+
+    def train(batch_of):
+        loss = F.cross_entropy(model(batch_of()), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    def from_list():
+        return torch.tensor(rows, device=dev)  # PLANTED tensor_from_ndarray_list
+
+    def from_stack():
+        return torch.from_numpy(np.stack(rows)).to(dev)
+
+    blind("tensor_from_ndarray_list", {
+        "set": 8,
+        "expected": {"family": "host-side batch construction (element-by-element conversion) on the step's path",
+                     "ops_any": ["aten::tensor", "aten::lift_fresh", "aten::to", "aten::_to_copy", "aten::copy_"]},
+        "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "memory-bound", "small shapes"],
+        "notes": f"fp32 training of a 3-layer MLP (width 4096) on batches of {B} rows of {din} features; each step "
+                 "builds its batch as torch.tensor(rows, device=dev) from a Python list of NumPy arrays",
+        "twin": "torch.from_numpy(np.stack(rows)).to(dev)",
+    }, lambda: train(from_list), lambda: train(from_stack))
+
+
+def vocab_unaligned():
+    """An LM head over GPT-2's 50257 words in bf16, not a multiple of 64: nanoGPT pads the vocabulary to 50304."""
+    d, T = 1024, 8192
+    body = nn.Sequential(*[m for _ in range(4) for m in (nn.Linear(d, d), nn.GELU())]).to(dev, BF16)
+    heads = {50257: nn.Linear(d, 50257, bias=False).to(dev, BF16),
+             50304: nn.Linear(d, 50304, bias=False).to(dev, BF16)}
+    params = [*body.parameters(), *(p for h in heads.values() for p in h.parameters())]
+    opt = torch.optim.AdamW(params, lr=1e-4, fused=True)
+    x = torch.randn(T, d, device=dev, dtype=BF16)
+    tgt = torch.randint(0, 50257, (T,), device=dev)
+
+    def train(V):
+        logits = heads[V](body(x))  # PLANTED vocab_unaligned
+        loss = F.cross_entropy(logits, tgt)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    blind("vocab_unaligned", {
+        "set": 8,
+        "expected": {"family": "GEMM with a leading dimension not a multiple of 8 (unaligned tensor-core kernels)",
+                     "ops_any": ["aten::linear", "aten::mm", "aten::matmul"]},
+        "wrong_causes": ["launch-bound / CUDA graphs", "small shapes"],
+        "notes": f"bf16 training of a 4-layer MLP body (width {d}) and an LM head over 50257 words (GPT-2's "
+                 f"vocabulary), {T} tokens, fused AdamW",
+        "twin": "the same head over 50304 words (the vocabulary padded to a multiple of 64, as nanoGPT does)",
+    }, lambda: train(50257), lambda: train(50304))
+
+
+def embedding_dense_adam():
+    """A large embedding table trained with dense gradients and AdamW: the whole table is rewritten every step."""
+    V, d, B, K = 8_000_000, 64, 4096, 16
+    tables = {s: nn.EmbeddingBag(V, d, mode="mean", sparse=s).to(dev) for s in (False, True)}
+    with torch.no_grad():
+        tables[True].weight.copy_(tables[False].weight)
+    top = nn.Sequential(nn.Linear(d, 256), nn.ReLU(), nn.Linear(256, 1)).to(dev)
+    opts = {False: [torch.optim.AdamW([*tables[False].parameters(), *top.parameters()], lr=1e-3, fused=True)],
+            True: [torch.optim.SparseAdam(list(tables[True].parameters()), lr=1e-3),
+                   torch.optim.AdamW(top.parameters(), lr=1e-3, fused=True)]}
+    ids = torch.randint(0, V, (B, K), device=dev)
+    y = torch.rand(B, 1, device=dev)
+
+    def train(sparse):
+        loss = F.mse_loss(top(tables[sparse](ids)), y)  # PLANTED embedding_dense_adam
+        for o in opts[sparse]:
+            o.zero_grad(set_to_none=True)
+        loss.backward()
+        for o in opts[sparse]:
+            o.step()
+
+    blind("embedding_dense_adam", {
+        "set": 8,
+        "expected": {"family": "optimizer step over a whole embedding table with dense gradients (memory-bound)",
+                     "ops_any": ["aten::_fused_adamw_", "aten::embedding_bag", "aten::_embedding_bag_backward",
+                                 "aten::_embedding_bag_dense_backward", "Optimizer.step#AdamW.step"]},
+        "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "small shapes"],
+        "notes": f"a recommender-style model: EmbeddingBag({V:,}, {d}, mean) over {K} ids per row, batch {B}, and a "
+                 "2-layer MLP; the table has dense gradients (sparse=False) and fused AdamW updates all of it "
+                 "every step though a step touches at most 65,536 rows",
+        "twin": "EmbeddingBag(sparse=True) with SparseAdam for the table (fused AdamW for the MLP)",
+    }, lambda: train(False), lambda: train(True))
+
+
+def sync_for_timing():
+    """Per-layer timing left in a forward: torch.cuda.synchronize() before and after every layer."""
+    layers = nn.ModuleList([nn.TransformerEncoderLayer(1024, 16, 4096, dropout=0.0, batch_first=True)
+                            for _ in range(16)]).to(dev, BF16).eval()
+    x = torch.randn(16, 256, 1024, device=dev, dtype=BF16)
+    times = []
+
+    def forward(timed):
+        h = x
+        for layer in layers:
+            if timed:
+                torch.cuda.synchronize()  # PLANTED sync_for_timing
+                t = time.perf_counter()
+            h = layer(h)
+            if timed:
+                torch.cuda.synchronize()  # PLANTED sync_for_timing
+                times.append(time.perf_counter() - t)
+        del times[:-64]
+        return h
+
+    with torch.no_grad():
+        blind("sync_for_timing", {
+            "set": 8,
+            "expected": {"family": "explicit device synchronisation around every layer",
+                         "ops_any": ["cudaDeviceSynchronize", "torch.cuda.synchronize"]},
+            "wrong_causes": ["compute-bound", "memory-bound", "small shapes"],
+            "notes": "bf16 inference through 16 TransformerEncoderLayer(1024, 16 heads, 4096) layers (eval, "
+                     "no_grad: the fused fast path), batch 16 x 256 tokens; each layer timed with "
+                     "torch.cuda.synchronize() and time.perf_counter() before and after it",
+            "twin": "the same forward without the timing",
+        }, lambda: forward(True), lambda: forward(False))
+
+
+def state_dict_to_cpu():
+    """A copy of the model's weights taken to the CPU after every step (a best-model snapshot): pageable copies."""
+    model = nn.Sequential(*[m for _ in range(24) for m in (nn.Linear(2048, 2048), nn.GELU())]).to(dev, BF16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    x = torch.randn(2048, 2048, device=dev, dtype=BF16)
+    best = {}
+
+    def train(snapshot):
+        loss = model(x).float().square().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if snapshot:
+            best.update({k: v.detach().cpu() for k, v in model.state_dict().items()})  # PLANTED state_dict_to_cpu
+
+    blind("state_dict_to_cpu", {
+        "set": 8,
+        "expected": {"family": "device-to-host copies into pageable memory on the step's path",
+                     "ops_any": ["aten::to", "aten::_to_copy", "aten::copy_"]},
+        "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "small shapes"],
+        "notes": "bf16 training of 24 Linear(2048) + GELU layers (100 M parameters, 201 MB), batch 2048, fused "
+                 "AdamW; after each step every tensor of model.state_dict() is copied to the CPU with "
+                 ".detach().cpu() (a best-model snapshot)",
+        "twin": "the same training without the snapshot",
+    }, lambda: train(True), lambda: train(False))
+
+
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
              sort_for_topk, onehot_ce, sdpa_mask_fallback,
              pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate,
@@ -1398,7 +1673,9 @@ SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_back
              isfinite_assert, rmsnorm_manual, fp32_no_tf32, loader_in_process,
              adam_foreach_off, dropout_manual, onehot_embedding, lstm_cell_loop,
              grad_norm_item, deterministic_index_add, ce_mask_select, empty_cache_step,
-             cudnn_benchmark_varying, checkpoint_all, mask_built_on_cpu, repeat_interleave_sync, ema_param_loop]
+             cudnn_benchmark_varying, checkpoint_all, mask_built_on_cpu, repeat_interleave_sync, ema_param_loop,
+             checkpoint_reentrant, class_mean_loop, cpu_metric_numpy, tensor_from_ndarray_list, vocab_unaligned,
+             embedding_dense_adam, sync_for_timing, state_dict_to_cpu]
 
 # Public reports of each mistake (found after the capture with the search tool, and added to the
 # truth files then): what users hit, or the framework's own account of the slow path.
@@ -1554,6 +1831,38 @@ REPORTS = {
     "ema_param_loop": [
         "https://github.com/huggingface/diffusers/pull/7685",
         "https://github.com/ultralytics/ultralytics/pull/25315"
+    ],
+    "checkpoint_reentrant": [
+        "https://huggingface.co/docs/transformers/en/grad_checkpointing",
+        "https://github.com/Nerogar/OneTrainer/issues/40"
+    ],
+    "class_mean_loop": [
+        "https://github.com/HarryVolek/PyTorch_Speaker_Verification/pull/33",
+        "https://github.com/pytorch/pytorch/issues/12461"
+    ],
+    "cpu_metric_numpy": [
+        "https://github.com/Lightning-AI/pytorch-lightning/issues/3050",
+        "https://github.com/pytorch/ignite/issues/240"
+    ],
+    "tensor_from_ndarray_list": [
+        "https://github.com/pytorch/pytorch/issues/57467",
+        "https://github.com/facebook/Ax/pull/4798"
+    ],
+    "vocab_unaligned": [
+        "https://github.com/rasbt/LLMs-from-scratch/pull/582",
+        "https://github.com/RobertRiachi/nanoPALM/pull/6"
+    ],
+    "embedding_dense_adam": [
+        "https://github.com/pytorch/pytorch/issues/5309",
+        "https://github.com/neubig/nn4nlp-code/pull/26"
+    ],
+    "sync_for_timing": [
+        "https://github.com/HuguesTHOMAS/KPConv-PyTorch/issues/22",
+        "https://github.com/NVIDIA/apex/issues/316"
+    ],
+    "state_dict_to_cpu": [
+        "https://github.com/ecmwf/WeatherGenerator/issues/2520",
+        "https://github.com/asappresearch/flambe/pull/168"
     ]
 }
 
