@@ -957,6 +957,51 @@ fn dominant(cx: &Ctx, device: i32) -> Option<String> {
     ))
 }
 
+/// " aten::_fused_adamw_ holds 88% of the GPU time, at 69% of its roof: …", when one operator
+/// outside matrix work holds at least [`crate::accounting::DOMINANT_SHARE`] of a memory-bound
+/// device's GPU time and runs near its roof: the bytes the verdict speaks of are its bytes,
+/// and hot_operator, which names holders far from their roof
+/// ([`crate::rules::hot_operator::FAR_FROM_ROOF`]), does not name it. Empty otherwise.
+fn memory_holder(cx: &Ctx, device: i32) -> String {
+    use crate::accounting::OpFamily;
+    let Some(h) = cx
+        .accounting()
+        .iter()
+        .find(|a| a.device == device)
+        .and_then(|a| a.holders.first())
+        .filter(|h| h.share >= crate::accounting::DOMINANT_SHARE && !h.matrix_work)
+    else {
+        return String::new();
+    };
+    let Some(roof) = h
+        .roof_share
+        .filter(|&r| r >= crate::rules::hot_operator::FAR_FROM_ROOF)
+    else {
+        return String::new();
+    };
+    let at = h
+        .frame
+        .as_ref()
+        .map(|f| format!(" at {f}"))
+        .unwrap_or_default();
+    let roof = format!(", at {:.0}% of its roof", 100.0 * roof);
+    let what = match h.family {
+        // A fused or foreach step reads and writes every parameter and its state each step,
+        // however few of them the step's gradients touched.
+        OpFamily::Optimizer => {
+            ": an optimizer step reads and writes every parameter and its state, so where most parameters are rows a step never touches (an embedding table with dense gradients), nn.Embedding(sparse=True) with torch.optim.SparseAdam updates only the rows used; otherwise fewer or narrower optimizer states (bf16 or 8-bit moments) move fewer bytes"
+        }
+        _ => {
+            ": near its roof, only less work of it (fewer calls, smaller tensors, narrower dtypes) shortens the step"
+        }
+    };
+    format!(
+        " {}{at} holds {:.0}% of the GPU time{roof}{what}.",
+        h.op,
+        100.0 * h.share
+    )
+}
+
 /// How the GPU-bound verdict ends when nothing more is known of the kernels.
 const EFFICIENCY_DECIDES: &str = ", so kernel efficiency decides the step time.";
 
@@ -1013,9 +1058,10 @@ fn gpu_bound_by_kind(cx: &Ctx, main: &DeviceSummary) -> String {
                 None => "bytes moved decide the step time: fuse passes over the same tensors",
             };
             format!(
-                "{head}, memory-bound{rate}: {:.0}% of kernel time is memory-bound operators{}{smi}; {what}.",
+                "{head}, memory-bound{rate}: {:.0}% of kernel time is memory-bound operators{}{smi}; {what}.{}",
                 pct(m.memory_ns),
-                rest(KernelBound::Memory)
+                rest(KernelBound::Memory),
+                memory_holder(cx, main.device)
             )
         }
         Some(KernelBound::Compute) => {
