@@ -1199,3 +1199,26 @@ fn a_dominant_holder_near_its_roof_is_named_in_the_verdict() {
     let twin_verdict = twin["summary"]["verdict"].as_str().expect("verdict");
     assert!(!twin_verdict.contains("holds"), "{twin_verdict}");
 }
+
+/// The eighth set's unpadded vocabulary (`vocab_unaligned`): the misaligned-GEMM finding leads,
+/// and its row for the LM head's forward product names the vocabulary as N and the user's
+/// function around the planted line, where the width is chosen.
+#[test]
+fn an_unpadded_vocabulary_is_named_with_its_line() {
+    let a = analyze("h100_blind_vocab_unaligned.pt.trace.json.gz");
+    let first = &findings(&a)[0];
+    assert_eq!(first["rule"], "tensor_cores", "{first}");
+    assert!(text(first).contains("not multiples of 8"), "{first}");
+    let line = truth_h100("vocab_unaligned")["planted_source"]["lines"][0]
+        .as_u64()
+        .expect("line") as usize;
+    let frame = frame_of(line);
+    let rows = first["breakdown"].as_array().expect("rows");
+    assert!(
+        rows.iter().any(
+            |r| r["label"].as_str().is_some_and(|l| l.contains("N=50257"))
+                && r["python_frame"].as_str() == Some(frame.as_str())
+        ),
+        "{frame}: {first}"
+    );
+}

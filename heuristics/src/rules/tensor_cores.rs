@@ -14,7 +14,7 @@
 //! that peak, stated as conditional on the algorithm not needing FP64.
 
 use super::Rule;
-use crate::context::{Ctx, new_finding, rows_by_time, rows_with_frames};
+use crate::context::{Ctx, new_finding, rows_with_frames};
 use crate::finding::{Confidence, Finding, fmt_ns, metrics};
 use crate::hardware::{Math, MathUnit, peaks_for};
 use crate::names::{name_or, short_name, span_name_id};
@@ -293,7 +293,9 @@ fn misaligned_half(cx: &Ctx, d: i32) -> Option<Finding> {
     let calls = &cx.matrix_calls(d).calls;
     let mut time = 0i64;
     let mut impact = 0f64;
-    let mut groups: BTreeMap<String, (u64, i64)> = BTreeMap::new();
+    // By call and the user's line that made it: the fix (padding a width or a vocabulary) is
+    // made where the layer is defined, and the line says which layer.
+    let mut groups: BTreeMap<(String, Option<String>), (u64, i64)> = BTreeMap::new();
     for c in calls {
         let Some((m, n, k)) = c.work.mnk.filter(|_| c.is_misaligned_half()) else {
             continue;
@@ -306,10 +308,13 @@ fn misaligned_half(cx: &Ctx, d: i32) -> Option<Finding> {
         }
         let name = t.str(t.host_spans[c.op as usize].name);
         let g = groups
-            .entry(format!(
-                "{name} {} {} (M={m} N={n} K={k})",
-                c.math.label(),
-                c.work.shape
+            .entry((
+                format!(
+                    "{name} {} {} (M={m} N={n} K={k})",
+                    c.math.label(),
+                    c.work.shape
+                ),
+                t.user_frame(c.op).map(str::to_string),
             ))
             .or_default();
         g.0 += 1;
@@ -340,7 +345,7 @@ fn misaligned_half(cx: &Ctx, d: i32) -> Option<Finding> {
         ),
     );
     f.subject = Some("misaligned".into());
-    f.breakdown = rows_by_time(cx, groups, time);
+    f.breakdown = rows_with_frames(cx, groups, time);
     f.advice = vec![
         "Pad the leading dimensions to multiples of 8 (64 for vocabulary sizes): hidden and FFN widths, head sizes; pad the vocabulary with unused tokens. The number of rows (batch × sequence) does not need padding.".into(),
     ];
