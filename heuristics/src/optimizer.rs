@@ -14,7 +14,7 @@ pub(crate) const STORM_KERNELS: usize = 50;
 
 /// The share of the window the priced ranges' cost must reach for optimizer_overhead to
 /// report it (and for the other readers to leave their waits to it).
-pub(crate) const MIN_SHARE: f64 = 0.01;
+const MIN_SHARE: f64 = 0.01;
 
 /// One optimizer's calls in the window (its step or its zero_grad), added up.
 #[derive(Default)]

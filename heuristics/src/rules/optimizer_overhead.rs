@@ -35,7 +35,6 @@ impl Rule for OptimizerOverhead {
     }
 
     fn check(&self, cx: &Ctx) -> Vec<Finding> {
-        let w = &cx.window;
         let by_range = &cx.optimizer_calls().by_label;
         let mut out = Vec::new();
         let mut groups: BTreeMap<(String, Option<String>), (u64, i64)> = BTreeMap::new();
@@ -82,7 +81,9 @@ impl Rule for OptimizerOverhead {
                 );
             }
         }
-        if groups.is_empty() || w.share(impact) < crate::optimizer::MIN_SHARE {
+        // The scan decided whether these calls cost enough to report (their ranges are
+        // priced then): one decision for this finding and the waits others leave to it.
+        if groups.is_empty() || cx.optimizer_calls().priced_ranges.is_empty() {
             return out;
         }
         let mut f = new_finding(

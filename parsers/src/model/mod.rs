@@ -15,6 +15,10 @@ use serde::Serialize;
 
 /// Index of an interned string in [`Strings`].
 pub type StrId = u32;
+
+/// An entry of a side table keyed by span, sorted: (pid, tid, start, name) and the interned
+/// text kept for it ([`Trace::concrete_inputs`], [`Trace::zero_strides`]).
+pub type SpanText = ((i64, i64, i64, StrId), StrId);
 /// Marker for "no index" in the `u32` link fields.
 pub const NONE: u32 = u32::MAX;
 
@@ -1001,11 +1005,11 @@ pub struct Trace {
     /// `Concrete Inputs` (stride, padding, masks) of convolution and attention operators
     /// (Kineto), keyed by the span's (pid, tid, start, name): nested operators can start at
     /// the same instant. Sorted; read through [`Trace::concrete_inputs_of`].
-    pub concrete_inputs: Vec<((i64, i64, i64, StrId), StrId)>,
+    pub concrete_inputs: Vec<SpanText>,
     /// `Input Strides` (Kineto) of the operators that recorded a stride of 0 (an expanded
     /// input), keyed as [`Trace::concrete_inputs`]. Sorted; read through
     /// [`Trace::input_strides_of`].
-    pub zero_strides: Vec<((i64, i64, i64, StrId), StrId)>,
+    pub zero_strides: Vec<SpanText>,
     /// CPU samples (Nsight Systems `-s cpu`), sorted by (pid, tid, time).
     pub cpu_samples: Vec<CpuSample>,
     /// The API entry point of each runtime or driver call name recorded with a version suffix

@@ -4,7 +4,7 @@
 //! positions, so that analyses ask the trace for an operator's shapes and never parse the
 //! profiler's text themselves.
 
-use crate::model::{StrId, Trace};
+use crate::model::{SpanText, StrId, Trace};
 
 impl Trace {
     /// The dims of each input of span `i` by position (`[[16, 1024], []]` gives
@@ -39,13 +39,8 @@ impl Trace {
     /// `[3, 3]`, `1`, `True`.
     /// `None` when not recorded; read numbers out of an item with [`numbers`].
     pub fn concrete_inputs_of(&self, i: u32) -> Option<Vec<String>> {
-        let s = self.host_spans.get(i as usize)?;
-        let key = (s.pid, s.tid, s.start, s.name);
-        let k = self
-            .concrete_inputs
-            .binary_search_by_key(&key, |e| e.0)
-            .ok()?;
-        Some(items(self.str(self.concrete_inputs[k].1)))
+        self.side_entry(&self.concrete_inputs, i)
+            .map(|v| items(self.str(v)))
     }
 
     /// The strides of each input of span `i` by position (`Input Strides`, Kineto), when it
@@ -53,25 +48,26 @@ impl Trace {
     /// once however often the dim repeats it); `None` otherwise, and for traces without
     /// strides.
     pub fn input_strides_of(&self, i: u32) -> Option<Vec<Vec<u64>>> {
-        let s = self.host_spans.get(i as usize)?;
-        let key = (s.pid, s.tid, s.start, s.name);
-        let k = self.zero_strides.binary_search_by_key(&key, |e| e.0).ok()?;
-        Some(dims(self.str(self.zero_strides[k].1)))
+        self.side_entry(&self.zero_strides, i)
+            .map(|v| dims(self.str(v)))
     }
 
     /// The id of the recorded strides text of span `i` when they hold a 0
     /// ([`Trace::input_strides_of`]), else 0: a key for caches of per-shape models.
     pub fn zero_strides_id(&self, i: u32) -> StrId {
-        let Some(s) = self.host_spans.get(i as usize) else {
-            return 0;
-        };
-        if self.zero_strides.is_empty() {
-            return 0;
+        self.side_entry(&self.zero_strides, i).unwrap_or(0)
+    }
+
+    /// The value span `i` has in a sorted side table keyed by (pid, tid, start, name)
+    /// ([`Trace::concrete_inputs`], [`Trace::zero_strides`]).
+    fn side_entry(&self, table: &[SpanText], i: u32) -> Option<StrId> {
+        if table.is_empty() {
+            return None;
         }
+        let s = self.host_spans.get(i as usize)?;
         let key = (s.pid, s.tid, s.start, s.name);
-        self.zero_strides
-            .binary_search_by_key(&key, |e| e.0)
-            .map_or(0, |k| self.zero_strides[k].1)
+        let k = table.binary_search_by_key(&key, |e| e.0).ok()?;
+        Some(table[k].1)
     }
 }
 

@@ -312,18 +312,16 @@ pub(super) fn merge_chunk(into: &mut Builder, c: &mut Builder) {
                 sp
             }));
         t.memory.append(&mut c.trace.memory);
-        t.concrete_inputs.extend(
-            c.trace
-                .concrete_inputs
-                .drain(..)
-                .map(|((pid, tid, start, name), v)| ((pid, tid, start, m(name)), m(v))),
-        );
-        t.zero_strides.extend(
-            c.trace
-                .zero_strides
-                .drain(..)
-                .map(|((pid, tid, start, name), v)| ((pid, tid, start, m(name)), m(v))),
-        );
+        // The side tables keyed by span, their names and values rewritten.
+        for (into, from) in [
+            (&mut t.concrete_inputs, &mut c.trace.concrete_inputs),
+            (&mut t.zero_strides, &mut c.trace.zero_strides),
+        ] {
+            into.extend(
+                from.drain(..)
+                    .map(|((pid, tid, start, name), v)| ((pid, tid, start, m(name)), m(v))),
+            );
+        }
     }
     into.absorb(c);
 }
