@@ -1665,6 +1665,185 @@ def state_dict_to_cpu():
     }, lambda: train(True), lambda: train(False))
 
 
+# ---------------------------------------------------------------- ninth set
+# Captured after the eighth set's changes and the dense_embedding_grad rule (2026-12-05, fifth
+# session), scored before any change for them: mistakes users report, one of them (a dense
+# nn.Embedding under Adagrad) the kind dense_embedding_grad was written for in another form
+# (EmbeddingBag under fused AdamW), so that the rule meets a trace it was not written against.
+
+def embedding_dense_adagrad():
+    """A large nn.Embedding with dense gradients under Adagrad: the whole table and its state rewritten every step."""
+    V, d, B, K = 4_000_000, 128, 2048, 32
+    embs = {s: nn.Embedding(V, d, sparse=s).to(dev) for s in (False, True)}
+    with torch.no_grad():
+        embs[True].weight.copy_(embs[False].weight)
+    head = nn.Sequential(nn.Linear(d, 512), nn.GELU(), nn.Linear(512, 2)).to(dev)
+    opts = {False: [torch.optim.Adagrad([*embs[False].parameters(), *head.parameters()], lr=1e-2)],
+            True: [torch.optim.Adagrad(list(embs[True].parameters()), lr=1e-2),
+                   torch.optim.Adagrad(head.parameters(), lr=1e-2)]}
+    ids = torch.randint(0, V, (B, K), device=dev)
+    y = torch.randint(0, 2, (B,), device=dev)
+
+    def train(sparse):
+        logits = head(embs[sparse](ids).mean(1))  # PLANTED embedding_dense_adagrad
+        loss = F.cross_entropy(logits, y)
+        for o in opts[sparse]:
+            o.zero_grad(set_to_none=True)
+        loss.backward()
+        for o in opts[sparse]:
+            o.step()
+
+    blind("embedding_dense_adagrad", {
+        "set": 9,
+        "expected": {"family": "optimizer step over a whole embedding table with dense gradients (memory-bound)",
+                     "ops_any": ["aten::embedding", "aten::embedding_dense_backward", "aten::_foreach_addcmul_",
+                                 "aten::_foreach_addcdiv_", "aten::_foreach_sqrt", "Optimizer.step#Adagrad.step"]},
+        "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "small shapes"],
+        "notes": f"a click-through-style model: nn.Embedding({V:,}, {d}) over {K} ids per row, batch {B}, mean-pooled, "
+                 "and a 2-layer MLP; dense gradients (sparse=False) under Adagrad (foreach), which reads and writes the "
+                 "whole table and its squared-gradient sum every step though a step touches at most 65,536 rows",
+        "twin": "nn.Embedding(sparse=True) with its own Adagrad (sparse updates), a second Adagrad for the MLP",
+    }, lambda: train(False), lambda: train(True))
+
+
+def grad_clip_manual():
+    """Gradient clipping written by hand: a norm per parameter, stacked, then a multiply per parameter."""
+    model = nn.Sequential(*[m for _ in range(32) for m in (nn.Linear(1024, 1024), nn.LayerNorm(1024), nn.GELU())]
+                          ).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    params = list(model.parameters())
+    x = torch.randn(1024, 1024, device=dev)
+
+    def train(manual):
+        with torch.autocast("cuda", BF16):
+            loss = model(x).float().square().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if manual:
+            total = torch.norm(torch.stack([p.grad.norm(2) for p in params]), 2)  # PLANTED grad_clip_manual
+            coef = (1.0 / (total + 1e-6)).clamp(max=1.0)
+            for p in params:
+                p.grad.mul_(coef)  # PLANTED grad_clip_manual
+        else:
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+
+    blind("grad_clip_manual", {
+        "set": 9,
+        "expected": {"family": "per-parameter Python loop of small kernels (launch overhead)",
+                     "ops_any": ["aten::linalg_vector_norm", "aten::norm", "aten::mul_", "aten::stack"]},
+        "wrong_causes": ["compute-bound", "memory-bound", "small shapes"],
+        "notes": f"fp32 parameters under bf16 autocast: 32 Linear(1024) + LayerNorm + GELU layers, batch 1024, fused "
+                 f"AdamW; the gradients are clipped by hand, a norm per parameter ({len(params)}), stacked and "
+                 "normed, then p.grad.mul_(coef) for each (what clip_grad_norm_ did before its foreach path)",
+        "twin": "torch.nn.utils.clip_grad_norm_(params, 1.0) (foreach norms and multiply)",
+    }, lambda: train(True), lambda: train(False))
+
+
+def randperm_cpu_index():
+    """A shuffle made on the CPU every step (torch.randperm without device=) and used to index a GPU tensor."""
+    N, d = 2_000_000, 64
+    x = torch.randn(N, d, device=dev, dtype=BF16)
+    w = torch.randn(d, d, device=dev, dtype=BF16)
+
+    def step(cpu):
+        perm = torch.randperm(N) if cpu else torch.randperm(N, device=dev)  # PLANTED randperm_cpu_index
+        return (x[perm] @ w).float().sum()
+
+    with torch.no_grad():
+        blind("randperm_cpu_index", {
+            "set": 9,
+            "expected": {"family": "host-side work (a CPU permutation) and its copy to the GPU on the step's path",
+                         "ops_any": ["aten::randperm", "aten::index", "aten::to", "aten::_to_copy", "aten::copy_"]},
+            "wrong_causes": ["compute-bound", "memory-bound", "small shapes", "launch-bound / CUDA graphs"],
+            "notes": f"each step shuffles {N:,} rows of a [{N:,}, {d}] bf16 tensor with x[torch.randperm(N)] (the "
+                     "permutation made on the CPU, then copied to the GPU by the indexing) and multiplies them",
+            "twin": "torch.randperm(N, device='cuda')",
+        }, lambda: step(True), lambda: step(False))
+
+
+def cumsum_loop():
+    """A running sum over time written as a Python loop (one add and one slice write per step) instead of cumsum."""
+    B, T, d = 64, 512, 256
+    x = torch.randn(B, T, d, device=dev)
+
+    def step(loop):
+        if loop:
+            out = torch.empty_like(x)
+            acc = torch.zeros(B, d, device=dev)
+            for t in range(T):
+                acc = acc + x[:, t]  # PLANTED cumsum_loop
+                out[:, t] = acc  # PLANTED cumsum_loop
+        else:
+            out = torch.cumsum(x, 1)
+        return out.square().mean()
+
+    with torch.no_grad():
+        blind("cumsum_loop", {
+            "set": 9,
+            "expected": {"family": "a Python loop over time steps of small kernels that one scan operator replaces",
+                         "ops_any": ["aten::add", "aten::copy_", "aten::select", "aten::slice"]},
+            "wrong_causes": ["compute-bound", "memory-bound", "small shapes"],
+            "notes": f"a running sum over T={T} steps of a [{B}, {T}, {d}] fp32 tensor written as acc = acc + x[:, t]; "
+                     "out[:, t] = acc in a Python loop",
+            "twin": "torch.cumsum(x, 1)",
+        }, lambda: step(True), lambda: step(False))
+
+
+def bmm_tiny_matrices():
+    """Millions of 3x3 transforms as a batched matrix product: cuBLAS batched GEMM on tiny matrices."""
+    N, L = 1_000_000, 8
+    R = torch.randn(N, 3, 3, device=dev)
+    p = torch.randn(N, 3, 1, device=dev)
+
+    def step(bmm):
+        h = p
+        for _ in range(L):
+            if bmm:
+                h = torch.bmm(R, h)  # PLANTED bmm_tiny_matrices
+            else:
+                h = (R * h.transpose(1, 2)).sum(-1, keepdim=True)
+        return h.sum()
+
+    with torch.no_grad():
+        blind("bmm_tiny_matrices", {
+            "set": 9,
+            "expected": {"family": "batched GEMM over tiny matrices (3x3), far below the roof",
+                         "ops_any": ["aten::bmm"]},
+            "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound"],
+            "notes": f"{L} chained transforms of {N:,} 3-vectors by their own 3x3 fp32 matrices with torch.bmm "
+                     "([N, 3, 3] x [N, 3, 1]), as point-cloud and pose code does",
+            "twin": "the same products as a broadcast multiply and a sum over the last dim",
+        }, lambda: step(True), lambda: step(False))
+
+
+def print_loss():
+    """The loss printed every step: formatting a CUDA tensor reads it on the host and waits for the GPU."""
+    model = nn.Sequential(*[m for _ in range(12) for m in (nn.Linear(2048, 2048), nn.GELU())]).to(dev, BF16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    x = torch.randn(4096, 2048, device=dev, dtype=BF16)
+    sink = open(os.devnull, "w")
+
+    def train(show):
+        loss = model(x).float().square().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if show:
+            print(f"loss {loss}", file=sink)  # PLANTED print_loss
+
+    blind("print_loss", {
+        "set": 9,
+        "expected": {"family": "a host read of the loss every step (printing a CUDA tensor)",
+                     "ops_any": ["aten::item", "aten::_local_scalar_dense", "aten::to", "aten::_to_copy",
+                                 "aten::copy_"]},
+        "wrong_causes": ["compute-bound", "memory-bound", "small shapes", "launch-bound / CUDA graphs"],
+        "notes": "bf16 training of 12 Linear(2048) + GELU layers, batch 4096, fused AdamW; after each step "
+                 "print(f'loss {loss}') formats the CUDA loss tensor (to /dev/null)",
+        "twin": "the same training without the print",
+    }, lambda: train(True), lambda: train(False))
+
+
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
              sort_for_topk, onehot_ce, sdpa_mask_fallback,
              pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate,
@@ -1675,7 +1854,9 @@ SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_back
              grad_norm_item, deterministic_index_add, ce_mask_select, empty_cache_step,
              cudnn_benchmark_varying, checkpoint_all, mask_built_on_cpu, repeat_interleave_sync, ema_param_loop,
              checkpoint_reentrant, class_mean_loop, cpu_metric_numpy, tensor_from_ndarray_list, vocab_unaligned,
-             embedding_dense_adam, sync_for_timing, state_dict_to_cpu]
+             embedding_dense_adam, sync_for_timing, state_dict_to_cpu,
+             embedding_dense_adagrad, grad_clip_manual, randperm_cpu_index, cumsum_loop, bmm_tiny_matrices,
+             print_loss]
 
 # Public reports of each mistake (found after the capture with the search tool, and added to the
 # truth files then): what users hit, or the framework's own account of the slow path.
@@ -1863,6 +2044,30 @@ REPORTS = {
     "state_dict_to_cpu": [
         "https://github.com/ecmwf/WeatherGenerator/issues/2520",
         "https://github.com/asappresearch/flambe/pull/168"
+    ],
+    "embedding_dense_adagrad": [
+        "https://discuss.pytorch.org/t/sparse-embedding-failing-with-adam-torch-cuda-sparse-floattensor-has-no-attribute-addcmul/5589",
+        "https://github.com/pytorch/pytorch/issues/18404"
+    ],
+    "grad_clip_manual": [
+        "https://github.com/pytorch/pytorch/issues/31474",
+        "https://github.com/pytorch/pytorch/pull/91846"
+    ],
+    "randperm_cpu_index": [
+        "https://github.com/lightly-ai/lightly/issues/323",
+        "https://github.com/pytorch/pytorch/pull/186484"
+    ],
+    "cumsum_loop": [
+        "https://github.com/NVIDIA-NeMo/labs-molt/pull/29",
+        "https://github.com/johnma2006/mamba-minimal/issues/18"
+    ],
+    "bmm_tiny_matrices": [
+        "https://github.com/pytorch/pytorch/issues/113743",
+        "https://github.com/pytorch/pytorch/pull/48184"
+    ],
+    "print_loss": [
+        "https://github.com/pytorch/pytorch/pull/126829",
+        "https://github.com/meta-pytorch/torchtune/pull/522"
     ]
 }
 
