@@ -1002,6 +1002,29 @@ fn memory_holder(cx: &Ctx, device: i32) -> String {
     )
 }
 
+/// The rate of the matrix operators that the HBM roof bounds at their recorded shapes on
+/// `device`: TB/s of their minimum traffic, its share of HBM, the GPU model, its HBM TB/s and
+/// their GPU time; `None` when the roofline has none.
+fn matrix_memory_rate(cx: &Ctx, device: i32) -> Option<(f64, f64, &'static str, f64, i64)> {
+    let r = cx.roofline().iter().find(|r| r.device == device)?;
+    let (bytes, ns) = r
+        .rows
+        .iter()
+        .filter(|x| x.bound == crate::roofline::RoofBound::Memory)
+        .fold((0.0, 0i64), |(b, n), x| (b + x.bytes, n + x.time_ns));
+    if ns == 0 {
+        return None;
+    }
+    let tb = bytes / (ns as f64 / 1e9) / 1e12;
+    Some((
+        tb,
+        tb / r.peaks.mem_tbps,
+        r.peaks.model,
+        r.peaks.mem_tbps,
+        ns,
+    ))
+}
+
 /// How the GPU-bound verdict ends when nothing more is known of the kernels.
 const EFFICIENCY_DECIDES: &str = ", so kernel efficiency decides the step time.";
 
@@ -1043,12 +1066,26 @@ fn gpu_bound_by_kind(cx: &Ctx, main: &DeviceSummary) -> String {
                     pct(m.modelled_ns)
                 ),
                 (Some(tb), ..) => format!(" at {tb:.2} TB/s (HBM peak of this GPU unknown)"),
-                _ => " (by kernel names: shapes not recorded, so no bandwidth)".into(),
+                // The memory-bound kernels are matrix operators under the HBM roof at their
+                // intensity (a GEMV, tiny batched products): their recorded shapes give the rate.
+                _ => match matrix_memory_rate(cx, main.device) {
+                    Some((tb, share, model, peak, covered)) => format!(
+                        " at {tb:.2} TB/s ({:.0}% of the {model}'s {peak:.1} TB/s HBM, over the {:.0}% of kernel time in matrix operators under the HBM roof at their shapes)",
+                        100.0 * share,
+                        pct(covered)
+                    ),
+                    None => " (by kernel names: shapes not recorded, so no bandwidth)".into(),
+                },
             };
             let smi = memory_controller(cx, main.device)
                 .map(|u| format!("; nvidia-smi: memory-controller utilisation {u:.0}% on average"))
                 .unwrap_or_default();
-            let what = match m.hbm_share {
+            let hbm_share = m.hbm_share.or_else(|| {
+                (m.tbps.is_none())
+                    .then(|| matrix_memory_rate(cx, main.device).map(|r| r.1))
+                    .flatten()
+            });
+            let what = match hbm_share {
                 Some(s) if s >= 0.7 => {
                     "they already stream near the roof, so faster kernels cannot help: only moving fewer bytes does (fewer passes over the same tensors, narrower dtypes)"
                 }

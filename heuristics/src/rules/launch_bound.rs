@@ -389,7 +389,7 @@ impl Rule for LaunchBound {
                     && let Some(at) = frame_of(name)
                 {
                     Some(format!(
-                        "{} waits {} times a step at {at}: a Python loop of small calls. Iterations over independent items (samples, images, heads) batch into one call (stack the inputs, or torch.vmap(f)), which removes the launches rather than their cost; iterations that depend on each other (layers, decode steps) cannot be batched: make each call larger or replay them as a graph.",
+                        "{} waits {} times a step at {at}: a Python loop of small calls. Iterations over independent items (samples, images, heads) batch into one call (stack the inputs, or torch.vmap(f)), which removes the launches rather than their cost; iterations that depend on each other cannot be batched as they are: a running sum, product or maximum over steps (acc = acc + x[:, t]) is a scan that torch.cumsum, cumprod, cummax or logcumsumexp computes in one call; for layers or decode steps, make each call larger or replay them as a graph.",
                         name_or(t, name, "(no operator)"),
                         n as usize / steps
                     ))

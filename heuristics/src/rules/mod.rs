@@ -58,6 +58,7 @@ rules! {
     underfilled_kernels => UnderfilledKernels,
     optimizer_overhead => OptimizerOverhead,
     recomputation => Recomputation,
+    dense_embedding_grad => DenseEmbeddingGrad,
     memory_pressure => MemoryPressure,
     step_outliers => StepOutliers,
     recompilation => Recompilation,
