@@ -43,6 +43,8 @@ pub struct Ctx<'a> {
     optimizer: std::sync::OnceLock<crate::optimizer::OptimizerCalls>,
     /// Activation checkpointing's recomputation, for recomputation and launch_bound.
     recomputation: std::sync::OnceLock<crate::checkpointing::Recomputation>,
+    /// Loops over tensor lists, for tensor_loop and launch_bound.
+    tensor_loops: std::sync::OnceLock<crate::tensor_loops::TensorLoops>,
     /// One-hot matrix products, for hot_operator and copy_hotspots.
     onehot: std::sync::OnceLock<Vec<crate::onehot::OneHotProduct>>,
     onehot_priced: std::sync::OnceLock<Vec<(i32, crate::onehot::Priced)>>,
@@ -70,6 +72,7 @@ impl<'a> Ctx<'a> {
             accounting: std::sync::OnceLock::new(),
             optimizer: std::sync::OnceLock::new(),
             recomputation: std::sync::OnceLock::new(),
+            tensor_loops: std::sync::OnceLock::new(),
             onehot: std::sync::OnceLock::new(),
             onehot_priced: std::sync::OnceLock::new(),
         }
@@ -102,6 +105,21 @@ impl<'a> Ctx<'a> {
     pub(crate) fn recomputation(&self) -> &crate::checkpointing::Recomputation {
         self.recomputation
             .get_or_init(|| crate::checkpointing::scan(self))
+    }
+
+    /// The window's loops over tensor lists and the waits for their launches
+    /// ([`crate::tensor_loops::scan`]).
+    pub(crate) fn tensor_loops(&self) -> &crate::tensor_loops::TensorLoops {
+        self.tensor_loops.get_or_init(|| {
+            let mut loops = crate::tensor_loops::scan(self);
+            if !loops.runs.is_empty() {
+                for dev in self.starved() {
+                    let waits = dev.launch_bound().map(|s| (s.op, s.gap_ns));
+                    loops.add_device(self.trace, &self.window, dev.device, waits);
+                }
+            }
+            loops
+        })
     }
 
     /// The window's one-hot matrix products ([`crate::onehot::products`]).

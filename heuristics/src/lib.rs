@@ -33,6 +33,7 @@ pub mod starved;
 pub mod stats;
 pub mod summary;
 pub mod tables;
+pub mod tensor_loops;
 pub mod unified;
 pub mod views;
 pub mod window;

@@ -566,15 +566,41 @@ fn restart(
     });
 }
 
+/// What waits for launches are measured under, in a capture whose operators the profiler recorded: it
+/// adds host time to every operator call (more with shapes and Python stacks), so a loop the
+/// host cannot feed waits longer in the capture than outside it (on the blind set's
+/// launch-bound loops the twins gained 1.5–2.4× less outside the profiler than in it). The
+/// trace holds no measure of that cost, so the finding says it rather than correct for it.
+pub(crate) fn profiler_note(cx: &crate::scope::Scope) -> String {
+    let c = &cx.trace.meta.capture;
+    if !c.cpu_ops {
+        return String::new();
+    }
+    let on: Vec<&str> = [(c.shapes, "record_shapes"), (c.python_frames, "with_stack")]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect();
+    format!(
+        "; measured under the profiler, which adds host time to every operator call it records{}: outside it the host launches faster and these waits are shorter, so size the gain with a timing outside the profiler",
+        if on.is_empty() {
+            String::new()
+        } else {
+            format!(" (more with {}, on here)", on.join(" and "))
+        }
+    )
+}
+
 /// The waits another finding prices, which launch_bound and the verdict's count of launch
 /// waits leave to it: those launched inside a single-tensor optimizer's step or a zeroing
-/// `zero_grad` (optimizer_overhead's) and those before a checkpoint's recomputed forward
-/// kernels (recomputation's), each only where that rule runs and reports, so that no wait is
-/// left to a finding nobody sees.
+/// `zero_grad` (optimizer_overhead's), those before a checkpoint's recomputed forward
+/// kernels (recomputation's) and those before a loop's per-tensor kernels (tensor_loop's),
+/// each only where that rule runs and reports, so that no wait is left to a finding nobody
+/// sees.
 pub(crate) struct Handed<'a> {
     trace: &'a tracehound_parsers::Trace,
     optimizer: &'a [((i64, i64), i64, i64)],
     recomputation: Option<&'a crate::checkpointing::Recomputation>,
+    loops: Option<&'a crate::tensor_loops::TensorLoops>,
 }
 
 impl<'a> Handed<'a> {
@@ -585,12 +611,20 @@ impl<'a> Handed<'a> {
         trace: &'a tracehound_parsers::Trace,
         optimizer: &'a [((i64, i64), i64, i64)],
         recomputation: Option<&'a crate::checkpointing::Recomputation>,
+        loops: Option<&'a crate::tensor_loops::TensorLoops>,
     ) -> Self {
         Handed {
             trace,
             optimizer,
             recomputation,
+            loops,
         }
+    }
+
+    /// Whether GPU op `op` on `device` was launched by a call of a reported loop over a
+    /// tensor list (tensor_loop's; `None` where it does not run).
+    pub(crate) fn to_loop(&self, device: i32, op: u32) -> bool {
+        self.loops.is_some_and(|l| l.owns(self.trace, device, op))
     }
 
     /// Whether GPU op `op` waited inside a range optimizer_overhead prices.
@@ -605,6 +639,6 @@ impl<'a> Handed<'a> {
 
     /// Whether GPU op `op` on `device` waited for another finding.
     pub(crate) fn any(&self, device: i32, op: u32) -> bool {
-        self.to_optimizer(op) || self.to_recomputation(device, op)
+        self.to_optimizer(op) || self.to_recomputation(device, op) || self.to_loop(device, op)
     }
 }

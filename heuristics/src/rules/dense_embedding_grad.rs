@@ -150,14 +150,32 @@ impl Rule for DenseEmbeddingGrad {
         });
         let steps = w.steps_in(t).max(1) as f64;
 
-        // Tables from the lookups in the window; the widths of dense and sparse gradients.
+        // Tables from the lookups in the window; the widths of dense and sparse gradients;
+        // the 2-D operands of matrix operators anywhere (once per distinct recorded inputs):
+        // a table that is one has a dense gradient anyway.
         let mut tables: Vec<Table> = Vec::new();
         let (mut dense_widths, mut sparse_widths) = (Vec::<u64>::new(), Vec::<u64>::new());
+        let mut seen_args: rustc_hash::FxHashSet<u32> = Default::default();
+        let mut tied: Vec<(u64, u64)> = Vec::new();
         for (i, s) in t.host_spans.iter().enumerate() {
-            if s.kind != HostKind::CpuOp || s.start < w.start || s.start >= w.end {
+            if s.kind != HostKind::CpuOp {
                 continue;
             }
             let i = i as u32;
+            if is(&matrix, s.name) {
+                if seen_args.insert(s.args) {
+                    for d in t.input_dims(i) {
+                        if let &[a, b] = d.as_slice() {
+                            tied.push((a, b));
+                            tied.push((b, a));
+                        }
+                    }
+                }
+                continue;
+            }
+            if s.start < w.start || s.start >= w.end {
+                continue;
+            }
             if is(&dense_bw, s.name) || is(&sparse_bw, s.name) {
                 // The gradient of the lookup's output, `[..., D]`, is the first input.
                 if let Some(&d) = t.input_dims(i).first().and_then(|x| x.last()) {
@@ -171,7 +189,10 @@ impl Rule for DenseEmbeddingGrad {
                 continue;
             }
             // The outermost lookup of a chain (`embedding_bag` calls `_embedding_bag`).
-            if !is(&lookup, s.name) || t.ancestors(i).any(|a| is(&lookup, t.host_spans[a as usize].name)) {
+            if !is(&lookup, s.name)
+                || t.ancestors(i)
+                    .any(|a| is(&lookup, t.host_spans[a as usize].name))
+            {
                 continue;
             }
             let dims = t.input_dims(i);
@@ -201,26 +222,9 @@ impl Rule for DenseEmbeddingGrad {
             x.rows > 0
                 && dense_widths.contains(&x.width)
                 && !sparse_widths.contains(&x.width)
+                && !tied.contains(&(x.rows, x.width))
                 && (x.indices / steps).min(x.rows as f64) <= MAX_TOUCHED * x.rows as f64
         });
-        if tables.is_empty() {
-            return Vec::new();
-        }
-        // A table that is a matrix operand too has a dense gradient anyway.
-        let mut seen_args: rustc_hash::FxHashSet<u32> = Default::default();
-        let mut tied: Vec<(u64, u64)> = Vec::new();
-        for (i, s) in t.host_spans.iter().enumerate() {
-            if s.kind != HostKind::CpuOp || !is(&matrix, s.name) || !seen_args.insert(s.args) {
-                continue;
-            }
-            for d in t.input_dims(i as u32) {
-                if let &[a, b] = d.as_slice() {
-                    tied.push((a, b));
-                    tied.push((b, a));
-                }
-            }
-        }
-        tables.retain(|x| !tied.contains(&(x.rows, x.width)));
         if tables.is_empty() {
             return Vec::new();
         }

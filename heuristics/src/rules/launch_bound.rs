@@ -13,8 +13,8 @@
 //! kernels launched inside a single-tensor optimizer's step or a `zero_grad` that zeroes
 //! gradients with kernels (optimizer_overhead's, which prices them and names that cause:
 //! `foreach=False`, `set_to_none=False`, not launch speed), nor kernels a checkpoint's
-//! recomputed forward launched (recomputation's), each only where that rule runs and reports
-//! ([`super::handed`]). Reported
+//! recomputed forward launched (recomputation's), nor kernels of a Python loop's per-tensor
+//! calls (tensor_loop's), each only where that rule runs and reports ([`super::handed`]). Reported
 //! from 3% of the window, with the launch latency distribution of the kernels that waited
 //! (runtime call start to kernel start, the launch path alone since nothing was queued) and
 //! the operators whose kernels waited; when those operators synchronise on most calls, the
@@ -49,30 +49,6 @@ pub const VARYING_SHAPES_ADVICE: &str = "Shapes change call to call here";
 /// The advice to replay the step as a CUDA graph (taken back by the analysis where shapes
 /// change call over call).
 pub const GRAPH_ADVICE: &str = "Replay the step as a CUDA graph: torch.compile(mode=\"reduce-overhead\"), or torch.cuda.CUDAGraph around a static-shape step; one launch then queues every kernel.";
-
-/// What the waits are measured under, in a capture whose operators the profiler recorded: it
-/// adds host time to every operator call (more with shapes and Python stacks), so a loop the
-/// host cannot feed waits longer in the capture than outside it (on the blind set's
-/// launch-bound loops the twins gained 1.5–2.4× less outside the profiler than in it). The
-/// trace holds no measure of that cost, so the finding says it rather than correct for it.
-fn profiler_note(cx: &Ctx) -> String {
-    let c = &cx.trace.meta.capture;
-    if !c.cpu_ops {
-        return String::new();
-    }
-    let on: Vec<&str> = [(c.shapes, "record_shapes"), (c.python_frames, "with_stack")]
-        .into_iter()
-        .filter_map(|(on, name)| on.then_some(name))
-        .collect();
-    format!(
-        "; measured under the profiler, which adds host time to every operator call it records{}: outside it the host launches faster and these waits are shorter, so size the gain with a timing outside the profiler",
-        if on.is_empty() {
-            String::new()
-        } else {
-            format!(" (more with {}, on here)", on.join(" and "))
-        }
-    )
-}
 
 /// Operators that synchronise because they copy to the host (`.item()`, `.cpu()`, `.tolist()`).
 const COPY_OPERATORS: &[&str] = &[
@@ -116,7 +92,7 @@ impl Rule for LaunchBound {
             // launches the next call: a graph cannot capture the reads either.
             let read_back_ns: i64 = dev.read_back().map(|s| s.gap_ns).sum();
             let (mut starved_ns, mut starved_n, mut optimizer_ns) = (0i64, 0u64, 0i64);
-            let mut recomputed_ns = 0i64;
+            let (mut recomputed_ns, mut loop_ns) = (0i64, 0i64);
             let mut latency: Vec<i64> = Vec::new();
             let mut durs: Vec<i64> = Vec::new();
             // Copies and memsets launched onto an idle GPU wait like kernels do: a loop of
@@ -142,6 +118,12 @@ impl Rule for LaunchBound {
                 // remedy (checkpoint less) removes the kernels and their waits alike.
                 if handed.to_recomputation(d, s.op) {
                     recomputed_ns += s.gap_ns;
+                    continue;
+                }
+                // A Python loop's per-tensor calls: tensor_loop's, whose foreach remedy
+                // removes the launches rather than speeding them up.
+                if handed.to_loop(d, s.op) {
+                    loop_ns += s.gap_ns;
                     continue;
                 }
                 latency.push(s.latency_ns);
@@ -215,7 +197,7 @@ impl Rule for LaunchBound {
                 starved_ns,
                 Confidence::High,
                 format!(
-                    "{} started after a gap < {} with an empty queue and no sync before it; {} stretches of {STRETCH_KERNELS}+ such {}; their launch latency (runtime call to kernel start) median {}, p99 {}, {} above max(10× median, {}){}{}{}{}{}{}",
+                    "{} started after a gap < {} with an empty queue and no sync before it; {} stretches of {STRETCH_KERNELS}+ such {}; their launch latency (runtime call to kernel start) median {}, p99 {}, {} above max(10× median, {}){}{}{}{}{}{}{}",
                     if others_n == 0 {
                         format!("{starved_n} of {} kernels", dev.kernels)
                     } else {
@@ -270,7 +252,15 @@ impl Rule for LaunchBound {
                     } else {
                         String::new()
                     },
-                    profiler_note(cx)
+                    if loop_ns > 0 {
+                        format!(
+                            "; {} more before the per-tensor calls of a Python loop over a tensor list (see tensor_loop)",
+                            fmt_ns(loop_ns)
+                        )
+                    } else {
+                        String::new()
+                    },
+                    crate::starved::profiler_note(cx)
                 ),
             );
             let mut groups: BTreeMap<String, (u64, i64)> = BTreeMap::new();
@@ -432,6 +422,7 @@ impl Rule for LaunchBound {
                 ("read_back_ns", read_back_ns as f64),
                 ("optimizer_ns", optimizer_ns as f64),
                 ("recomputation_waits_ns", recomputed_ns as f64),
+                ("tensor_loop_ns", loop_ns as f64),
                 ("stretches", stretches.len() as f64),
                 ("launch_latency_p50_ns", p50 as f64),
                 ("launch_latency_p99_ns", p99 as f64),

@@ -58,6 +58,7 @@ rules! {
     underfilled_kernels => UnderfilledKernels,
     optimizer_overhead => OptimizerOverhead,
     recomputation => Recomputation,
+    tensor_loop => TensorLoop,
     dense_embedding_grad => DenseEmbeddingGrad,
     memory_pressure => MemoryPressure,
     step_outliers => StepOutliers,
@@ -90,8 +91,8 @@ pub const LONGEST_FIRST: &[&str] = &[
 ];
 
 /// The waits for launches that another rule prices, for launch_bound and the verdict's count
-/// of launch waits to leave to it: optimizer_overhead's ranges and recomputation's kernels,
-/// each only where that rule runs (`--rules`, `--skip-rules`) and reports. Here, where the
+/// of launch waits to leave to it: optimizer_overhead's ranges, recomputation's kernels and
+/// tensor_loop's, each only where that rule runs (`--rules`, `--skip-rules`) and reports. Here, where the
 /// rules are listed, so that no rule reads another.
 pub(crate) fn handed<'a>(cx: &'a Ctx<'_>) -> crate::starved::Handed<'a> {
     crate::starved::Handed::new(
@@ -104,6 +105,9 @@ pub(crate) fn handed<'a>(cx: &'a Ctx<'_>) -> crate::starved::Handed<'a> {
         cx.config
             .runs_rule(recomputation::ID)
             .then(|| cx.recomputation()),
+        cx.config
+            .runs_rule(tensor_loop::ID)
+            .then(|| cx.tensor_loops()),
     )
 }
 
