@@ -1483,8 +1483,8 @@ fn a_per_parameter_ema_loop_is_priced_apart_from_the_launch_waits() {
     assert!(findings(&twin).iter().all(|f| f["rule"] != "tensor_loop"));
 }
 
-/// The ninth set's `grad_clip_manual`, a loop the rule was not written against (a norm per
-/// gradient, then `p.grad.mul_(coef)` per gradient, 128 parameters): both runs are named, 256
+/// The ninth set's `grad_clip_manual`, read while the rule was built (a norm per gradient,
+/// then `p.grad.mul_(coef)` per gradient, 128 parameters): both runs are named, 256
 /// calls a step, with the foreach norm and `clip_grad_norm_` in the advice, at the planted
 /// function with stacks; the twin (`clip_grad_norm_`) has no loop.
 #[test]
