@@ -1512,3 +1512,39 @@ fn a_hand_written_gradient_clipping_loop_is_named_with_clip_grad_norm() {
         assert!(findings(&twin).iter().all(|f| f["rule"] != "tensor_loop"));
     }
 }
+
+/// The eighth set's `vocab_unaligned` without stacks: autograd's weight gradient of the LM head
+/// multiplies a [50257, 8192] view whose recorded strides (read here from the events) are
+/// [1, 50257], so its leading dimension is the vocabulary; the misaligned finding counts that
+/// product with the two whose N or K is 50257, and its cost holds against the padded twin's
+/// measure (it priced the forward and input-gradient products alone before, −28%).
+#[test]
+fn a_transposed_operand_with_an_odd_leading_dimension_is_misaligned() {
+    let file = "h100_blind_vocab_unaligned_nostack.pt.trace.json.gz";
+    let transposed = events_of(file).into_iter().any(|e| {
+        e["name"] == "aten::mm"
+            && e["args"]["Input Dims"] == serde_json::json!([[50257, 8192], [8192, 1024]])
+            && e["args"]["Input Strides"] == serde_json::json!([[1, 50257], [1024, 1]])
+    });
+    assert!(
+        transposed,
+        "the weight gradient's operand is a transposed view"
+    );
+    let (steps, _) = profiled_steps(file);
+    let a = analyze(file);
+    let f = &findings(&a)[0];
+    assert_eq!(f["rule"], "tensor_cores", "{f}");
+    let rows = f["breakdown"].as_array().expect("rows");
+    assert!(
+        rows.iter().any(|r| r["label"]
+            .as_str()
+            .is_some_and(|l| l.contains("[50257, 8192] x [8192, 1024]"))),
+        "{f}"
+    );
+    within(
+        per_step_ms(f, steps),
+        planted_ms(&truth_h100("vocab_unaligned_nostack")),
+        0.25,
+        "vocab_unaligned",
+    );
+}

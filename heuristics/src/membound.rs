@@ -1173,7 +1173,7 @@ fn modelled_op(
         if s.kind == HostKind::CpuOp && args.input_types != 0 {
             let name = t.str(s.name);
             let twice = name.contains("_norm") && two_pass(t, i, name);
-            let strides = t.zero_strides_id(i);
+            let strides = t.strides_id(i);
             let key = (
                 s.name,
                 args.input_dims,

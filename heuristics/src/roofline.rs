@@ -388,19 +388,27 @@ pub(crate) struct Call {
     pub math: Math,
     /// What it computes.
     pub work: Work,
+    /// Whether a leading dimension is not a multiple of 8, from the recorded strides; `None`
+    /// where the trace kept none for it ([`unaligned_leading_dim`]).
+    pub unaligned_ld: Option<bool>,
 }
 
 impl Call {
     /// A half-precision GEMM with N or K (a leading dimension) not a multiple of 8.
     pub fn is_misaligned_half(&self) -> bool {
-        // Tensor-core GEMM kernels need 16-byte-aligned rows: the leading dimensions, K (of
-        // the [M, K] input) and N (of the weight and the output), in multiples of 8 halves.
-        // M, the number of rows, does not change any row's alignment.
+        // Tensor-core GEMM kernels need 16-byte-aligned rows: the leading dimensions in
+        // multiples of 8 halves. From the recorded strides where the trace kept them (a
+        // transposed operand's leading dimension is M or N, not K); else from the shapes of
+        // contiguous operands: K (of the [M, K] input) and N (of the weight and the output),
+        // M, the number of rows, changing no row's alignment.
         matches!(self.math, Math::Bf16 | Math::Fp16)
-            && self
-                .work
-                .mnk
-                .is_some_and(|(_, n, k)| n % 8 != 0 || k % 8 != 0)
+            && match self.unaligned_ld {
+                Some(u) => u,
+                None => self
+                    .work
+                    .mnk
+                    .is_some_and(|(_, n, k)| n % 8 != 0 || k % 8 != 0),
+            }
     }
 }
 
@@ -492,16 +500,58 @@ pub(crate) fn matrix_calls(cx: &Scope, device: i32) -> DeviceCalls {
                 Math::Fp32 if tc && !simt => Math::Tf32,
                 m => m,
             };
+            let unaligned_ld = t
+                .input_strides_of(op)
+                .map(|st| unaligned_leading_dim(name, dims, &st));
             Some(Call {
                 op,
                 outer,
                 ns,
                 math,
                 work,
+                unaligned_ld,
             })
         })
         .collect();
     DeviceCalls { calls, kernel_ns }
+}
+
+/// Whether a matrix product's operands or output have a leading dimension (the stride of the
+/// row or column that is not unit-stride) not a multiple of 8, from its recorded dims and
+/// strides: a transposed operand's leading dimension is its row count, which the shapes alone
+/// do not show (autograd's weight gradient of an LM head over 50257 words multiplies a
+/// [50257, 8192] view with strides [1, 50257]). The output is written row-major, its leading
+/// dimension N.
+fn unaligned_leading_dim(name: &str, dims: &[Vec<u64>], strides: &[Vec<u64>]) -> bool {
+    let first = if name.starts_with("aten::add") || name.starts_with("aten::badd") {
+        1
+    } else {
+        0
+    };
+    let operand = |k: usize| -> bool {
+        let (Some(d), Some(st)) = (dims.get(k), strides.get(k)) else {
+            return false;
+        };
+        if d.len() < 2 || st.len() != d.len() {
+            return false;
+        }
+        let (r, c) = (d.len() - 2, d.len() - 1);
+        // The leading dimension is the stride of whichever of the two dims is not unit-stride;
+        // a dim of size 1 is never stepped over.
+        let ld = if st[c] == 1 || d[c] == 1 {
+            (d[r] > 1).then_some(st[r])
+        } else if st[r] == 1 || d[r] == 1 {
+            Some(st[c])
+        } else {
+            Some(st[r].max(st[c]))
+        };
+        ld.is_some_and(|ld| ld % 8 != 0)
+    };
+    let n_out = dims
+        .get(first + 1)
+        .and_then(|b| b.last())
+        .is_some_and(|&n| n % 8 != 0);
+    operand(first) || operand(first + 1) || n_out
 }
 
 /// Achievable share of a roof for GEMMs and convolutions: the best library kernels reach

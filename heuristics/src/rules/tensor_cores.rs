@@ -334,7 +334,7 @@ fn misaligned_half(cx: &Ctx, d: i32) -> Option<Finding> {
         impact as i64,
         Confidence::Low,
         format!(
-            "{} calls whose N or K (the leading dimensions) is not a multiple of 8 run on unaligned kernels; impact = time beyond {:.0}% of the roof{}",
+            "{} calls with a leading dimension not a multiple of 8 (N or K; M too where the recorded strides show a transposed operand, as in a weight gradient) run on unaligned kernels; impact = time beyond {:.0}% of the roof{}",
             groups.values().map(|g| g.0).sum::<u64>(),
             100.0 * crate::roofline::ACHIEVABLE,
             if peaks.is_none() {

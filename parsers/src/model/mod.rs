@@ -17,7 +17,7 @@ use serde::Serialize;
 pub type StrId = u32;
 
 /// An entry of a side table keyed by span, sorted: (pid, tid, start, name) and the interned
-/// text kept for it ([`Trace::concrete_inputs`], [`Trace::zero_strides`]).
+/// text kept for it ([`Trace::concrete_inputs`], [`Trace::strides`]).
 pub type SpanText = ((i64, i64, i64, StrId), StrId);
 /// Marker for "no index" in the `u32` link fields.
 pub const NONE: u32 = u32::MAX;
@@ -1006,10 +1006,11 @@ pub struct Trace {
     /// (Kineto), keyed by the span's (pid, tid, start, name): nested operators can start at
     /// the same instant. Sorted; read through [`Trace::concrete_inputs_of`].
     pub concrete_inputs: Vec<SpanText>,
-    /// `Input Strides` (Kineto) of the operators that recorded a stride of 0 (an expanded
-    /// input), keyed as [`Trace::concrete_inputs`]. Sorted; read through
-    /// [`Trace::input_strides_of`].
-    pub zero_strides: Vec<SpanText>,
+    /// `Input Strides` (Kineto) of the operators whose strides change a model: those that
+    /// recorded a stride of 0 (an expanded input), and matrix products with a stride not a
+    /// multiple of 8 (an unaligned leading dimension); keyed as [`Trace::concrete_inputs`].
+    /// Sorted; read through [`Trace::input_strides_of`].
+    pub strides: Vec<SpanText>,
     /// CPU samples (Nsight Systems `-s cpu`), sorted by (pid, tid, time).
     pub cpu_samples: Vec<CpuSample>,
     /// The API entry point of each runtime or driver call name recorded with a version suffix
@@ -1313,7 +1314,7 @@ impl Trace {
             self.memory.par_sort_by(by_ts);
         }
         self.concrete_inputs.par_sort_unstable();
-        self.zero_strides.par_sort_unstable();
+        self.strides.par_sort_unstable();
         clock.mark("finish: sort");
         // Nesting writes the spans while the device index reads only the GPU ops. The
         // nesting pass also gathers the step markers, the launch calls and the Python

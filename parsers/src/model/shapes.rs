@@ -43,23 +43,22 @@ impl Trace {
             .map(|v| items(self.str(v)))
     }
 
-    /// The strides of each input of span `i` by position (`Input Strides`, Kineto), when it
-    /// recorded a stride of 0 (an input expanded along that dim: each of its elements read
-    /// once however often the dim repeats it); `None` otherwise, and for traces without
-    /// strides.
+    /// The strides of each input of span `i` by position (`Input Strides`, Kineto), where the
+    /// trace keeps them ([`Trace::strides`]: a stride of 0, an input expanded along that dim;
+    /// a matrix product's stride not a multiple of 8, an unaligned leading dimension); `None`
+    /// otherwise, and for traces without strides.
     pub fn input_strides_of(&self, i: u32) -> Option<Vec<Vec<u64>>> {
-        self.side_entry(&self.zero_strides, i)
-            .map(|v| dims(self.str(v)))
+        self.side_entry(&self.strides, i).map(|v| dims(self.str(v)))
     }
 
-    /// The id of the recorded strides text of span `i` when they hold a 0
+    /// The id of the recorded strides text of span `i` where the trace keeps it
     /// ([`Trace::input_strides_of`]), else 0: a key for caches of per-shape models.
-    pub fn zero_strides_id(&self, i: u32) -> StrId {
-        self.side_entry(&self.zero_strides, i).unwrap_or(0)
+    pub fn strides_id(&self, i: u32) -> StrId {
+        self.side_entry(&self.strides, i).unwrap_or(0)
     }
 
     /// The value span `i` has in a sorted side table keyed by (pid, tid, start, name)
-    /// ([`Trace::concrete_inputs`], [`Trace::zero_strides`]).
+    /// ([`Trace::concrete_inputs`], [`Trace::strides`]).
     fn side_entry(&self, table: &[SpanText], i: u32) -> Option<StrId> {
         if table.is_empty() {
             return None;

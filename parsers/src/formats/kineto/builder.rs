@@ -91,6 +91,9 @@ pub(super) struct Builder {
     /// Per string id of an operator name: whether its `Concrete Inputs` are kept (1), not
     /// (2), or not yet asked (0); asked once per name, not once per operator.
     pub(super) keeps_concrete: Vec<u8>,
+    /// Per string id of an operator name: whether it is a matrix product whose unaligned
+    /// strides are kept (1), not (2), or not yet asked (0).
+    pub(super) matrix_op: Vec<u8>,
     /// Texts interned lately (names, shapes, types), looked up before the string table.
     pub(super) recent: RecentTexts,
 }
@@ -170,6 +173,7 @@ impl Builder {
             with_geometry: 0,
             thread_names: Vec::new(),
             keeps_concrete: Vec::new(),
+            matrix_op: Vec::new(),
             recent: RecentTexts::default(),
         }
     }
@@ -178,6 +182,23 @@ impl Builder {
     /// stride, padding and masks of the operators whose work depends on them (convolution,
     /// attention), BatchNorm's training flag (a second pass over its input), topk's k. Every
     /// operator records its scalars, most of them of no use here.
+    /// Whether operator `name` (string id `id`) is a matrix product (`mm`, `addmm`, `bmm`,
+    /// `baddbmm`, `_scaled_mm`), whose operands' leading dimensions its strides give.
+    pub(super) fn is_matrix_op(&mut self, id: StrId, name: &str) -> bool {
+        let i = id as usize;
+        if self.matrix_op.len() <= i {
+            self.matrix_op.resize(i + 1, 0);
+        }
+        if self.matrix_op[i] == 0 {
+            let keep = matches!(
+                name,
+                "aten::mm" | "aten::addmm" | "aten::bmm" | "aten::baddbmm" | "aten::_scaled_mm"
+            );
+            self.matrix_op[i] = if keep { 1 } else { 2 };
+        }
+        self.matrix_op[i] == 1
+    }
+
     pub(super) fn keeps_concrete(&mut self, id: StrId, name: &str) -> bool {
         let i = id as usize;
         if self.keeps_concrete.len() <= i {
@@ -434,14 +455,16 @@ impl Builder {
                 .concrete_inputs
                 .push(((pid, tid, start, name), c));
         }
-        // Only strides with a 0 change what an operator reads (an expanded input reads each
-        // element once, however many times its dims repeat it); the rest are left out.
+        // Strides are kept where they change a model: with a 0, an expanded input read once
+        // however many times its dims repeat it; in a matrix product, a stride not a multiple
+        // of 8, a leading dimension the tensor-core kernels cannot load aligned (a transposed
+        // [50257, 8192] operand has strides [1, 50257]). The rest are left out.
         if let Some(s) = a.input_strides
             && kind == HostKind::CpuOp
-            && has_zero(s)
+            && (has_zero(s) || (self.is_matrix_op(name, ev.name.as_str()) && has_unaligned(s)))
         {
             let s = self.trace.strings.intern(s);
-            self.trace.zero_strides.push(((pid, tid, start, name), s));
+            self.trace.strides.push(((pid, tid, start, name), s));
         }
         self.trace.host_spans.push(HostSpan {
             // A call keeps its correlation id, an operator its external id
@@ -542,6 +565,27 @@ pub(super) fn has_zero(s: &str) -> bool {
             && (k == 0 || !b[k - 1].is_ascii_digit())
             && b.get(k + 1).is_none_or(|n| !n.is_ascii_digit())
     })
+}
+
+/// Whether a recorded list of numbers holds one other than 0 and 1 that is not a multiple of 8
+/// (`[[1, 50257], [1024, 1]]`).
+pub(super) fn has_unaligned(s: &str) -> bool {
+    let mut num: Option<u64> = None;
+    for &c in s.as_bytes().iter().chain(std::iter::once(&b' ')) {
+        if c.is_ascii_digit() {
+            num = Some(
+                num.unwrap_or(0)
+                    .saturating_mul(10)
+                    .saturating_add(u64::from(c - b'0')),
+            );
+        } else if let Some(n) = num.take()
+            && n > 1
+            && n % 8 != 0
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// The value of an id of 1 to 18 plain digits.

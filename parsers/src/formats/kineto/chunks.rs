@@ -271,7 +271,7 @@ pub(super) fn merge_chunk(into: &mut Builder, c: &mut Builder) {
         && t.host_spans.is_empty()
         && t.memory.is_empty()
         && t.concrete_inputs.is_empty()
-        && t.zero_strides.is_empty()
+        && t.strides.is_empty()
     {
         std::mem::swap(&mut t.strings, &mut c.trace.strings);
         std::mem::swap(&mut t.args, &mut c.trace.args);
@@ -279,7 +279,7 @@ pub(super) fn merge_chunk(into: &mut Builder, c: &mut Builder) {
         std::mem::swap(&mut t.host_spans, &mut c.trace.host_spans);
         std::mem::swap(&mut t.memory, &mut c.trace.memory);
         std::mem::swap(&mut t.concrete_inputs, &mut c.trace.concrete_inputs);
-        std::mem::swap(&mut t.zero_strides, &mut c.trace.zero_strides);
+        std::mem::swap(&mut t.strides, &mut c.trace.strides);
         if t.strings.is_empty() {
             t.strings.intern("");
         }
@@ -315,7 +315,7 @@ pub(super) fn merge_chunk(into: &mut Builder, c: &mut Builder) {
         // The side tables keyed by span, their names and values rewritten.
         for (into, from) in [
             (&mut t.concrete_inputs, &mut c.trace.concrete_inputs),
-            (&mut t.zero_strides, &mut c.trace.zero_strides),
+            (&mut t.strides, &mut c.trace.strides),
         ] {
             into.extend(
                 from.drain(..)

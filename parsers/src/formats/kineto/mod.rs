@@ -875,8 +875,38 @@ mod tests {
             // A stride of 10 holds a 0 digit, not a 0 stride; `mul` recorded no strides.
             assert_eq!(t.input_strides_of(by_name("aten::add")), None);
             assert_eq!(t.input_strides_of(by_name("aten::mul")), None);
-            assert_eq!(t.zero_strides.len(), 1, "tid {tid}");
+            assert_eq!(t.strides.len(), 1, "tid {tid}");
         }
+    }
+
+    #[test]
+    fn a_matrix_products_unaligned_strides_are_kept_and_aligned_ones_not() {
+        for tid in ["6", r#""6""#] {
+            let t = parse_str(&format!(
+                r#"[
+            {{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":5,"tid":{tid},"ts":1,"dur":9,"args":{{"Input Dims":[[50257, 8192], [8192, 1024]],"Input type":["c10::BFloat16", "c10::BFloat16"],"Input Strides":[[1, 50257], [1024, 1]]}}}},
+            {{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":5,"tid":{tid},"ts":20,"dur":9,"args":{{"Input Dims":[[8192, 1024], [1024, 1024]],"Input type":["c10::BFloat16", "c10::BFloat16"],"Input Strides":[[1024, 1], [1, 1024]]}}}},
+            {{"ph":"X","cat":"cpu_op","name":"aten::add","pid":5,"tid":{tid},"ts":40,"dur":9,"args":{{"Input Dims":[[4, 10]],"Input type":["float"],"Input Strides":[[10, 1]]}}}}
+        ]"#
+            ))
+            .unwrap();
+            let at = |ts: i64| {
+                (0..t.host_spans.len() as u32)
+                    .find(|&i| t.host_spans[i as usize].start == ts * 1000)
+                    .unwrap()
+            };
+            // The weight gradient's transposed operand: leading dimension 50257.
+            assert_eq!(
+                t.input_strides_of(at(1)),
+                Some(vec![vec![1, 50257], vec![1024, 1]])
+            );
+            // Aligned strides, and an elementwise operator's odd ones, are not kept.
+            assert_eq!(t.input_strides_of(at(20)), None);
+            assert_eq!(t.input_strides_of(at(40)), None);
+        }
+        assert!(builder::has_unaligned("[[1, 50257], [1024, 1]]"));
+        assert!(!builder::has_unaligned("[[1, 1024], [0, 8], []]"));
+        assert!(builder::has_unaligned("[[100, 1]]"));
     }
 
     #[test]
