@@ -12,7 +12,7 @@ median(mistake) - median(twin). Then both are profiled (Kineto, shapes and Pytho
 
 Uses diag.py's harness. usage: python3 blind.py OUTDIR scenario[,scenario] [--gpu N]
 """
-import copy, json, os, statistics, sys, time
+import copy, json, math, os, statistics, sys, time
 
 import diag
 from diag import run, dev
@@ -1844,6 +1844,189 @@ def print_loss():
     }, lambda: train(True), lambda: train(False))
 
 
+# ---------------------------------------------------------------- tenth set
+# Captured after the ninth set's changes (the tensor_loop rule, FP32 and tiny batched products in
+# roofline), scored before any change for them: four probes of this session's rules in forms they
+# were not written against (per-parameter loops of div_ and of clamp_/add_, 4x4 transforms through
+# torch.matmul, an EmbeddingBag under plain SGD) and two new mistakes.
+
+def grad_accum_div_loop():
+    """Gradient accumulation scaled after the fact: p.grad.div_(accum) for every parameter before each optimizer step."""
+    model = nn.Sequential(*[m for _ in range(24) for m in (nn.Linear(1024, 1024), nn.LayerNorm(1024), nn.GELU())]
+                          ).to(dev)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    params = list(model.parameters())
+    x = torch.randn(512, 1024, device=dev)
+    accum = 4
+
+    def train(loop):
+        opt.zero_grad(set_to_none=True)
+        for _ in range(accum):
+            with torch.autocast("cuda", BF16):
+                loss = model(x).float().square().mean()
+            (loss if loop else loss / accum).backward()
+        if loop:
+            with torch.no_grad():
+                for p in params:
+                    p.grad.div_(accum)  # PLANTED grad_accum_div_loop
+        opt.step()
+
+    blind("grad_accum_div_loop", {
+        "set": 10,
+        "expected": {"family": "per-parameter Python loop of small kernels (launch overhead)",
+                     "ops_any": ["aten::div_"]},
+        "wrong_causes": ["compute-bound", "memory-bound", "small shapes"],
+        "notes": f"FP32 parameters under bf16 autocast: 24 Linear(1024) + LayerNorm + GELU layers, batch 512, 4 "
+                 f"micro-batches accumulated, fused AdamW; the accumulated gradients are divided by 4 parameter by "
+                 f"parameter ({len(params)} p.grad.div_ calls) before each optimizer step",
+        "twin": "the loss divided by 4 before each backward",
+    }, lambda: train(True), lambda: train(False))
+
+
+def clip_value_sgd_loop():
+    """A hand-written SGD step with gradient value clipping: p.grad.clamp_(-c, c) then p.add_(p.grad, alpha=-lr) per parameter."""
+    model = nn.Sequential(*[m for _ in range(24) for m in (nn.Linear(1024, 1024), nn.LayerNorm(1024), nn.GELU())]
+                          ).to(dev, BF16)
+    params = list(model.parameters())
+    x = torch.randn(1024, 1024, device=dev, dtype=BF16)
+    lr, c = 1e-3, 1.0
+
+    def train(loop):
+        loss = model(x).float().square().mean()
+        for p in params:
+            p.grad = None
+        loss.backward()
+        with torch.no_grad():
+            if loop:
+                for p in params:
+                    p.grad.clamp_(-c, c)  # PLANTED clip_value_sgd_loop
+                    p.add_(p.grad, alpha=-lr)  # PLANTED clip_value_sgd_loop
+            else:
+                grads = [p.grad for p in params]
+                torch._foreach_clamp_min_(grads, -c)
+                torch._foreach_clamp_max_(grads, c)
+                torch._foreach_add_(params, grads, alpha=-lr)
+
+    blind("clip_value_sgd_loop", {
+        "set": 10,
+        "expected": {"family": "per-parameter Python loop of small kernels (launch overhead)",
+                     "ops_any": ["aten::clamp_", "aten::add_"]},
+        "wrong_causes": ["compute-bound", "memory-bound", "small shapes"],
+        "notes": f"bf16 training of 24 Linear(1024) + LayerNorm + GELU layers, batch 1024, with a hand-written SGD "
+                 f"step: for each of the {len(params)} parameters p.grad.clamp_(-1, 1) then p.add_(p.grad, alpha=-lr)",
+        "twin": "torch._foreach_clamp_min_ / _foreach_clamp_max_ / _foreach_add_ over the lists",
+    }, lambda: train(True), lambda: train(False))
+
+
+def matmul_4x4_transforms():
+    """Homogeneous 4x4 transforms of a million points through torch.matmul (a batched GEMM of tiny matrices)."""
+    N, L = 1_000_000, 8
+    T = torch.randn(N, 4, 4, device=dev)
+    p = torch.randn(N, 4, 1, device=dev)
+
+    def step(mm):
+        h = p
+        for _ in range(L):
+            if mm:
+                h = torch.matmul(T, h)  # PLANTED matmul_4x4_transforms
+            else:
+                h = (T * h.transpose(1, 2)).sum(-1, keepdim=True)
+        return h.sum()
+
+    with torch.no_grad():
+        blind("matmul_4x4_transforms", {
+            "set": 10,
+            "expected": {"family": "batched GEMM over tiny matrices (4x4), far below the roof",
+                         "ops_any": ["aten::matmul", "aten::bmm"]},
+            "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound"],
+            "notes": f"{L} chained transforms of {N:,} homogeneous points by their own 4x4 FP32 matrices with "
+                     "torch.matmul ([N, 4, 4] x [N, 4, 1])",
+            "twin": "the same products as a broadcast multiply and a sum over the last dim",
+        }, lambda: step(True), lambda: step(False))
+
+
+def embedding_bag_dense_sgd():
+    """An EmbeddingBag(sum) of 10M rows with dense gradients under plain SGD: the whole table zeroed and updated every step."""
+    V, d, B, K = 10_000_000, 32, 4096, 8
+    tables = {s: nn.EmbeddingBag(V, d, mode="sum", sparse=s).to(dev) for s in (False, True)}
+    with torch.no_grad():
+        tables[True].weight.copy_(tables[False].weight)
+    top = nn.Sequential(nn.Linear(d, 128), nn.ReLU(), nn.Linear(128, 1)).to(dev)
+    opts = {s: torch.optim.SGD([*tables[s].parameters(), *top.parameters()], lr=1e-2) for s in (False, True)}
+    ids = torch.randint(0, V, (B, K), device=dev)
+    y = torch.rand(B, 1, device=dev)
+
+    def train(sparse):
+        loss = F.mse_loss(top(tables[sparse](ids)), y)  # PLANTED embedding_bag_dense_sgd
+        opts[sparse].zero_grad(set_to_none=True)
+        loss.backward()
+        opts[sparse].step()
+
+    blind("embedding_bag_dense_sgd", {
+        "set": 10,
+        "expected": {"family": "optimizer step over a whole embedding table with dense gradients (memory-bound)",
+                     "ops_any": ["aten::embedding_bag", "aten::_embedding_bag_dense_backward", "aten::_foreach_add_",
+                                 "Optimizer.step#SGD.step"]},
+        "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "small shapes"],
+        "notes": f"EmbeddingBag({V:,}, {d}, sum) over {K} ids per row, batch {B} (32,768 ids a step), and a 2-layer MLP, "
+                 "trained with plain SGD (no momentum); dense gradients make every step zero and update the whole table",
+        "twin": "EmbeddingBag(sparse=True) under the same SGD",
+    }, lambda: train(False), lambda: train(True))
+
+
+def gelu_erf_manual():
+    """GELU written out with erf in every layer of an MLP (older BERT code) instead of F.gelu."""
+    ws = [torch.randn(2048, 8192, device=dev, dtype=BF16, requires_grad=True) * 0.02 for _ in range(4)]
+    ws = [w.detach().requires_grad_() for w in ws]
+    vs = [(torch.randn(8192, 2048, device=dev, dtype=BF16) * 0.02).requires_grad_() for _ in range(4)]
+    x = torch.randn(4096, 2048, device=dev, dtype=BF16)
+
+    def act(h, manual):
+        if manual:
+            return 0.5 * h * (1.0 + torch.erf(h / math.sqrt(2.0)))  # PLANTED gelu_erf_manual
+        return F.gelu(h)
+
+    def train(manual):
+        h = x
+        for w, v in zip(ws, vs):
+            h = act(h @ w, manual) @ v
+        h.float().square().mean().backward()
+
+    blind("gelu_erf_manual", {
+        "set": 10,
+        "expected": {"family": "unfused elementwise chain (a hand-written activation), memory-bound",
+                     "ops_any": ["aten::erf", "aten::mul", "aten::add", "aten::div"]},
+        "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "small shapes"],
+        "notes": "bf16 MLP of 4 blocks ([4096, 2048] @ [2048, 8192], activation, @ [8192, 2048]), forward and "
+                 "backward, with GELU written as 0.5 * h * (1 + erf(h / sqrt(2)))",
+        "twin": "F.gelu",
+    }, lambda: train(True), lambda: train(False))
+
+
+def stack_row_loop():
+    """Rows gathered with a Python loop, torch.stack([x[i] for i in idx]), instead of one index."""
+    N, d, B = 1_000_000, 256, 4096
+    x = torch.randn(N, d, device=dev, dtype=BF16)
+    w = torch.randn(d, d, device=dev, dtype=BF16)
+    idx = torch.randint(0, N, (B,)).tolist()
+    idx_t = torch.tensor(idx, device=dev)
+
+    def step(loop):
+        rows = torch.stack([x[i] for i in idx]) if loop else x[idx_t]  # PLANTED stack_row_loop
+        return (rows @ w).float().sum()
+
+    with torch.no_grad():
+        blind("stack_row_loop", {
+            "set": 10,
+            "expected": {"family": "host-side Python loop of tensor views (no GPU work) before one stack",
+                         "ops_any": ["aten::select", "aten::stack", "aten::cat"]},
+            "wrong_causes": ["compute-bound", "memory-bound", "small shapes", "launch-bound / CUDA graphs"],
+            "notes": f"each step gathers {B} rows of a [{N:,}, {d}] bf16 table with torch.stack([x[i] for i in idx]) "
+                     "(a Python int index per row: one select view each, then one stack) and multiplies them",
+            "twin": "x[idx] with the indices as one CUDA tensor",
+        }, lambda: step(True), lambda: step(False))
+
+
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
              sort_for_topk, onehot_ce, sdpa_mask_fallback,
              pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate,
@@ -1856,7 +2039,8 @@ SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_back
              checkpoint_reentrant, class_mean_loop, cpu_metric_numpy, tensor_from_ndarray_list, vocab_unaligned,
              embedding_dense_adam, sync_for_timing, state_dict_to_cpu,
              embedding_dense_adagrad, grad_clip_manual, randperm_cpu_index, cumsum_loop, bmm_tiny_matrices,
-             print_loss]
+             print_loss, grad_accum_div_loop, clip_value_sgd_loop, matmul_4x4_transforms, embedding_bag_dense_sgd,
+             gelu_erf_manual, stack_row_loop]
 
 # Public reports of each mistake (found after the capture with the search tool, and added to the
 # truth files then): what users hit, or the framework's own account of the slow path.
@@ -2068,6 +2252,30 @@ REPORTS = {
     "print_loss": [
         "https://github.com/pytorch/pytorch/pull/126829",
         "https://github.com/meta-pytorch/torchtune/pull/522"
+    ],
+    "grad_accum_div_loop": [
+        "https://github.com/NVIDIA/DeepLearningExamples/issues/625",
+        "https://discuss.pytorch.org/t/how-to-implement-accumulated-gradient/3822/8"
+    ],
+    "clip_value_sgd_loop": [
+        "https://github.com/pytorch/pytorch/pull/43724",
+        "https://docs.pytorch.org/docs/stable/generated/torch.nn.utils.clip_grad_value_.html"
+    ],
+    "matmul_4x4_transforms": [
+        "https://discuss.pytorch.org/t/multiplying-large-batches-of-small-matrices-fast/201181",
+        "https://github.com/kornia/kornia/pull/687"
+    ],
+    "embedding_bag_dense_sgd": [
+        "https://github.com/facebookresearch/dlrm/issues/15",
+        "https://github.com/pytorch/pytorch/issues/109282"
+    ],
+    "gelu_erf_manual": [
+        "https://github.com/pytorch/pytorch/pull/20665",
+        "https://github.com/huggingface/transformers/issues/1347"
+    ],
+    "stack_row_loop": [
+        "https://github.com/kornia/kornia/pull/3823",
+        "https://github.com/pytorch/pytorch/issues/22462"
     ]
 }
 
