@@ -1548,3 +1548,74 @@ fn a_transposed_operand_with_an_odd_leading_dimension_is_misaligned() {
         "vocab_unaligned",
     );
 }
+
+// ---------------------------------------------------------------- tenth set (H200)
+
+/// The tenth set, captured after this session's rules and scored before any change for it:
+/// each of them meets a form it was not written against, and holds within 25% of what the
+/// twin measured outside the profiler, with and without stacks: a per-parameter
+/// `clamp_`/`add_` SGD step (`tensor_loop`, written for an EMA's `mul_`/`add_`), an
+/// `EmbeddingBag(sum)` under plain SGD (`dense_embedding_grad`, written for fused AdamW), 4×4
+/// transforms through `torch.matmul` (`roofline`'s tiny matrices, written for 3×3 `bmm`), and
+/// GELU written out with `erf` (`unfused_elementwise`). The twins get none of these findings.
+#[test]
+fn the_tenth_sets_forms_are_named_within_a_quarter_of_their_cost() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "clip_value_sgd_loop",
+            "tensor_loop",
+            &["aten::clamp_", "aten::add_", "torch._foreach_add_"],
+        ),
+        (
+            "embedding_bag_dense_sgd",
+            "dense_embedding_grad",
+            &["[10000000, 32]", "sparse=True"],
+        ),
+        (
+            "matmul_4x4_transforms",
+            "roofline",
+            &["aten::bmm", "[4, 4] x [4, 1]", "broadcast multiply"],
+        ),
+        ("gelu_erf_manual", "unfused_elementwise", &["aten::erf"]),
+    ];
+    for (base, rule, words) in cases {
+        for sfx in ["", "_nostack"] {
+            let name = format!("{base}{sfx}");
+            let (t, a, steps, _) = mistake(&name);
+            let f = naming(&a, rule, words);
+            assert!(
+                f["severity"] != "low" && f["severity"] != "info",
+                "{name}: {f}"
+            );
+            if sfx.is_empty() {
+                assert!(text(f).contains(&planted_frame(&t)), "{name}: {f}");
+            }
+            within(per_step_ms(f, steps), planted_ms(&t), 0.25, &name);
+            let twin = analyze(&format!("h200_blind_{name}_twin.pt.trace.json.gz"));
+            assert!(
+                findings(&twin)
+                    .iter()
+                    .all(|f| f["rule"] != *rule || !words.iter().all(|w| text(f).contains(w))),
+                "{name} twin"
+            );
+        }
+    }
+}
+
+/// The tenth set's `stack_row_loop` with stacks: 4,096 rows a step taken with `x[i]` one by one
+/// (the generator's batch, and the `aten::select` calls counted here from the events), then one
+/// stack. The host's views leave the GPU idle, and the advice names the loop and one index,
+/// not "do it on the GPU".
+#[test]
+fn a_loop_of_row_views_is_pointed_at_one_index() {
+    let file = "h200_blind_stack_row_loop.pt.trace.json.gz";
+    let (steps, _) = profiled_steps(file);
+    let selects = events_of(file)
+        .iter()
+        .filter(|e| e["cat"] == "cpu_op" && e["name"] == "aten::select")
+        .count();
+    assert_eq!(selects, 4096 * steps);
+    let a = analyze(file);
+    let f = naming(&a, "idle_gaps", &["aten::select ran 4096 times a step"]);
+    assert!(text(f).contains("x[idx]"), "{f}");
+}

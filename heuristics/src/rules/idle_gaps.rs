@@ -235,6 +235,11 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     for (k, ns) in kinds.iter().take(3) {
         let a = if once(*k) {
             crate::idle::allocator_once(&leaf_of(*k), cx.pytorch())
+        } else if let Some(a) = (*k == CauseKind::CpuOp)
+            .then(|| view_loop(cx, &leaf_of(*k)))
+            .flatten()
+        {
+            a
         } else {
             advice(*k, &leaf_of(*k), cx.workload(), cx.pytorch())
         };
@@ -429,3 +434,71 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
 
 #[cfg(test)]
 mod tests;
+
+/// Operators that make a view of a tensor and launch nothing: a host loop taking elements or
+/// rows one at a time calls them once per item.
+const VIEW_OPS: &[&str] = &[
+    "aten::select",
+    "aten::slice",
+    "aten::narrow",
+    "aten::as_strided",
+    "aten::view",
+    "aten::unsqueeze",
+    "aten::squeeze",
+    "aten::expand",
+];
+
+/// View operators called at least this many times a step are a Python loop over items.
+const VIEW_LOOP_CALLS: usize = 64;
+
+/// Back-to-back calls of one view operator from which they are a loop over items.
+const VIEW_RUN: usize = 32;
+
+/// Advice for host time in a view operator (`aten::select on CPU`, the leaf of the CPU
+/// operators' cause) that the program calls [`VIEW_LOOP_CALLS`] times a step or more, back to
+/// back: a Python loop indexing one item at a time, which one indexing call with a tensor of
+/// indices replaces. `None` for other operators, or fewer calls.
+fn view_loop(cx: &Ctx, leaf: &str) -> Option<String> {
+    let op = leaf.strip_suffix(" on CPU")?;
+    if !cx.pytorch() || !VIEW_OPS.contains(&op) {
+        return None;
+    }
+    let t = cx.trace;
+    let w = &cx.window;
+    let id = t.strings.lookup(op)?;
+    // Calls the program makes back to back, one view after another with no other operator
+    // between (a loop that also computes per item, `acc = acc + x[:, t]`, is not one whose
+    // remedy is one index), in runs of at least [`VIEW_RUN`].
+    let mut calls = 0usize;
+    for (_, spans) in &t.index.spans_by_thread {
+        let (mut outer_end, mut run) = (i64::MIN, 0usize);
+        for &i in spans {
+            let s = &t.host_spans[i as usize];
+            if s.kind != tracehound_parsers::HostKind::CpuOp || s.start < outer_end {
+                continue;
+            }
+            outer_end = s.end;
+            if s.start < w.start || s.start >= w.end {
+                continue;
+            }
+            if s.name == id {
+                run += 1;
+                continue;
+            }
+            if run >= VIEW_RUN {
+                calls += run;
+            }
+            run = 0;
+        }
+        if run >= VIEW_RUN {
+            calls += run;
+        }
+    }
+    let per_step = calls / w.steps_in(t).max(1);
+    (per_step >= VIEW_LOOP_CALLS).then(|| {
+        format!(
+            "{op} ran {per_step} times a step{}, each a view with no GPU work: a Python loop taking one element or row at a time (x[i] per item, then torch.stack or torch.cat). One indexing call with a tensor of indices (x[idx], torch.index_select, torch.gather) takes them all at once, on the GPU.",
+            if w.steps_in(t) > 0 { "" } else { " of the window" }
+        )
+    })
+}
