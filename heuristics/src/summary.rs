@@ -1080,12 +1080,17 @@ fn gpu_bound_by_kind(cx: &Ctx, main: &DeviceSummary) -> String {
             let smi = memory_controller(cx, main.device)
                 .map(|u| format!("; nvidia-smi: memory-controller utilisation {u:.0}% on average"))
                 .unwrap_or_default();
-            let hbm_share = m.hbm_share.or_else(|| {
-                (m.tbps.is_none())
-                    .then(|| matrix_memory_rate(cx, main.device).map(|r| r.1))
-                    .flatten()
-            });
+            // The rate of the matrix products under the HBM roof, where no other operator's
+            // bytes are modelled: far below the roof, how they are computed decides, not the
+            // bytes (a batch of tiny matrices in a GEMM kernel).
+            let matrix_share = (m.tbps.is_none())
+                .then(|| matrix_memory_rate(cx, main.device).map(|r| r.1))
+                .flatten();
+            let hbm_share = m.hbm_share.or(matrix_share);
             let what = match hbm_share {
+                Some(s) if s < 0.7 && m.hbm_share.is_none() => {
+                    "the matrix products that hold it run far below the HBM roof at their shapes, so how they are computed decides the step time, not the bytes they move (see the roofline finding)"
+                }
                 Some(s) if s >= 0.7 => {
                     "they already stream near the roof, so faster kernels cannot help: only moving fewer bytes does (fewer passes over the same tensors, narrower dtypes)"
                 }
