@@ -497,8 +497,12 @@ fn view_loop(cx: &Ctx, leaf: &str) -> Option<String> {
     let per_step = calls / w.steps_in(t).max(1);
     (per_step >= VIEW_LOOP_CALLS).then(|| {
         format!(
-            "{op} ran {per_step} times a step{}, each a view with no GPU work: a Python loop taking one element or row at a time (x[i] per item, then torch.stack or torch.cat). One indexing call with a tensor of indices (x[idx], torch.index_select, torch.gather) takes them all at once, on the GPU.",
-            if w.steps_in(t) > 0 { "" } else { " of the window" }
+            "{op} ran {per_step} times {}, each a view with no GPU work: a Python loop taking one element or row at a time (x[i] per item, then torch.stack or torch.cat). One indexing call with a tensor of indices (x[idx], torch.index_select, torch.gather) takes them all at once, on the GPU.",
+            if w.steps_in(t) > 0 {
+                "a step"
+            } else {
+                "in the window"
+            }
         )
     })
 }
