@@ -1622,3 +1622,35 @@ fn a_loop_of_row_views_is_pointed_at_one_index() {
     let f = naming(&a, "idle_gaps", &["aten::select ran 4096 times a step"]);
     assert!(text(f).contains("x[idx]"), "{f}");
 }
+
+/// The seventh set's `empty_cache_step` with stacks, captured without `profile_memory`: the
+/// `torch.cuda.empty_cache()` frames (one a step, counted here from the events) are named in
+/// the loop, which the rule skipped when the trace had no allocator samples; the twin has none.
+#[test]
+fn empty_cache_in_the_loop_is_named_without_allocator_samples() {
+    let file = "h100_blind_empty_cache_step.pt.trace.json.gz";
+    let (steps, _) = profiled_steps(file);
+    let frames = events_of(file)
+        .iter()
+        .filter(|e| {
+            e["name"].as_str().is_some_and(|n| {
+                n.contains("torch/cuda/memory.py(") && n.ends_with("): empty_cache")
+            })
+        })
+        .count();
+    assert_eq!(frames, steps);
+    let a = analyze(file);
+    naming(
+        &a,
+        "memory_pressure",
+        &[&format!(
+            "empty_cache() runs in the loop: {steps} calls in {steps} steps"
+        )],
+    );
+    let twin = analyze("h100_blind_empty_cache_step_twin.pt.trace.json.gz");
+    assert!(
+        findings(&twin)
+            .iter()
+            .all(|f| f["rule"] != "memory_pressure")
+    );
+}
