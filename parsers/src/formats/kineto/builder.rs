@@ -178,40 +178,28 @@ impl Builder {
         }
     }
 
+    /// Whether operator `name` (string id `id`) is a matrix product (`mm`, `addmm`, `bmm`,
+    /// `baddbmm`, `_scaled_mm`), whose operands' leading dimensions its strides give.
+    pub(super) fn is_matrix_op(&mut self, id: StrId, name: &str) -> bool {
+        per_name(&mut self.matrix_op, id, || {
+            matches!(
+                name,
+                "aten::mm" | "aten::addmm" | "aten::bmm" | "aten::baddbmm" | "aten::_scaled_mm"
+            )
+        })
+    }
+
     /// Whether the operator named `name` (string id `id`) keeps its `Concrete Inputs`:
     /// stride, padding and masks of the operators whose work depends on them (convolution,
     /// attention), BatchNorm's training flag (a second pass over its input), topk's k. Every
     /// operator records its scalars, most of them of no use here.
-    /// Whether operator `name` (string id `id`) is a matrix product (`mm`, `addmm`, `bmm`,
-    /// `baddbmm`, `_scaled_mm`), whose operands' leading dimensions its strides give.
-    pub(super) fn is_matrix_op(&mut self, id: StrId, name: &str) -> bool {
-        let i = id as usize;
-        if self.matrix_op.len() <= i {
-            self.matrix_op.resize(i + 1, 0);
-        }
-        if self.matrix_op[i] == 0 {
-            let keep = matches!(
-                name,
-                "aten::mm" | "aten::addmm" | "aten::bmm" | "aten::baddbmm" | "aten::_scaled_mm"
-            );
-            self.matrix_op[i] = if keep { 1 } else { 2 };
-        }
-        self.matrix_op[i] == 1
-    }
-
     pub(super) fn keeps_concrete(&mut self, id: StrId, name: &str) -> bool {
-        let i = id as usize;
-        if self.keeps_concrete.len() <= i {
-            self.keeps_concrete.resize(i + 1, 0);
-        }
-        if self.keeps_concrete[i] == 0 {
-            let keep = name.contains("convolution")
+        per_name(&mut self.keeps_concrete, id, || {
+            name.contains("convolution")
                 || name.contains("attention")
                 || name.contains("batch_norm")
-                || name == "aten::topk";
-            self.keeps_concrete[i] = if keep { 1 } else { 2 };
-        }
-        self.keeps_concrete[i] == 1
+                || name == "aten::topk"
+        })
     }
 
     pub(super) fn skip(&mut self, what: &str) {
@@ -570,22 +558,22 @@ pub(super) fn has_zero(s: &str) -> bool {
 /// Whether a recorded list of numbers holds one other than 0 and 1 that is not a multiple of 8
 /// (`[[1, 50257], [1024, 1]]`).
 pub(super) fn has_unaligned(s: &str) -> bool {
-    let mut num: Option<u64> = None;
-    for &c in s.as_bytes().iter().chain(std::iter::once(&b' ')) {
-        if c.is_ascii_digit() {
-            num = Some(
-                num.unwrap_or(0)
-                    .saturating_mul(10)
-                    .saturating_add(u64::from(c - b'0')),
-            );
-        } else if let Some(n) = num.take()
-            && n > 1
-            && n % 8 != 0
-        {
-            return true;
-        }
+    crate::model::shapes::numbers(s)
+        .into_iter()
+        .any(|n| n > 1 && n % 8 != 0)
+}
+
+/// A per-name answer kept in `cache` by string id (1 yes, 2 no, 0 not yet asked): `keep` is
+/// asked once per name, not once per operator.
+fn per_name(cache: &mut Vec<u8>, id: StrId, keep: impl FnOnce() -> bool) -> bool {
+    let i = id as usize;
+    if cache.len() <= i {
+        cache.resize(i + 1, 0);
     }
-    false
+    if cache[i] == 0 {
+        cache[i] = if keep() { 1 } else { 2 };
+    }
+    cache[i] == 1
 }
 
 /// The value of an id of 1 to 18 plain digits.
