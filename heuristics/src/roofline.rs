@@ -487,14 +487,7 @@ pub(crate) fn matrix_calls(cx: &Scope, device: i32) -> DeviceCalls {
                 .entry((s.name, args.input_types))
                 .or_insert_with(|| {
                     let types = t.input_types(op);
-                    // The first matrix input: after the bias of addmm, after the gradient of a
-                    // backward.
-                    let first = if name.starts_with("aten::add") || name.starts_with("aten::badd") {
-                        types.get(1)
-                    } else {
-                        types.first()
-                    };
-                    dtype_math(first?)
+                    dtype_math(types.get(first_operand(name))?)
                 }))?;
             let math = match dtype {
                 Math::Fp32 if tc && !simt => Math::Tf32,
@@ -516,6 +509,16 @@ pub(crate) fn matrix_calls(cx: &Scope, device: i32) -> DeviceCalls {
     DeviceCalls { calls, kernel_ns }
 }
 
+/// The position of a matrix operator's first matrix input: after the bias of `addmm` and
+/// `baddbmm`, first otherwise.
+fn first_operand(name: &str) -> usize {
+    if name.starts_with("aten::add") || name.starts_with("aten::badd") {
+        1
+    } else {
+        0
+    }
+}
+
 /// Whether a matrix product's operands or output have a leading dimension (the stride of the
 /// row or column that is not unit-stride) not a multiple of 8, from its recorded dims and
 /// strides: a transposed operand's leading dimension is its row count, which the shapes alone
@@ -523,11 +526,7 @@ pub(crate) fn matrix_calls(cx: &Scope, device: i32) -> DeviceCalls {
 /// [50257, 8192] view with strides [1, 50257]). The output is written row-major, its leading
 /// dimension N.
 fn unaligned_leading_dim(name: &str, dims: &[Vec<u64>], strides: &[Vec<u64>]) -> bool {
-    let first = if name.starts_with("aten::add") || name.starts_with("aten::badd") {
-        1
-    } else {
-        0
-    };
+    let first = first_operand(name);
     let operand = |k: usize| -> bool {
         let (Some(d), Some(st)) = (dims.get(k), strides.get(k)) else {
             return false;

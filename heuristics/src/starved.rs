@@ -566,9 +566,9 @@ fn restart(
     });
 }
 
-/// What waits for launches are measured under, in a capture whose operators the profiler recorded: it
-/// adds host time to every operator call (more with shapes and Python stacks), so a loop the
-/// host cannot feed waits longer in the capture than outside it (on the blind set's
+/// What waits for launches are measured under, in a capture whose operators the profiler
+/// recorded: it adds host time to every operator call (more with shapes and Python stacks), so
+/// a loop the host cannot feed waits longer in the capture than outside it (on the blind set's
 /// launch-bound loops the twins gained 1.5–2.4× less outside the profiler than in it). The
 /// trace holds no measure of that cost, so the finding says it rather than correct for it.
 pub(crate) fn profiler_note(cx: &crate::scope::Scope) -> String {
@@ -605,8 +605,8 @@ pub(crate) struct Handed<'a> {
 
 impl<'a> Handed<'a> {
     /// The waits inside `optimizer` ranges (optimizer_overhead's priced ranges, empty where it
-    /// does not run) and before `recomputation`'s kernels (`None` where it does not run); built
-    /// by [`crate::rules::handed`], which knows the rules.
+    /// does not run), before `recomputation`'s kernels and before `loops`' kernels (each `None`
+    /// where its rule does not run); built by [`crate::rules::handed`], which knows the rules.
     pub(crate) fn new(
         trace: &'a tracehound_parsers::Trace,
         optimizer: &'a [((i64, i64), i64, i64)],

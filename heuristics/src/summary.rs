@@ -1059,6 +1059,14 @@ fn gpu_bound_by_kind(cx: &Ctx, main: &DeviceSummary) -> String {
     };
     match m.bound {
         Some(KernelBound::Memory) => {
+            // Where no other operator's bytes are modelled, the memory-bound kernels are
+            // matrix operators under the HBM roof at their intensity (a GEMV, tiny batched
+            // products): their recorded shapes give the rate.
+            let matrix = m
+                .tbps
+                .is_none()
+                .then(|| matrix_memory_rate(cx, main.device))
+                .flatten();
             let rate = match (m.tbps, m.hbm_share, m.model, m.hbm_tbps) {
                 (Some(tb), Some(share), Some(model), Some(peak)) => format!(
                     " at {tb:.2} TB/s ({:.0}% of the {model}'s {peak:.1} TB/s HBM, over the {:.0}% of kernel time with recorded shapes)",
@@ -1066,9 +1074,7 @@ fn gpu_bound_by_kind(cx: &Ctx, main: &DeviceSummary) -> String {
                     pct(m.modelled_ns)
                 ),
                 (Some(tb), ..) => format!(" at {tb:.2} TB/s (HBM peak of this GPU unknown)"),
-                // The memory-bound kernels are matrix operators under the HBM roof at their
-                // intensity (a GEMV, tiny batched products): their recorded shapes give the rate.
-                _ => match matrix_memory_rate(cx, main.device) {
+                _ => match matrix {
                     Some((tb, share, model, peak, covered)) => format!(
                         " at {tb:.2} TB/s ({:.0}% of the {model}'s {peak:.1} TB/s HBM, over the {:.0}% of kernel time in matrix operators under the HBM roof at their shapes)",
                         100.0 * share,
@@ -1080,14 +1086,10 @@ fn gpu_bound_by_kind(cx: &Ctx, main: &DeviceSummary) -> String {
             let smi = memory_controller(cx, main.device)
                 .map(|u| format!("; nvidia-smi: memory-controller utilisation {u:.0}% on average"))
                 .unwrap_or_default();
-            // The rate of the matrix products under the HBM roof, where no other operator's
-            // bytes are modelled: far below the roof, how they are computed decides, not the
+            // Matrix products far below the HBM roof: how they are computed decides, not the
             // bytes (a batch of tiny matrices in a GEMM kernel).
-            let matrix_share = (m.tbps.is_none())
-                .then(|| matrix_memory_rate(cx, main.device).map(|r| r.1))
-                .flatten();
-            let hbm_share = m.hbm_share.or(matrix_share);
-            let what = match hbm_share {
+            let matrix_share = matrix.map(|r| r.1);
+            let what = match m.hbm_share.or(matrix_share) {
                 Some(s) if s < 0.7 && m.hbm_share.is_none() => {
                     "the matrix products that hold it run far below the HBM roof at their shapes, so how they are computed decides the step time, not the bytes they move (see the roofline finding)"
                 }

@@ -17,7 +17,7 @@
 
 use crate::scope::Scope;
 use rustc_hash::FxHashSet;
-use tracehound_parsers::{HostKind, NONE, StrId};
+use tracehound_parsers::{NONE, StrId};
 
 /// Per-tensor operators and the foreach operator that takes a list of them. `copy_` is not
 /// one: libraries run it tensor by tensor themselves (`load_state_dict`, DDP's forward copies
@@ -166,19 +166,9 @@ pub(crate) fn scan(cx: &Scope) -> TensorLoops {
         run.clear();
         names.clear();
     };
-    // Each thread's outermost operators in the window, in start order: an operator starting
-    // before the last outermost one ended is nested in it (spans nest on a thread).
-    for (_, spans) in &t.index.spans_by_thread {
-        let mut outer_end = i64::MIN;
-        for &i in spans {
+    for ops in w.outermost_ops(t) {
+        for i in ops {
             let s = &t.host_spans[i as usize];
-            if s.kind != HostKind::CpuOp || s.start < outer_end {
-                continue;
-            }
-            outer_end = s.end;
-            if s.start < w.start || s.start >= w.end {
-                continue;
-            }
             let per = is(&per_tensor, s.name)
                 && !t
                     .ancestors(i)

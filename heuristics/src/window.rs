@@ -106,6 +106,27 @@ impl Window {
         })
     }
 
+    /// Each thread's outermost CPU operators that start inside the window, in start order, one
+    /// iterator per thread: an operator that starts before the last outermost one ended is
+    /// nested in it (spans nest on a thread), so no walk up the tree is needed.
+    pub fn outermost_ops<'t>(
+        &self,
+        trace: &'t Trace,
+    ) -> impl Iterator<Item = impl Iterator<Item = u32> + 't> + 't {
+        let (start, end) = (self.start, self.end);
+        trace.index.spans_by_thread.iter().map(move |(_, spans)| {
+            let mut outer_end = i64::MIN;
+            spans.iter().copied().filter(move |&i| {
+                let s = &trace.host_spans[i as usize];
+                if s.kind != tracehound_parsers::HostKind::CpuOp || s.start < outer_end {
+                    return false;
+                }
+                outer_end = s.end;
+                s.start >= start && s.start < end
+            })
+        })
+    }
+
     /// Human description (`steps 0-4 (5 steps)`).
     pub fn describe(&self) -> String {
         match &self.source {

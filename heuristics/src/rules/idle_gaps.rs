@@ -470,17 +470,10 @@ fn view_loop(cx: &Ctx, leaf: &str) -> Option<String> {
     // between (a loop that also computes per item, `acc = acc + x[:, t]`, is not one whose
     // remedy is one index), in runs of at least [`VIEW_RUN`].
     let mut calls = 0usize;
-    for (_, spans) in &t.index.spans_by_thread {
-        let (mut outer_end, mut run) = (i64::MIN, 0usize);
-        for &i in spans {
+    for ops in w.outermost_ops(t) {
+        let mut run = 0usize;
+        for i in ops {
             let s = &t.host_spans[i as usize];
-            if s.kind != tracehound_parsers::HostKind::CpuOp || s.start < outer_end {
-                continue;
-            }
-            outer_end = s.end;
-            if s.start < w.start || s.start >= w.end {
-                continue;
-            }
             if s.name == id {
                 run += 1;
                 continue;

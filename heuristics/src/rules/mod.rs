@@ -92,8 +92,8 @@ pub const LONGEST_FIRST: &[&str] = &[
 
 /// The waits for launches that another rule prices, for launch_bound and the verdict's count
 /// of launch waits to leave to it: optimizer_overhead's ranges, recomputation's kernels and
-/// tensor_loop's, each only where that rule runs (`--rules`, `--skip-rules`) and reports. Here, where the
-/// rules are listed, so that no rule reads another.
+/// tensor_loop's, each only where that rule runs (`--rules`, `--skip-rules`) and reports.
+/// Here, where the rules are listed, so that no rule reads another.
 pub(crate) fn handed<'a>(cx: &'a Ctx<'_>) -> crate::starved::Handed<'a> {
     crate::starved::Handed::new(
         cx.trace,
