@@ -1080,3 +1080,68 @@ fn a_diff_says_an_unpriced_finding_is_not_priced() {
             .all(|c| c.get("unpriced").is_none())
     );
 }
+
+/// A first call anywhere in the window that is far slower than the operator's later calls is
+/// set-up paid once, not host work of the loop. In `h200_bf16_odd_dims` (5 profiled steps,
+/// no module loading recorded) the first `MeanBackward0` of the capture spends 2 ms before its
+/// launch, its later calls about a tenth of a millisecond: the gap is named a first call (its
+/// cause `module_loading`), its time is that call's, and the advice is not to move host work
+/// off the training thread. The durations are read here from the events.
+#[test]
+fn a_slow_first_call_in_the_window_is_set_up_paid_once() {
+    let file = "kineto/h200_bf16_odd_dims.pt.trace.json.gz";
+    let name = "autograd::engine::evaluate_function: MeanBackward0";
+    let mut calls: Vec<(f64, f64)> = trace_events(file)
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "cpu_op" && e["name"] == name)
+        .map(|e| {
+            (
+                e["ts"].as_f64().expect("ts"),
+                e["dur"].as_f64().expect("dur"),
+            )
+        })
+        .collect();
+    calls.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert!(calls.len() >= 3, "{} calls", calls.len());
+    let first_us = calls[0].1;
+    let mut later: Vec<f64> = calls[1..].iter().map(|c| c.1).collect();
+    later.sort_by(f64::total_cmp);
+    let median = later[later.len() / 2];
+    assert!(
+        first_us >= 1000.0 && first_us >= 8.0 * median,
+        "first call {first_us} µs, later median {median} µs"
+    );
+    let doc = analyze(file);
+    let idle = doc["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .find(|f| f["rule"] == "idle_gaps")
+        .expect("an idle_gaps finding");
+    let rows = idle["breakdown"].as_array().expect("rows");
+    let row = rows
+        .iter()
+        .find(|r| {
+            r["label"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(&format!("first call of {name} (its later calls 8x faster"))
+        })
+        .expect("a row for the first call");
+    assert_eq!(row["cause"], "module_loading", "{row}");
+    let row_us = row["time_ns"].as_f64().expect("time") / 1e3;
+    assert!(
+        row_us <= first_us && row_us >= 0.5 * first_us,
+        "{row_us} of {first_us} µs"
+    );
+    assert!(
+        !rows.iter().any(|r| r["label"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!("{name} (host work)"))),
+        "{idle}"
+    );
+    let advice = idle["advice"].to_string();
+    assert!(advice.contains("set-up paid once"), "{advice}");
+    assert!(!advice.contains("DataLoader workers"), "{advice}");
+}

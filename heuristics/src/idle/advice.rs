@@ -65,6 +65,11 @@ pub fn advice(kind: CauseKind, leaf: &str, workload: Workload, pytorch: bool) ->
         CauseKind::ModuleLoad if leaf.starts_with("JIT compilation") => format!(
             "{leaf}: kernels compiled just in time, once per new fusion and input shape or dtype. Warm up with the shapes the run uses before profiling or timing; if it recurs in the steady state, inputs keep arriving in new shapes or dtypes and miss the compiled-kernel cache: pad or bucket them."
         ),
+        // A first call much slower than the operator's later calls: paid once, whatever
+        // the set-up was.
+        CauseKind::ModuleLoad if leaf.contains("later calls") => format!(
+            "{leaf}: set-up paid once in the window (a library handle or workspace, lazy kernel loading, the profiler starting on that thread), not a per-step cost: leave it out when sizing the steady state, and profile past it (more warm-up steps) to confirm it does not recur."
+        ),
         CauseKind::ModuleLoad => format!(
             "{leaf}: first-call cost (lazy module loading, library and handle start-up, JIT). Run warm-up steps before profiling or timing; if it recurs after warm-up, something recompiles (changing shapes under torch.compile, new kernels), and `CUDA_MODULE_LOADING=EAGER` moves loading to start-up."
         ),

@@ -28,6 +28,9 @@ enum Leaf {
     Call(u32),
     /// The first call of an operator (name).
     FirstOp(u32),
+    /// The first call of an operator (name) whose later calls on the same thread are at
+    /// least [`ONE_OFF_RATIO`] times faster: set-up paid once in the window.
+    OneOff(u32),
     /// Milliseconds of host time in an operator that launches GPU work.
     HostWork(u32),
     /// An operator that launched no GPU work.
@@ -153,6 +156,9 @@ pub(super) struct Attributor<'t> {
     loads_modules: OnceLock<bool>,
     /// Convolution operator -> whether it synchronised (autotuned), computed on demand.
     conv_tuned: Mutex<FxHashMap<u32, bool>>,
+    /// (thread, operator name) -> median duration of the operator's calls on that thread
+    /// after the first (None with no later call), computed on demand.
+    later_calls: Mutex<FxHashMap<(ThreadKey, u32), Option<i64>>>,
     /// Per string id: what a span of that name is ([`LOADER`], [`CONV`], …),
     /// decided once per name instead of once per span visited.
     flags: Vec<std::sync::atomic::AtomicU8>,
@@ -354,6 +360,7 @@ impl<'t> Attributor<'t> {
             no_cpu_leaf,
             loads_modules: OnceLock::new(),
             conv_tuned: Mutex::new(FxHashMap::default()),
+            later_calls: Mutex::new(FxHashMap::default()),
             flags: (0..trace.strings.len())
                 .map(|_| std::sync::atomic::AtomicU8::new(0))
                 .collect(),
@@ -842,6 +849,34 @@ impl<'t> Attributor<'t> {
         map.get(&((s.pid, s.tid), s.name)) == Some(&s.start)
     }
 
+    /// Whether CPU operator `op` (the first of its name on its thread) took at least
+    /// [`ONE_OFF_RATIO`] times the median of its later calls there: its extra time is set-up
+    /// paid once, whatever it was (a library handle, lazy loading, the profiler starting on
+    /// the thread). Without later calls (a one-step capture) nothing says so.
+    fn is_one_off(&self, op: u32) -> bool {
+        let t = self.trace;
+        let s = &t.host_spans[op as usize];
+        let key = ((s.pid, s.tid), s.name);
+        let median = {
+            let mut memo = self.later_calls.lock().unwrap_or_else(|e| e.into_inner());
+            *memo.entry(key).or_insert_with(|| {
+                let mut d: Vec<i64> = t
+                    .thread_spans(key.0)
+                    .iter()
+                    .map(|&j| &t.host_spans[j as usize])
+                    .filter(|o| o.name == s.name && o.kind == s.kind && o.start > s.start)
+                    .map(|o| o.dur())
+                    .collect();
+                if d.is_empty() {
+                    return None;
+                }
+                d.sort_unstable();
+                Some(d[d.len() / 2])
+            })
+        };
+        median.is_some_and(|m| m.saturating_mul(ONE_OFF_RATIO) <= s.dur())
+    }
+
     /// Category, leaf and user frame of the time span `i` was innermost for `ns`.
     fn categorize(&self, i: u32, ns: i64, memo: &mut Memo<'t>) -> Raw<'t> {
         let t = self.trace;
@@ -939,7 +974,13 @@ impl<'t> Attributor<'t> {
                 if self.launches(op) {
                     // Dispatch costs µs; milliseconds of host time in an operator that
                     // launches GPU work is set-up on a first call, or CPU work it does.
-                    if ns >= SLOW_CALL_NS && self.loads_modules() && self.is_first_op(op) {
+                    // A first call far slower than the operator's later calls is set-up
+                    // paid once, wherever in the window it falls; a slow first call in a
+                    // trace that shows module loading is first-call cost too.
+                    let first = ns >= SLOW_CALL_NS && self.is_first_op(op);
+                    if first && self.is_one_off(op) {
+                        raw(CauseKind::ModuleLoad, Leaf::OneOff(op_name), frame)
+                    } else if first && self.loads_modules() {
                         raw(CauseKind::ModuleLoad, Leaf::FirstOp(op_name), frame)
                     } else if ns >= SLOW_CALL_NS {
                         raw(CauseKind::CpuOp, Leaf::HostWork(op_name), frame)
@@ -1125,6 +1166,10 @@ impl<'t> Attributor<'t> {
             Leaf::OpCall(op, call) => format!("{} ({})", t.str(op), t.api_name(call)),
             Leaf::Call(call) => t.api_name(call).to_string(),
             Leaf::FirstOp(op) => format!("first call of {}", t.str(op)),
+            Leaf::OneOff(op) => format!(
+                "first call of {} (its later calls {ONE_OFF_RATIO}x faster or more)",
+                t.str(op)
+            ),
             Leaf::HostWork(op) => format!("{} (host work)", t.str(op)),
             Leaf::OnCpu(op) => format!("{} on CPU", t.str(op)),
             Leaf::Dispatch => "dispatch in operators that launch GPU work".into(),

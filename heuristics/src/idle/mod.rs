@@ -39,6 +39,13 @@ use std::sync::Arc;
 /// every module load seen on H100/H200 captures (1.8-34 ms).
 const SLOW_CALL_NS: i64 = 1_000_000;
 
+/// An operator's first call in the window taking this many times the median of its later
+/// calls on the same thread did set-up the others skip (a library handle or workspace, lazy
+/// loading, the profiler starting on that thread). In the Kineto captures held, first calls
+/// of a millisecond or more fall in two groups: within 4x of their later calls (ordinary
+/// variation, per-shape autotuning, recompiles) and 8x to over 1000x, with few between.
+const ONE_OFF_RATIO: i64 = 8;
+
 /// From a launch call to its kernel's start on an idle GPU takes 4-20 µs on the H100/H200
 /// captures; time beyond 50 µs with the work already queued is the GPU waiting on something
 /// else (a dependency, an event, another stream), not launch overhead.
