@@ -2027,6 +2027,206 @@ def stack_row_loop():
         }, lambda: step(True), lambda: step(False))
 
 
+
+# ---------------------------------------------------------------- eleventh set (issue 39): variants of
+# the problems the ninth and tenth sets' rules were built for, written differently, to test the rules
+# on code they were not written against.
+
+def embedding_dense_adam_foreach():
+    """A two-tower model whose nn.Embedding tables have dense gradients under foreach (not fused) Adam."""
+    V, d, B = 4_000_000, 64, 8192
+    towers = {s: nn.ModuleList([nn.Embedding(V, d, sparse=s) for _ in range(2)]).to(dev) for s in (False, True)}
+    with torch.no_grad():
+        for a, b in zip(towers[True], towers[False]):
+            a.weight.copy_(b.weight)
+    heads = nn.ModuleList([nn.Sequential(nn.Linear(d, 128), nn.ReLU(), nn.Linear(128, 64)) for _ in range(2)]).to(dev)
+    opts = {False: [torch.optim.Adam([*towers[False].parameters(), *heads.parameters()], lr=1e-3, foreach=True)],
+            True: [torch.optim.SparseAdam(list(towers[True].parameters()), lr=1e-3),
+                   torch.optim.Adam(heads.parameters(), lr=1e-3, foreach=True)]}
+    users = torch.randint(0, V, (B,), device=dev)
+    items = torch.randint(0, V, (B,), device=dev)
+    y = torch.rand(B, device=dev)
+
+    def train(sparse):
+        u, i = towers[sparse]
+        score = (heads[0](u(users)) * heads[1](i(items))).sum(-1)  # PLANTED embedding_dense_adam_foreach
+        loss = F.binary_cross_entropy_with_logits(score, y)
+        for o in opts[sparse]:
+            o.zero_grad(set_to_none=True)
+        loss.backward()
+        for o in opts[sparse]:
+            o.step()
+
+    blind("embedding_dense_adam_foreach", {
+        "set": 11,
+        "expected": {"family": "optimizer step over whole embedding tables with dense gradients (memory-bound)",
+                     "ops_any": ["aten::_foreach_mul_", "aten::_foreach_add_", "aten::_foreach_addcmul_",
+                                 "aten::_foreach_lerp_", "aten::_foreach_sqrt", "aten::_foreach_addcdiv_",
+                                 "aten::_foreach_div_", "aten::embedding", "aten::embedding_dense_backward",
+                                 "aten::embedding_backward", "Optimizer.step#Adam.step"]},
+        "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "small shapes"],
+        "notes": f"a two-tower retrieval model: two nn.Embedding({V:,}, {d}) tables (users, items), batch {B}, "
+                 "an MLP head per tower and a dot-product logit; the tables have dense gradients and foreach Adam "
+                 "(not fused) updates all 8M rows every step though a step touches at most 16,384",
+        "twin": "nn.Embedding(sparse=True) with SparseAdam for the tables (foreach Adam for the heads)",
+    }, lambda: train(False), lambda: train(True))
+
+
+def weight_decay_loop():
+    """Decoupled weight decay by hand, p.mul_(1 - lr * wd) for each parameter, before a plain SGD step."""
+    model = nn.Sequential(*[m for _ in range(32) for m in (nn.Linear(1024, 1024), nn.LayerNorm(1024), nn.SiLU())]
+                          ).to(dev, BF16)
+    params = list(model.parameters())
+    opt = torch.optim.SGD(params, lr=1e-3, foreach=True)
+    x = torch.randn(1024, 1024, device=dev, dtype=BF16)
+    lr, wd = 1e-3, 0.1
+
+    def train(loop):
+        loss = model(x).float().square().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        with torch.no_grad():
+            if loop:
+                for p in params:
+                    p.mul_(1 - lr * wd)  # PLANTED weight_decay_loop
+            else:
+                torch._foreach_mul_(params, 1 - lr * wd)
+        opt.step()
+
+    blind("weight_decay_loop", {
+        "set": 11,
+        "expected": {"family": "per-parameter Python loop of small kernels (launch overhead)",
+                     "ops_any": ["aten::mul_"]},
+        "wrong_causes": ["compute-bound", "memory-bound", "small shapes"],
+        "notes": f"bf16 training of 32 Linear(1024) + LayerNorm + SiLU layers, batch 1024, foreach SGD; weight decay "
+                 f"applied by hand before the step, p.mul_(1 - lr * wd) for each of the {len(params)} parameters",
+        "twin": "torch._foreach_mul_(params, 1 - lr * wd)",
+    }, lambda: train(True), lambda: train(False))
+
+
+def zero_grad_loop():
+    """Gradients zeroed parameter by parameter, p.grad.zero_(), instead of optimizer.zero_grad(set_to_none=True)."""
+    model = nn.Sequential(*[m for _ in range(32) for m in (nn.Linear(768, 768), nn.LayerNorm(768), nn.GELU())]
+                          ).to(dev, BF16)
+    params = list(model.parameters())
+    opt = torch.optim.AdamW(params, lr=1e-4, fused=True)
+    x = torch.randn(2048, 768, device=dev, dtype=BF16)
+    model(x).float().square().mean().backward()  # gradients exist from the start, as after a first step
+
+    def train(loop):
+        if loop:
+            for p in params:
+                if p.grad is not None:
+                    p.grad.zero_()  # PLANTED zero_grad_loop
+        else:
+            opt.zero_grad(set_to_none=True)
+        loss = model(x).float().square().mean()
+        loss.backward()
+        opt.step()
+
+    blind("zero_grad_loop", {
+        "set": 11,
+        "expected": {"family": "per-parameter Python loop of small kernels (launch overhead)",
+                     "ops_any": ["aten::zero_", "aten::fill_"]},
+        "wrong_causes": ["compute-bound", "memory-bound", "small shapes"],
+        "notes": f"bf16 training of 32 Linear(768) + LayerNorm + GELU layers, batch 2048, fused AdamW; each step "
+                 f"starts by zeroing the {len(params)} gradients one by one with p.grad.zero_()",
+        "twin": "optimizer.zero_grad(set_to_none=True): no kernels, the next backward writes fresh gradients",
+    }, lambda: train(True), lambda: train(False))
+
+
+def bmm_3x3_compose():
+    """Skeletal-animation style: per-joint 3x3 rotations composed with torch.bmm (a batched GEMM of tiny matrices)."""
+    N, L = 2_000_000, 8
+    R = torch.randn(L, N, 3, 3, device=dev)
+    acc0 = torch.eye(3, device=dev).expand(N, 3, 3).contiguous()
+
+    def step(mm):
+        acc = acc0
+        for j in range(L):
+            if mm:
+                acc = torch.bmm(acc, R[j])  # PLANTED bmm_3x3_compose
+            else:
+                acc = (acc.unsqueeze(-1) * R[j].unsqueeze(-3)).sum(-2)
+        return acc.sum()
+
+    with torch.no_grad():
+        blind("bmm_3x3_compose", {
+            "set": 11,
+            "expected": {"family": "batched GEMM over tiny matrices (3x3), far below the roof",
+                         "ops_any": ["aten::bmm"]},
+            "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound"],
+            "notes": f"{L} chained compositions of {N:,} FP32 3x3 rotations with torch.bmm ([N, 3, 3] x [N, 3, 3]), "
+                     "as a forward-kinematics pass composes joint rotations",
+            "twin": "the same products as a broadcast multiply and a sum over the shared dim",
+        }, lambda: step(True), lambda: step(False))
+
+
+def swiglu_width_unaligned():
+    """A LLaMA-style SwiGLU MLP whose hidden width int(8 * d / 3) = 2730 is not a multiple of 8 (LLaMA rounds it up)."""
+    d, T, L = 1024, 8192, 8
+    def mlp(h):
+        return nn.ModuleDict({"w1": nn.Linear(d, h, bias=False), "w3": nn.Linear(d, h, bias=False),
+                              "w2": nn.Linear(h, d, bias=False)})
+    nets = {a: nn.ModuleList([mlp(h) for _ in range(L)]).to(dev, BF16) for a, h in (("odd", int(8 * d / 3)),
+                                                                                    ("round", 2816))}
+    opts = {a: torch.optim.AdamW(n.parameters(), lr=1e-4, fused=True) for a, n in nets.items()}
+    x = torch.randn(T, d, device=dev, dtype=BF16)
+
+    def train(a):
+        h = x
+        for m in nets[a]:
+            h = h + m["w2"](F.silu(m["w1"](h)) * m["w3"](h))  # PLANTED swiglu_width_unaligned
+        loss = h.float().square().mean()
+        opts[a].zero_grad(set_to_none=True)
+        loss.backward()
+        opts[a].step()
+
+    blind("swiglu_width_unaligned", {
+        "set": 11,
+        "expected": {"family": "matrix products with a leading dimension not a multiple of 8 (tensor cores underused)",
+                     "ops_any": ["aten::linear", "aten::mm", "aten::matmul"]},
+        "wrong_causes": ["launch-bound / CUDA graphs", "small shapes", "memory-bound"],
+        "notes": f"{L} residual SwiGLU MLP blocks, d={d}, hidden int(8 * d / 3) = {int(8 * d / 3)}, bf16, {T} tokens, "
+                 "fused AdamW; LLaMA's reference code rounds the hidden width up to a multiple of 256 (multiple_of)",
+        "twin": "hidden width 2816 (2730 rounded up to a multiple of 256): 3% more FLOPs",
+    }, lambda: train("odd"), lambda: train("round"))
+
+
+def ragged_pad_loop():
+    """A ragged batch padded with a Python loop, padded[i, :n] = flat[s:s + n], instead of one indexed write."""
+    B, d, Lmax = 512, 1024, 256
+    g = torch.Generator().manual_seed(0)
+    lens = torch.randint(32, Lmax + 1, (B,), generator=g).tolist()
+    starts = [0]
+    for n in lens[:-1]:
+        starts.append(starts[-1] + n)
+    flat = torch.randn(sum(lens), d, device=dev, dtype=BF16)
+    padded = torch.zeros(B, Lmax, d, device=dev, dtype=BF16)
+    dest = torch.cat([torch.arange(n) + i * Lmax for i, n in enumerate(lens)]).to(dev)
+    w = torch.randn(d, d, device=dev, dtype=BF16) * 0.02
+
+    def step(loop):
+        padded.zero_()
+        if loop:
+            for i, (s, n) in enumerate(zip(starts, lens)):
+                padded[i, :n] = flat[s:s + n]  # PLANTED ragged_pad_loop
+        else:
+            padded.view(B * Lmax, d)[dest] = flat
+        return (padded @ w).float().sum()
+
+    with torch.no_grad():
+        blind("ragged_pad_loop", {
+            "set": 11,
+            "expected": {"family": "a Python loop of slice copies (one small kernel per sequence) instead of one index",
+                         "ops_any": ["aten::copy_", "aten::slice", "aten::select"]},
+            "wrong_causes": ["compute-bound", "memory-bound", "small shapes"],
+            "notes": f"{B} sequences of 32-{Lmax} tokens (d={d}, bf16) copied from a flat buffer into a padded "
+                     "[B, Lmax, d] batch with padded[i, :n] = flat[s:s + n] per sequence, then one matmul",
+            "twin": "one indexed write, padded.view(B * Lmax, d)[dest] = flat, with the destination rows computed once",
+        }, lambda: step(True), lambda: step(False))
+
+
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
              sort_for_topk, onehot_ce, sdpa_mask_fallback,
              pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate,
@@ -2040,7 +2240,9 @@ SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_back
              embedding_dense_adam, sync_for_timing, state_dict_to_cpu,
              embedding_dense_adagrad, grad_clip_manual, randperm_cpu_index, cumsum_loop, bmm_tiny_matrices,
              print_loss, grad_accum_div_loop, clip_value_sgd_loop, matmul_4x4_transforms, embedding_bag_dense_sgd,
-             gelu_erf_manual, stack_row_loop]
+             gelu_erf_manual, stack_row_loop,
+             embedding_dense_adam_foreach, weight_decay_loop, zero_grad_loop, bmm_3x3_compose,
+             swiglu_width_unaligned, ragged_pad_loop]
 
 # Public reports of each mistake (found after the capture with the search tool, and added to the
 # truth files then): what users hit, or the framework's own account of the slow path.
@@ -2276,6 +2478,30 @@ REPORTS = {
     "stack_row_loop": [
         "https://github.com/kornia/kornia/pull/3823",
         "https://github.com/pytorch/pytorch/issues/22462"
+    ],
+    "embedding_dense_adam_foreach": [
+        "https://github.com/pytorch/pytorch/issues/5309",
+        "https://discuss.pytorch.org/t/sparse-embedding-failing-with-adam-torch-cuda-sparse-floattensor-has-no-attribute-addcmul/5589"
+    ],
+    "weight_decay_loop": [
+        "https://github.com/pytorch/pytorch/pull/70484",
+        "https://github.com/pytorch/pytorch/pull/45408"
+    ],
+    "zero_grad_loop": [
+        "https://github.com/pytorch/pytorch/pull/92731",
+        "https://docs.pytorch.org/docs/stable/generated/torch.optim.Optimizer.zero_grad.html"
+    ],
+    "bmm_3x3_compose": [
+        "https://github.com/pytorch/pytorch/issues/113743",
+        "https://discuss.pytorch.org/t/multiplying-large-batches-of-small-matrices-fast/201181"
+    ],
+    "swiglu_width_unaligned": [
+        "https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/index.html",
+        "https://github.com/meta-llama/llama/issues/1019"
+    ],
+    "ragged_pad_loop": [
+        "https://github.com/pytorch/pytorch/issues/94167",
+        "https://github.com/huggingface/sentence-transformers/pull/3942"
     ]
 }
 
