@@ -139,6 +139,9 @@ impl Rule for CopyHotspots {
         let w = &cx.window;
         let mut gpu_ns = 0i64;
         let mut kernel_total = 0i64;
+        // Kernels plus the device's own copies and memsets: the copies counted here can be
+        // device-to-device memcpys (a contiguous slice copied), which no kernel holds.
+        let mut work_total = 0i64;
         let mut transfer_bytes = 0u64;
         let mut transfer_ns = 0i64;
         let mut n_ops = 0u64;
@@ -172,6 +175,9 @@ impl Rule for CopyHotspots {
             }
             if op.kind == GpuOpKind::Kernel {
                 kernel_total += op.dur();
+            }
+            if !(op.kind == GpuOpKind::Memcpy && op.direction.crosses_host()) {
+                work_total += op.dur();
             }
             let cpu = t.index.op_cpu_op[i];
             if cpu == NONE {
@@ -410,9 +416,9 @@ impl Rule for CopyHotspots {
             subject: None,
             id: String::new(),
             title: format!(
-                "copy/convert operators take {} of GPU time ({:.0}% of kernel time), {}",
+                "copy/convert operators take {} of GPU time ({:.0}% of the GPU's work), {}",
                 fmt_ns(gpu_ns),
-                100.0 * gpu_ns as f64 / kernel_total.max(1) as f64,
+                100.0 * gpu_ns as f64 / work_total.max(1) as f64,
                 // "Per step" only where the trace has steps.
                 if t.steps.is_empty() {
                     format!("{} copies", per_root.len())
@@ -452,6 +458,10 @@ impl Rule for CopyHotspots {
                 (
                     "share_of_kernel_time",
                     gpu_ns as f64 / kernel_total.max(1) as f64,
+                ),
+                (
+                    "share_of_gpu_work",
+                    gpu_ns as f64 / work_total.max(1) as f64,
                 ),
                 ("host_ns", cpu_ns as f64),
                 ("round_trips", round_trips.len() as f64),
