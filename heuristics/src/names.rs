@@ -23,6 +23,19 @@ pub(crate) fn name_or<'t>(trace: &'t Trace, id: u32, fallback: &'t str) -> &'t s
     if id == NONE { fallback } else { trace.str(id) }
 }
 
+/// Operators that make a view of a tensor and launch nothing: a host loop taking elements or
+/// rows one at a time calls them once per item.
+pub const VIEW_OPS: &[&str] = &[
+    "aten::select",
+    "aten::slice",
+    "aten::narrow",
+    "aten::as_strided",
+    "aten::view",
+    "aten::unsqueeze",
+    "aten::squeeze",
+    "aten::expand",
+];
+
 /// CUDA / HIP calls that block the host until the GPU has drained, by the API's name
 /// ([`Trace::api_name`](tracehound_parsers::Trace::api_name): no version suffix).
 pub fn is_sync_call(n: &str) -> bool {

@@ -435,19 +435,6 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
 #[cfg(test)]
 mod tests;
 
-/// Operators that make a view of a tensor and launch nothing: a host loop taking elements or
-/// rows one at a time calls them once per item.
-const VIEW_OPS: &[&str] = &[
-    "aten::select",
-    "aten::slice",
-    "aten::narrow",
-    "aten::as_strided",
-    "aten::view",
-    "aten::unsqueeze",
-    "aten::squeeze",
-    "aten::expand",
-];
-
 /// View operators called at least this many times a step are a Python loop over items.
 const VIEW_LOOP_CALLS: usize = 64;
 
@@ -460,7 +447,7 @@ const VIEW_RUN: usize = 32;
 /// indices replaces. `None` for other operators, or fewer calls.
 fn view_loop(cx: &Ctx, leaf: &str) -> Option<String> {
     let op = leaf.strip_suffix(" on CPU")?;
-    if !cx.pytorch() || !VIEW_OPS.contains(&op) {
+    if !cx.pytorch() || !crate::names::VIEW_OPS.contains(&op) {
         return None;
     }
     let t = cx.trace;

@@ -366,7 +366,24 @@ impl Rule for LaunchBound {
             let in_place = top.iter().take(3).find(|&&(name, (n, _))| {
                 IN_PLACE_ARITHMETIC.contains(&name_or(t, name, "")) && n as usize / steps >= LOOP_CALLS
             });
-            let loop_advice = if !sync_bound && varying.is_none() && cx.pytorch() {
+            // `aten::copy_` waiting most, this often: slices written one at a time (x[i, :n] =
+            // y[s:s + n] in a loop), each a launch or a memcpy; the slices' lengths are what
+            // makes the shapes vary, so this comes before the graph's shape advice.
+            let copy_loop = top.first().filter(|&&(name, (n, _))| {
+                name_or(t, name, "") == "aten::copy_"
+                    && n as usize / steps >= LOOP_CALLS
+                    && copies_in_runs(cx, name) / steps >= LOOP_CALLS
+            });
+            let loop_advice = if let Some(&(name, (n, _))) = copy_loop
+                && !sync_bound
+                && cx.pytorch()
+            {
+                let at = frame_of(name).map(|f| format!(" at {f}")).unwrap_or_default();
+                Some(format!(
+                    "aten::copy_ waits {} times a step{at}: slices copied one at a time in a Python loop (out[i, :n] = src[s:s + n], or pieces written into a buffer), each its own launch. Compute the destination rows once as a tensor of indices and move every row in one indexed copy (out.view(-1, d)[rows] = src, or out.index_copy_(0, rows, src); src[rows] to gather), or torch.cat the pieces in one call.",
+                    n as usize / steps
+                ))
+            } else if !sync_bound && varying.is_none() && cx.pytorch() {
                 if let Some(&(name, (n, _))) = in_place {
                     let at = frame_of(name).map(|f| format!(" at {f}")).unwrap_or_default();
                     Some(format!(
@@ -478,6 +495,40 @@ fn shapes_per_step(cx: &Ctx, dev: &crate::starved::DeviceStarved, name: u32) -> 
     let per = seen.len() as f64 / steps as f64;
     (per >= VARYING_SHAPES).then_some(per)
 }
+
+/// The calls of copy operator `name` (string id) that come in runs of at least [`COPY_RUN`]
+/// on their thread, with only views between them (`out[i, :n] = src[s:s + n]` is a select,
+/// two slices and a copy): slices written one at a time. A loop that also computes between
+/// its copies (a decode step writing its token into a cache) is not one.
+fn copies_in_runs(cx: &Ctx, name: u32) -> usize {
+    let t = cx.trace;
+    let views: Vec<u32> = crate::names::VIEW_OPS
+        .iter()
+        .filter_map(|v| t.strings.lookup(v))
+        .collect();
+    let mut calls = 0usize;
+    for ops in cx.window.outermost_ops(t) {
+        let mut run = 0usize;
+        for i in ops {
+            let n = t.host_spans[i as usize].name;
+            if n == name {
+                run += 1;
+            } else if !views.contains(&n) {
+                if run >= COPY_RUN {
+                    calls += run;
+                }
+                run = 0;
+            }
+        }
+        if run >= COPY_RUN {
+            calls += run;
+        }
+    }
+    calls
+}
+
+/// Copies in a row, only views between them, from which they are a loop over slices.
+const COPY_RUN: usize = 32;
 
 /// In-place arithmetic with a `torch._foreach_*` counterpart: called in a loop, an update
 /// applied tensor by tensor (an assignment, `copy_`, or an indexed write is not one).
