@@ -1654,3 +1654,132 @@ fn empty_cache_in_the_loop_is_named_without_allocator_samples() {
             .all(|f| f["rule"] != "memory_pressure")
     );
 }
+
+// ---------------------------------------------------------------- eleventh set (H100)
+
+/// The eleventh set: the ninth and tenth sets' problems written differently (an `nn.Embedding`
+/// two-tower model under foreach Adam, `bmm` of 3x3 rotations, a SwiGLU width of 2730, gradients
+/// zeroed one by one), each named at medium or high severity by the rule built for the earlier
+/// form, at the planted line with stacks, within a quarter of what the twin measured outside
+/// the profiler; the twins get no such finding. (`zero_grad_loop` with stacks is +28%: the
+/// profiler recording Python stacks slows the host loop more; its cost is checked without.)
+#[test]
+fn the_eleventh_sets_forms_are_named_within_a_quarter_of_their_cost() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "embedding_dense_adam_foreach",
+            "dense_embedding_grad",
+            &["2 tables [4000000, 64]", "all 8000000 rows", "sparse=True"],
+        ),
+        (
+            "bmm_3x3_compose",
+            "roofline",
+            &["aten::bmm", "[3, 3] x [3, 3]", "broadcast multiply"],
+        ),
+        ("swiglu_width_unaligned", "tensor_cores", &["2730"]),
+        (
+            "zero_grad_loop",
+            "tensor_loop",
+            &["aten::zero_", "set_to_none=True"],
+        ),
+    ];
+    for (base, rule, words) in cases {
+        for sfx in ["", "_nostack"] {
+            let name = format!("{base}{sfx}");
+            let file = format!("h100_blind_{name}.pt.trace.json.gz");
+            let t = truth_h100(&name);
+            let (steps, _) = profiled_steps(&file);
+            let a = analyze(&file);
+            let f = naming(&a, rule, words);
+            assert!(
+                f["severity"] != "low" && f["severity"] != "info",
+                "{name}: {f}"
+            );
+            if sfx.is_empty() {
+                assert!(text(f).contains(&planted_frame(&t)), "{name}: {f}");
+            }
+            if !(sfx.is_empty() && *base == "zero_grad_loop") {
+                within(per_step_ms(f, steps), planted_ms(&t), 0.25, &name);
+            }
+            let twin = analyze(&format!("h100_blind_{name}_twin.pt.trace.json.gz"));
+            assert!(
+                findings(&twin)
+                    .iter()
+                    .all(|f| f["rule"] != *rule || !words.iter().all(|w| text(f).contains(w))),
+                "{name} twin"
+            );
+        }
+    }
+}
+
+/// The eleventh set's `ragged_pad_loop`: 512 sequences a step written into a padded batch with
+/// `padded[i, :n] = flat[s:s + n]` (the `aten::copy_` calls counted here from the events). The
+/// copies wait for their launches, and the advice names the slice loop and one indexed copy
+/// ahead of the varying-shape advice; the first set's decode twin, which writes one token a
+/// step into a static cache between its other operators, keeps the general loop advice.
+#[test]
+fn slices_copied_one_at_a_time_are_pointed_at_one_indexed_copy() {
+    for file in [
+        "h100_blind_ragged_pad_loop.pt.trace.json.gz",
+        "h100_blind_ragged_pad_loop_nostack.pt.trace.json.gz",
+    ] {
+        let (steps, _) = profiled_steps(file);
+        let copies = events_of(file)
+            .iter()
+            .filter(|e| e["cat"] == "cpu_op" && e["name"] == "aten::copy_")
+            .count();
+        assert!(copies >= 512 * steps, "{file}: {copies} copies");
+        let a = analyze(file);
+        let f = &findings(&a)[0];
+        assert_eq!(f["rule"], "launch_bound", "{file}: {f}");
+        let advice: Vec<&str> = f["advice"]
+            .as_array()
+            .expect("advice")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let waits: usize = advice[0]
+            .strip_prefix("aten::copy_ waits ")
+            .and_then(|r| r.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{file}: {advice:?}"));
+        assert!(
+            waits * steps <= copies && waits >= 400,
+            "{file}: {waits} of {copies}"
+        );
+        assert!(advice[0].contains("one indexed copy"), "{file}: {advice:?}");
+    }
+    let twin = analyze("h200_blind_cat_kv_cache_twin.pt.trace.json.gz");
+    let text = findings(&twin)
+        .iter()
+        .map(|f| f["advice"].to_string())
+        .collect::<String>();
+    assert!(!text.contains("one indexed copy"), "{text}");
+}
+
+/// Device-to-device copies are GPU work no kernel holds: the share copy_hotspots states is of
+/// kernels, copies and memsets together, computed here from the events of `ragged_pad_loop`
+/// (where the slice copies are memcpys and the kernels alone take less time than the copies).
+#[test]
+fn the_copy_share_counts_memcpys_in_the_gpus_work() {
+    let file = "h100_blind_ragged_pad_loop_nostack.pt.trace.json.gz";
+    let ev = events_of(file);
+    let dur = |cat: &str| -> f64 {
+        ev.iter()
+            .filter(|e| e["cat"] == cat)
+            .map(|e| e["dur"].as_f64().expect("dur"))
+            .sum()
+    };
+    let (kernels, memcpy, memset) = (dur("kernel"), dur("gpu_memcpy"), dur("gpu_memset"));
+    assert!(memcpy > 0.5 * kernels, "{kernels} {memcpy}");
+    let a = analyze(file);
+    let f = naming(&a, "copy_hotspots", &["of the GPU's work"]);
+    let share = f["metrics"]["share_of_gpu_work"].as_f64().expect("share");
+    let gpu_us = f["metrics"]["gpu_ns"].as_f64().expect("gpu_ns") / 1e3;
+    // The window holds the profiled steps: the events outside it are few and short here.
+    let expect = gpu_us / (kernels + memcpy + memset);
+    assert!(
+        share <= 1.0 && (share / expect - 1.0).abs() < 0.05,
+        "{share} vs {expect}"
+    );
+}

@@ -111,6 +111,10 @@ struct Table {
     lookups: u64,
     /// The first lookup span, for its operator name and line.
     first: u32,
+    /// Tables of this shape: the most `[V, D]` entries one optimizer's tensor list holds (a
+    /// list holds each parameter once; two towers' tables of one shape are two entries).
+    /// Lookups do not tell tables apart: the trace records no tensor identities.
+    copies: std::cell::Cell<u64>,
 }
 
 impl Rule for DenseEmbeddingGrad {
@@ -215,6 +219,7 @@ impl Rule for DenseEmbeddingGrad {
                     indices: n,
                     lookups: 1,
                     first: i,
+                    copies: std::cell::Cell::new(1),
                 }),
             }
         }
@@ -313,17 +318,24 @@ fn table_shares(t: &Trace, i: u32, tables: &[Table]) -> Vec<(usize, f64)> {
             let entries: Vec<Vec<u64>> = items(&item).iter().map(|e| numbers(e)).collect();
             let numel = |d: &Vec<u64>| d.iter().map(|&x| x as f64).product::<f64>();
             let total: f64 = entries.iter().map(numel).sum();
-            let mut shares: Vec<(usize, f64)> = Vec::new();
+            let mut shares: Vec<(usize, f64, u64)> = Vec::new();
             for e in &entries {
                 if let Some(x) = find(e) {
                     match shares.iter_mut().find(|s| s.0 == x) {
-                        Some(s) => s.1 += numel(e) / total,
-                        None => shares.push((x, numel(e) / total)),
+                        Some(s) => {
+                            s.1 += numel(e) / total;
+                            s.2 += 1;
+                        }
+                        None => shares.push((x, numel(e) / total, 1)),
                     }
                 }
             }
             if !shares.is_empty() {
-                return shares;
+                for &(x, _, n) in &shares {
+                    let c = &tables[x].copies;
+                    c.set(c.get().max(n));
+                }
+                return shares.into_iter().map(|(x, f, _)| (x, f)).collect();
             }
         } else if let Some(x) = find(&numbers(&item)) {
             return vec![(x, 1.0)];
@@ -347,7 +359,8 @@ fn finding(
     for (&(x, _), &(_, ns, _)) in work {
         whole[x] += ns;
     }
-    let touched = |x: &Table| (x.indices / steps).min(x.rows as f64) / x.rows as f64;
+    let rows_of = |x: &Table| x.rows * x.copies.get();
+    let touched = |x: &Table| (x.indices / steps).min(rows_of(x) as f64) / rows_of(x) as f64;
     let saving: Vec<i64> = tables
         .iter()
         .zip(&whole)
@@ -372,20 +385,27 @@ fn finding(
             String::new()
         }
     };
-    let rows_per_step = (x.indices / steps).min(x.rows as f64);
+    let rows_per_step = (x.indices / steps).min(rows_of(x) as f64);
+    let copies = x.copies.get();
     let mut f = new_finding(
         cx,
         ID,
         Some(d),
         format!(
-            "{} table [{}, {}] {}{at} has dense gradients: every step zeroes and updates all {} rows for at most {:.0} looked up ({:.1}%), {} of whole-table work{}",
+            "{} {} [{}, {}] {}{at} {} dense gradients: every step zeroes and updates all {} rows for at most {:.0} looked up ({:.1}%), {} of whole-table work{}",
             t.str(t.host_spans[x.first as usize].name),
+            if copies > 1 {
+                format!("{copies} tables")
+            } else {
+                "table".to_string()
+            },
             x.rows,
             x.width,
             x.dtype,
-            x.rows,
+            if copies > 1 { "have" } else { "has" },
+            rows_of(x),
             rows_per_step,
-            100.0 * rows_per_step / x.rows as f64,
+            100.0 * rows_per_step / rows_of(x) as f64,
             fmt_ns(whole[lead]),
             per_step(whole[lead])
         ),
@@ -425,6 +445,7 @@ fn finding(
     f.metrics = metrics([
         ("whole_table_ns", whole_ns as f64),
         ("table_rows", x.rows as f64),
+        ("tables_of_shape", copies as f64),
         ("table_width", x.width as f64),
         ("rows_touched_per_step", rows_per_step),
         ("tables", tables.len() as f64),
