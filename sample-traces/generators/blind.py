@@ -2227,6 +2227,194 @@ def ragged_pad_loop():
         }, lambda: step(True), lambda: step(False))
 
 
+
+# ---------------------------------------------------------------- twelfth set (issue 39): mistakes no
+# rule was written for (linear algebra, a renormalised embedding, device constants built per call,
+# a quantile by full sort, parameter snapshots by clone, a channels-first LayerNorm written out).
+
+def linalg_inv_solve():
+    """Batched linear systems solved as torch.linalg.inv(A) @ b instead of torch.linalg.solve(A, b)."""
+    B, n = 16384, 64
+    A = torch.randn(B, n, n, device=dev) + n * torch.eye(n, device=dev)
+    b = torch.randn(B, n, 8, device=dev)
+
+    def step(inv):
+        if inv:
+            return torch.linalg.inv(A) @ b  # PLANTED linalg_inv_solve
+        return torch.linalg.solve(A, b)
+
+    with torch.no_grad():
+        blind("linalg_inv_solve", {
+            "set": 12,
+            "expected": {"family": "an explicit matrix inverse where a solve is needed (linear algebra)",
+                         "ops_any": ["aten::linalg_inv", "aten::linalg_inv_ex", "aten::linalg_solve_ex",
+                                     "aten::linalg_lu_factor_ex", "aten::matmul", "aten::bmm"]},
+            "wrong_causes": ["launch-bound / CUDA graphs", "small shapes"],
+            "notes": f"{B:,} FP32 systems of {n}x{n} with 8 right-hand sides each, solved by inverting A and "
+                     "multiplying (the PyTorch docs advise linalg.solve: faster and more stable)",
+            "twin": "torch.linalg.solve(A, b)",
+        }, lambda: step(True), lambda: step(False))
+
+
+def embedding_max_norm():
+    """nn.Embedding(max_norm=1.0): every forward renormalises the looked-up rows of the weight in place."""
+    V, d, B, T = 1_000_000, 256, 64, 512
+    embs = {m: nn.Embedding(V, d, max_norm=m).to(dev) for m in (1.0, None)}
+    with torch.no_grad():
+        embs[None].weight.copy_(embs[1.0].weight)
+    proj = nn.Linear(d, d).to(dev)
+    opt = torch.optim.AdamW([*embs[1.0].parameters(), *embs[None].parameters(), *proj.parameters()],
+                            lr=1e-4, fused=True)
+    ids = torch.randint(0, V, (B, T), device=dev)
+
+    def train(renorm):
+        if renorm:
+            e = embs[1.0](ids)  # PLANTED embedding_max_norm
+        else:
+            e = embs[None](ids)
+            e = e * (1.0 / e.norm(dim=-1, keepdim=True).clamp(min=1.0))
+        loss = proj(e).square().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    blind("embedding_max_norm", {
+        "set": 12,
+        "expected": {"family": "embedding rows renormalised in place every forward (a sort of the indices)",
+                     "ops_any": ["aten::embedding_renorm_", "aten::embedding"]},
+        "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "small shapes"],
+        "notes": f"nn.Embedding({V:,}, {d}, max_norm=1.0) over {B}x{T} ids a step, a linear head, fused AdamW: "
+                 "each forward calls embedding_renorm_, which sorts the ids, finds the unique rows and rescales "
+                 "those above the norm in the weight",
+        "twin": "no max_norm; the looked-up vectors scaled to norm at most 1 (e / max(|e|, 1)), the weight untouched",
+    }, lambda: train(True), lambda: train(False))
+
+
+def tensor_scalar_per_step():
+    """Device constants built from Python numbers every call: torch.tensor(x, device="cuda") in the forward."""
+    L, N, d = 48, 4096, 1024
+    ws = [torch.randn(d, d, device=dev, dtype=BF16) * 0.02 for _ in range(L)]
+    x0 = torch.randn(N, d, device=dev, dtype=BF16)
+    scale = [0.5 + 0.01 * i for i in range(L)]
+
+    def forward(const):
+        x = x0
+        for w, c in zip(ws, scale):
+            if const:
+                x = x + torch.tensor(c, device=dev, dtype=BF16) * (x @ w)  # PLANTED tensor_scalar_per_step
+            else:
+                x = x + c * (x @ w)
+        return x
+
+    with torch.no_grad():
+        blind("tensor_scalar_per_step", {
+            "set": 12,
+            "expected": {"family": "a host-to-device copy per call for a constant (torch.tensor on the device)",
+                         "ops_any": ["aten::tensor", "aten::to", "aten::_to_copy", "aten::copy_", "aten::lift_fresh"]},
+            "wrong_causes": ["compute-bound", "memory-bound", "small shapes"],
+            "notes": f"{L} residual layers x + c * (x @ w), x [{N}, {d}] bf16, each c made a device tensor with "
+                     "torch.tensor(c, device='cuda') every call: a pageable 2-byte copy to the GPU each time",
+            "twin": "the Python float c multiplied directly (a scalar argument, no copy)",
+        }, lambda: forward(True), lambda: forward(False))
+
+
+def quantile_sort():
+    """A per-step 99th percentile with torch.quantile (a full sort) instead of torch.kthvalue (a selection)."""
+    n = 8_000_000
+    x = torch.randn(n, device=dev)
+    w = torch.randn(2048, 2048, device=dev, dtype=BF16)
+    h = torch.randn(4096, 2048, device=dev, dtype=BF16)
+    k = int(0.99 * (n - 1)) + 1
+
+    def step(q):
+        y = (h @ w).float()
+        if q:
+            t = torch.quantile(x, 0.99, interpolation="lower")  # PLANTED quantile_sort
+        else:
+            t = torch.kthvalue(x, k).values
+        return y.clamp(max=t).sum()
+
+    with torch.no_grad():
+        blind("quantile_sort", {
+            "set": 12,
+            "expected": {"family": "a full sort for one order statistic (quantile instead of kthvalue)",
+                         "ops_any": ["aten::quantile", "aten::sort"]},
+            "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "small shapes"],
+            "notes": f"a bf16 [4096, 2048] x [2048, 2048] product clipped at the 99th percentile of {n:,} FP32 "
+                     "values computed each step with torch.quantile(x, 0.99, interpolation='lower'), which sorts "
+                     "them all",
+            "twin": f"torch.kthvalue(x, {k}).values: the same value by selection",
+        }, lambda: step(True), lambda: step(False))
+
+
+def clone_params_loop():
+    """A snapshot of every parameter each step with [p.detach().clone() for p in params] (lookahead, rollback)."""
+    model = nn.Sequential(*[m for _ in range(32) for m in (nn.Linear(1024, 1024), nn.LayerNorm(1024), nn.GELU())]
+                          ).to(dev, BF16)
+    params = list(model.parameters())
+    opt = torch.optim.AdamW(params, lr=1e-4, fused=True)
+    snap = [torch.empty_like(p) for p in params]
+    x = torch.randn(2048, 1024, device=dev, dtype=BF16)
+
+    def train(clone):
+        if clone:
+            prev = [p.detach().clone() for p in params]  # PLANTED clone_params_loop
+        else:
+            torch._foreach_copy_(snap, params)
+            prev = snap
+        loss = model(x).float().square().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return prev
+
+    blind("clone_params_loop", {
+        "set": 12,
+        "expected": {"family": "per-parameter Python loop of small copies (launch overhead)",
+                     "ops_any": ["aten::clone", "aten::copy_", "aten::empty_like"]},
+        "wrong_causes": ["compute-bound", "memory-bound", "small shapes"],
+        "notes": f"bf16 training of 32 Linear(1024) + LayerNorm + GELU layers, batch 2048, fused AdamW; each step "
+                 f"keeps a copy of the {len(params)} parameters with p.detach().clone() in a list comprehension",
+        "twin": "torch._foreach_copy_ into buffers allocated once",
+    }, lambda: train(True), lambda: train(False))
+
+
+def convnext_ln_channels_first():
+    """ConvNeXt's channels-first LayerNorm written out (mean, sub, pow, mean, add, sqrt, div, scale, shift) on NCHW."""
+    B, C, H, W, L = 64, 256, 56, 56, 6
+    x0 = torch.randn(B, C, H, W, device=dev, dtype=BF16)
+    dws = nn.ModuleList([nn.Conv2d(C, C, 7, padding=3, groups=C) for _ in range(L)]).to(dev, BF16)
+    wt = torch.ones(C, device=dev, dtype=BF16)
+    bs = torch.zeros(C, device=dev, dtype=BF16)
+
+    def ln_manual(x):
+        u = x.mean(1, keepdim=True)  # PLANTED convnext_ln_channels_first
+        s = (x - u).pow(2).mean(1, keepdim=True)  # PLANTED convnext_ln_channels_first
+        x = (x - u) / torch.sqrt(s + 1e-6)  # PLANTED convnext_ln_channels_first
+        return wt[:, None, None] * x + bs[:, None, None]  # PLANTED convnext_ln_channels_first
+
+    def ln_fused(x):
+        return F.layer_norm(x.permute(0, 2, 3, 1), (C,), wt, bs, 1e-6).permute(0, 3, 1, 2)
+
+    def forward(ln):
+        x = x0
+        for conv in dws:
+            x = x + ln(conv(x))
+        return x
+
+    with torch.no_grad():
+        blind("convnext_ln_channels_first", {
+            "set": 12,
+            "expected": {"family": "a norm written out as separate elementwise and reduction kernels",
+                         "ops_any": ["aten::mean", "aten::sub", "aten::pow", "aten::div", "aten::sqrt", "aten::add",
+                                     "aten::mul"]},
+            "wrong_causes": ["compute-bound", "launch-bound / CUDA graphs", "small shapes"],
+            "notes": f"{L} depthwise 7x7 conv blocks on [{B}, {C}, {H}, {W}] bf16 with ConvNeXt's reference "
+                     "LayerNorm for channels_first data: mean, subtract, square, mean, add, sqrt, divide, scale, shift",
+            "twin": "F.layer_norm over the channels of a permuted view (one fused kernel, the permute a view)",
+        }, lambda: forward(ln_manual), lambda: forward(ln_fused))
+
+
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
              sort_for_topk, onehot_ce, sdpa_mask_fallback,
              pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate,
@@ -2242,7 +2430,9 @@ SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_back
              print_loss, grad_accum_div_loop, clip_value_sgd_loop, matmul_4x4_transforms, embedding_bag_dense_sgd,
              gelu_erf_manual, stack_row_loop,
              embedding_dense_adam_foreach, weight_decay_loop, zero_grad_loop, bmm_3x3_compose,
-             swiglu_width_unaligned, ragged_pad_loop]
+             swiglu_width_unaligned, ragged_pad_loop,
+             linalg_inv_solve, embedding_max_norm, tensor_scalar_per_step, quantile_sort, clone_params_loop,
+             convnext_ln_channels_first]
 
 # Public reports of each mistake (found after the capture with the search tool, and added to the
 # truth files then): what users hit, or the framework's own account of the slow path.
@@ -2502,6 +2692,30 @@ REPORTS = {
     "ragged_pad_loop": [
         "https://github.com/pytorch/pytorch/issues/94167",
         "https://github.com/huggingface/sentence-transformers/pull/3942"
+    ],
+    "linalg_inv_solve": [
+        "https://docs.pytorch.org/docs/stable/generated/torch.linalg.inv.html",
+        "https://github.com/pytorch/pytorch/issues/42265"
+    ],
+    "embedding_max_norm": [
+        "https://github.com/pytorch/pytorch/issues/1278",
+        "https://github.com/pytorch/pytorch/issues/26596"
+    ],
+    "tensor_scalar_per_step": [
+        "https://github.com/pytorch/pytorch/issues/120996",
+        "https://github.com/sgl-project/sglang/pull/32575"
+    ],
+    "quantile_sort": [
+        "https://github.com/pytorch/pytorch/issues/75599",
+        "https://github.com/pytorch/pytorch/issues/64947"
+    ],
+    "clone_params_loop": [
+        "https://github.com/pytorch/pytorch/issues/107162",
+        "https://github.com/pytorch/pytorch/pull/94820"
+    ],
+    "convnext_ln_channels_first": [
+        "https://github.com/pytorch/pytorch/issues/71465",
+        "https://github.com/open-mmlab/mmpretrain/issues/931"
     ]
 }
 
