@@ -102,6 +102,12 @@ pub const LATENCY_ROOF_NS: f64 = 4_000.0;
 /// reason: its fixed costs are most of its time.
 pub const LATENCY_KERNEL_NS: i64 = 5_000;
 
+/// A memory-family kernel launched with at most this share of the GPU's SM count in blocks
+/// runs on at most a quarter of the SMs: one SM's share of HBM bandwidth is a small fraction
+/// of the whole, so such a kernel (`kthvalue`'s one-block selection on a 132-SM H200, 44 ms)
+/// is bound by its parallelism, not the bytes it moves.
+pub const FEW_BLOCKS_SHARE: f64 = 0.25;
+
 /// One kind of non-matrix operator call: an operator with one shape and type list.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MemRow {
@@ -140,6 +146,9 @@ pub enum KernelBound {
     Compute,
     /// Kernels too small to reach either roof hold it.
     Latency,
+    /// Long kernels launched with too few blocks to use the GPU hold it: their parallelism,
+    /// not bandwidth or FLOPs, bounds them.
+    Parallelism,
 }
 
 impl KernelBound {
@@ -149,6 +158,7 @@ impl KernelBound {
             KernelBound::Memory => "memory",
             KernelBound::Compute => "compute",
             KernelBound::Latency => "latency",
+            KernelBound::Parallelism => "parallelism",
         }
     }
 }
@@ -178,6 +188,10 @@ pub struct DeviceMembound {
     /// Latency-bound kernels: modelled calls of the latency class, other kernels shorter than
     /// [`LATENCY_KERNEL_NS`].
     pub latency_ns: i64,
+    /// Kernels without a bytes model, of at least [`LATENCY_KERNEL_NS`], launched with at most
+    /// [`FEW_BLOCKS_SHARE`] as many blocks as the GPU has SMs: too few to stream from HBM or
+    /// fill the compute units, whatever their names say.
+    pub parallelism_ns: i64,
     /// The rest (communication, kernels of unknown kinds).
     pub other_ns: i64,
     /// Of `memory_ns`, kernels with a bytes model.
@@ -381,6 +395,8 @@ pub(crate) struct Split {
     pub memory_ns: i64,
     /// Latency-bound calls and other kernels shorter than [`LATENCY_KERNEL_NS`].
     pub latency_ns: i64,
+    /// Long unmodelled kernels launched on a few SMs' worth of blocks.
+    pub parallelism_ns: i64,
     /// The rest.
     pub other_ns: i64,
 }
@@ -1277,6 +1293,7 @@ fn device_model(cx: &Scope, marks: &Marks, classes: &[KernelClass], device: i32)
     let mut path: Vec<(u32, u8)> = Vec::new();
     let mut items_out = Vec::with_capacity(t.device_ops(device).len());
     let mut split = Split::default();
+    let sms = t.meta.gpu(device).and_then(|g| g.sm_count).unwrap_or(0);
     for &i in t.device_ops(device) {
         let op = &t.gpu_ops[i as usize];
         if op.start < w.start || op.start >= w.end {
@@ -1329,8 +1346,19 @@ fn device_model(cx: &Scope, marks: &Marks, classes: &[KernelClass], device: i32)
                 e.ns += d;
                 e.kernels += 1;
             } else {
+                // A long kernel launched with a few SMs' worth of blocks (a one-block
+                // selection, a serial scan) can neither stream from HBM nor fill the
+                // compute units: its parallelism bounds it, whatever its name's family.
+                let few_blocks = sms > 0
+                    && op.kernel.as_ref().is_some_and(|k| {
+                        let blocks: u64 = k.grid.iter().map(|&g| u64::from(g)).product();
+                        k.geometry && blocks > 0 && (blocks as f64) <= FEW_BLOCKS_SHARE * sms as f64
+                    });
                 match (class.family, d < LATENCY_KERNEL_NS) {
                     (_, true) => split.latency_ns += d,
+                    (KernelFamily::Memory | KernelFamily::Generated, false) if few_blocks => {
+                        split.parallelism_ns += d
+                    }
                     (KernelFamily::Matrix, false) => split.matrix_ns += d,
                     (KernelFamily::Memory | KernelFamily::Generated, false) => split.memory_ns += d,
                     (KernelFamily::Other, false) => split.other_ns += d,
@@ -1380,6 +1408,7 @@ fn summarize(cx: &Scope, m: &DeviceModel) -> DeviceMembound {
         matrix_ns,
         memory_ns,
         latency_ns,
+        parallelism_ns,
         other_ns,
     } = m.split;
     let (mut modelled_ns, mut modelled_bytes) = (0i64, 0.0f64);
@@ -1454,6 +1483,7 @@ fn summarize(cx: &Scope, m: &DeviceModel) -> DeviceMembound {
         (KernelBound::Memory, memory_ns),
         (KernelBound::Compute, matrix_ns),
         (KernelBound::Latency, latency_ns),
+        (KernelBound::Parallelism, parallelism_ns),
     ];
     let bound = shares
         .iter()
@@ -1470,6 +1500,7 @@ fn summarize(cx: &Scope, m: &DeviceModel) -> DeviceMembound {
         matrix_ns,
         memory_ns,
         latency_ns,
+        parallelism_ns,
         other_ns,
         modelled_ns,
         modelled_bytes,

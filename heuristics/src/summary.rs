@@ -1046,6 +1046,11 @@ fn gpu_bound_by_kind(cx: &Ctx, main: &DeviceSummary) -> String {
             (KernelBound::Compute, m.matrix_ns, "matrix kernels"),
             (KernelBound::Memory, m.memory_ns, "memory-bound kernels"),
             (KernelBound::Latency, m.latency_ns, "latency-bound kernels"),
+            (
+                KernelBound::Parallelism,
+                m.parallelism_ns,
+                "kernels on a few SMs",
+            ),
         ] {
             if b != skip && m.share(ns) >= 0.05 {
                 parts.push(format!("{:.0}% {what}", pct(ns)));
@@ -1163,6 +1168,11 @@ fn gpu_bound_by_kind(cx: &Ctx, main: &DeviceSummary) -> String {
             fmt_ns(crate::membound::LATENCY_ROOF_NS as i64),
             fmt_ns(crate::membound::LATENCY_KERNEL_NS),
             rest(KernelBound::Latency)
+        ),
+        Some(KernelBound::Parallelism) => format!(
+            "{head}, in kernels that use a few of its SMs: {:.0}% of kernel time is kernels launched with at most a quarter as many blocks as the GPU has SMs{}, which neither stream from HBM nor fill the compute units: their parallelism decides the step time, not bytes or FLOPs (see underfilled_kernels for which; an operator with a parallel form, or more independent work per launch, is the change).",
+            pct(m.parallelism_ns),
+            rest(KernelBound::Parallelism)
         ),
         None => format!("{head}{EFFICIENCY_DECIDES}"),
     }

@@ -230,6 +230,18 @@ impl Rule for UnderfilledKernels {
             };
             f.breakdown = rows;
             f.advice = Vec::new();
+            // An order statistic along a dim runs one block per slice: over one long vector,
+            // one block on the whole GPU. The top row names the operator ("… in aten::kthvalue").
+            let selection = ["aten::kthvalue", "aten::median", "aten::nanmedian", "aten::mode"]
+                .into_iter()
+                .find(|op| f.breakdown[0].label.contains(&format!(" in {op}:")));
+            if let Some(op) = selection
+                && cx.pytorch()
+            {
+                f.advice.push(format!(
+                    "{op} computes one order statistic per slice along its dim with one block per slice: over one long vector that is one block for the whole GPU. For one value of a large tensor, a device-wide sort (torch.sort, or torch.quantile, which sorts) or torch.topk for a k near either end runs across every SM; keep {op} for many short slices."
+                ));
+            }
             if part_warp {
                 f.advice.push(format!("Launch blocks of at least 128 threads, a multiple of {WARP}: a block of 16 threads runs a warp with half its lanes idle, and the SM's limit on resident blocks (16-32) then caps it at a few hundred threads of its 1,536-2,048; make the tile per block larger (16×16 instead of 4×4) and keep the grid covering the same work."));
             }
