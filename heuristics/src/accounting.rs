@@ -46,6 +46,9 @@ pub enum OpFamily {
     Index,
     /// `sort`, `argsort`, `topk`, `unique`.
     Sort,
+    /// Matrix factorisations and what is built on them: inverses, solves, Cholesky, LU, QR,
+    /// SVD, eigendecompositions, determinants.
+    LinearAlgebra,
     /// LayerNorm, RMSNorm, BatchNorm, GroupNorm.
     Norm,
     /// Softmax and log-softmax.
@@ -74,6 +77,7 @@ impl OpFamily {
             OpFamily::Copy => "copy",
             OpFamily::Index => "index",
             OpFamily::Sort => "sort",
+            OpFamily::LinearAlgebra => "linear_algebra",
             OpFamily::Norm => "norm",
             OpFamily::Softmax => "softmax",
             OpFamily::Reduction => "reduction",
@@ -117,6 +121,21 @@ impl OpFamily {
             OpFamily::Cat
         } else if has("sort") || has("topk") || has("unique") {
             OpFamily::Sort
+        } else if (has("linalg") && !has("norm") && !has("vecdot") && !has("cross"))
+            || has("cholesky")
+            || has("::inverse")
+            || n.starts_with("inversebackward")
+            || has("triangular_solve")
+            || has("::lu_")
+            || has("::svd")
+            || has("::qr")
+            || has("::slogdet")
+            || has("::det")
+            || has("::geqrf")
+            || has("::ormqr")
+            || has("::pinverse")
+        {
+            OpFamily::LinearAlgebra
         } else if has("norm") {
             OpFamily::Norm
         } else if has("softmax") {

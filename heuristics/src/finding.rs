@@ -211,6 +211,12 @@ pub fn metrics<const N: usize>(pairs: [(&'static str, f64); N]) -> BTreeMap<&'st
     pairs.into_iter().collect()
 }
 
+/// `ns` over `steps` profiler steps as "X a step", for titles; `None` without steps (a
+/// trace without step markers has no "per step").
+pub fn a_step(ns: f64, steps: usize) -> Option<String> {
+    (steps > 0).then(|| format!("{} a step", fmt_ns((ns / steps as f64).round() as i64)))
+}
+
 /// Formats ns as a short human duration (`1.23 ms`, `456 µs`).
 pub fn fmt_ns(ns: i64) -> String {
     let a = ns.unsigned_abs() as f64;

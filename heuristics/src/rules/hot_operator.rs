@@ -34,7 +34,8 @@ use crate::accounting::{DeviceAccounting, GROWTH, HOT_SHARE, Holder, OpFamily, s
 use crate::context::{Ctx, new_finding};
 use crate::finding::{Confidence, Finding, Instance, Row, fmt_ns, metrics};
 use crate::roofline::{ACHIEVABLE, ACHIEVABLE_ATTENTION};
-use tracehound_parsers::HostKind;
+use rustc_hash::FxHashMap;
+use tracehound_parsers::{HostKind, NONE};
 
 /// The rule's id: in its findings, their stable ids and `--rules`.
 pub const ID: &str = "hot_operator";
@@ -102,6 +103,9 @@ fn at(frame: &Option<String>) -> String {
 fn holder_finding(cx: &Ctx, acct: &DeviceAccounting, h: &Holder) -> Option<Finding> {
     if matches!(h.op.as_str(), "aten::im2col" | "aten::col2im") {
         return Some(column_tensor(cx, acct, h));
+    }
+    if INVERSES.contains(&h.op.as_str()) {
+        return inverse_then_product(cx, acct, h);
     }
     // Copies and casts are copy_hotspots', optimizers optimizer_overhead's, collectives
     // exposed_communication's, runtime copies pageable_memcpy's.
@@ -239,6 +243,147 @@ fn column_tensor(cx: &Ctx, acct: &DeviceAccounting, h: &Holder) -> Finding {
         ("calls", h.calls as f64),
     ]);
     f
+}
+
+/// Operators that form an explicit matrix inverse.
+const INVERSES: &[&str] = &["aten::linalg_inv", "aten::inverse", "aten::linalg_inv_ex"];
+
+/// An explicit inverse whose next operator on its thread multiplies by it: `inv(A) @ B` with
+/// A `[.., n, n]` and B `[.., n, k]` (or `B @ inv(A)`). `torch.linalg.solve(A, B)` does the
+/// same LU factorisation and then solves for B's k columns where the inverse solves for n (the
+/// identity's), with no product after: the inverse's time beyond its factorisation scales by
+/// k / n, and the product goes. Impact: that difference, call by call. The pairing is read
+/// from shapes and order (the trace records no tensor identities). Without such a product no
+/// replacement is known, so no finding: the accounting table still names the operator.
+fn inverse_then_product(cx: &Ctx, acct: &DeviceAccounting, h: &Holder) -> Option<Finding> {
+    let t = cx.trace;
+    let w = &cx.window;
+    let d = acct.device;
+    let inv = t.strings.lookup(&h.op)?;
+    let products: Vec<u32> = ["aten::matmul", "aten::bmm", "aten::mm", "aten::linalg_matmul"]
+        .iter()
+        .filter_map(|n| t.strings.lookup(n))
+        .collect();
+    // (inverse span, product span, n, k) for each pair.
+    let mut pairs: Vec<(u32, u32, u64, u64)> = Vec::new();
+    for ops in w.outermost_ops(t) {
+        let mut prev = NONE;
+        for i in ops {
+            let s = &t.host_spans[i as usize];
+            if prev != NONE && products.contains(&s.name) {
+                let a = t.input_dims(prev);
+                let m = t.input_dims(i);
+                if let (Some(a), Some(x), Some(y)) = (a.first(), m.first(), m.get(1))
+                    && a.len() >= 2
+                    && a[a.len() - 1] == a[a.len() - 2]
+                {
+                    let n = a[a.len() - 1];
+                    // inv(A) @ B: B's columns; B @ inv(A): B's rows.
+                    let k = if x == a && y.len() >= 2 && y[y.len() - 2] == n {
+                        Some(y[y.len() - 1])
+                    } else if y == a && x.len() >= 2 && x[x.len() - 1] == n {
+                        Some(x[x.len() - 2])
+                    } else {
+                        None
+                    };
+                    if let Some(k) = k.filter(|&k| k < n) {
+                        pairs.push((prev, i, n, k));
+                    }
+                }
+            }
+            prev = if s.name == inv { i } else { NONE };
+        }
+    }
+    if pairs.is_empty() {
+        return None;
+    }
+    // GPU time of each paired span, and of the factorisation inside each inverse.
+    let wanted: rustc_hash::FxHashSet<u32> = pairs.iter().flat_map(|p| [p.0, p.1]).collect();
+    let factor = t.strings.matching(|n| n.contains("lu_factor") || n.contains("getrf"));
+    let mut time: FxHashMap<u32, (i64, i64)> = FxHashMap::default();
+    for (i, op) in w.kernels(t, d) {
+        let outer = t.index.op_outer_cpu_op.get(i).copied().unwrap_or(NONE);
+        if !wanted.contains(&outer) {
+            continue;
+        }
+        let e = time.entry(outer).or_default();
+        e.0 += op.dur();
+        let inner = t.index.op_cpu_op.get(i).copied().unwrap_or(NONE);
+        let in_factor = std::iter::once(inner)
+            .chain(t.ancestors(inner))
+            .take_while(|&a| a != NONE)
+            .any(|a| {
+                factor
+                    .get(t.host_spans[a as usize].name as usize)
+                    .copied()
+                    .unwrap_or(false)
+            });
+        if in_factor {
+            e.1 += op.dur();
+        }
+    }
+    let (mut saving, mut inv_ns, mut product_ns) = (0.0f64, 0i64, 0i64);
+    for &(a, b, n, k) in &pairs {
+        let (total, fact) = time.get(&a).copied().unwrap_or_default();
+        let prod = time.get(&b).map_or(0, |x| x.0);
+        saving += (total - fact) as f64 * (1.0 - k as f64 / n as f64) + prod as f64;
+        inv_ns += total;
+        product_ns += prod;
+    }
+    let (a0, b0, n, k) = pairs[0];
+    let shape = |i: u32| {
+        t.input_dims(i)
+            .first()
+            .map(|x| format!("{x:?}"))
+            .unwrap_or_default()
+    };
+    let other = t
+        .input_dims(b0)
+        .into_iter()
+        .find(|x| x.len() >= 2 && !(x[x.len() - 1] == n && x[x.len() - 2] == n))
+        .map(|x| format!("{x:?}"))
+        .unwrap_or_default();
+    let dtype = t.input_types(a0).first().cloned().unwrap_or_default();
+    let per_step = crate::finding::a_step(saving, w.steps_in(t))
+        .map(|x| format!(" ({x})"))
+        .unwrap_or_default();
+    let mut f = new_finding(
+        cx,
+        ID,
+        Some(d),
+        format!(
+            "{}{} holds {:.0}% of GPU {d}'s time forming explicit inverses of {} {dtype} matrices, each then multiplied by {other}: solving for those {k} columns instead of the identity's {n} saves {}{per_step}",
+            shown(&h.op),
+            at(&h.frame),
+            100.0 * h.share,
+            shape(a0),
+            fmt_ns(saving.round() as i64)
+        ),
+        saving.round() as i64,
+        Confidence::Medium,
+        format!(
+            "{} inverses followed on their thread by a product with a [.., {n}, {n}] operand and a [.., {n}, {k}] (or [.., {k}, {n}]) one: the inverses took {}, their LU factorisation a part of it, and the products {}; torch.linalg.solve does the same factorisation, then solves for {k} right-hand sides instead of {n}, with no product after. Impact: the inverses' time beyond their factorisation × (1 − {k}/{n}), plus the products (read from shapes and order: the trace records no tensor identities)",
+            pairs.len(),
+            fmt_ns(inv_ns),
+            fmt_ns(product_ns)
+        ),
+    );
+    f.subject = Some(format!("{}{}", shown(&h.op), at(&h.frame)));
+    f.breakdown = same_frame_rows(cx, acct, h.frame.as_deref());
+    f.advice = vec![
+        format!("Solve instead of inverting: torch.linalg.solve(A, B) for inv(A) @ B (torch.linalg.solve(A, B, left=False) for B @ inv(A)); where the same A is solved against many right-hand sides over time, factor it once (torch.linalg.lu_factor, or torch.linalg.cholesky for symmetric positive-definite A) and call torch.linalg.lu_solve / torch.cholesky_solve per use. The PyTorch documentation prefers solve to inv as faster and more stable."),
+        "The checked linear-algebra functions read an error flag back to the host each call (a synchronisation): the _ex variants (torch.linalg.solve_ex, torch.linalg.inv_ex) return it as a tensor instead.".to_string(),
+    ];
+    f.metrics = metrics([
+        ("gpu_ns", h.gpu_ns as f64),
+        ("share", h.share),
+        ("calls", h.calls as f64),
+        ("inverse_ns", inv_ns as f64),
+        ("product_ns", product_ns as f64),
+        ("rows", n as f64),
+        ("right_hand_sides", k as f64),
+    ]);
+    Some(f)
 }
 
 /// The holders under one frame, as breakdown rows.

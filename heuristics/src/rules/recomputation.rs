@@ -50,12 +50,9 @@ impl Rule for Recomputation {
             rows.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
             let calls: u64 = rows.iter().map(|r| r.2).sum();
             let kernel_share = recomputed_ns as f64 / kernel_ns.max(1) as f64;
-            let steps = w.steps_in(t);
-            let per_step = if steps > 0 {
-                format!(", {} a step", fmt_ns(impact / steps as i64))
-            } else {
-                String::new()
-            };
+            let per_step = crate::finding::a_step(impact as f64, w.steps_in(t))
+                .map(|x| format!(", {x}"))
+                .unwrap_or_default();
             let mut f = new_finding(
                 cx,
                 ID,
