@@ -99,6 +99,8 @@ impl Rule for LaunchBound {
             // `.cpu()` on single elements runs nothing else.
             let (mut others_n, mut other_durs) = (0u64, Vec::<i64>::new());
             let (mut to_host, mut to_device) = (0u64, 0u64);
+            // Copies to the device of a few bytes: constants made from Python numbers.
+            let (mut tiny_n, mut tiny_ns) = (0usize, 0i64);
             // By the operator's name id: no string built per starved kernel.
             // With a few of its outer operator spans, to see whether they synchronise.
             let mut by_name = crate::starved::WaitsByOperator::default();
@@ -135,6 +137,13 @@ impl Rule for LaunchBound {
                 } else {
                     others_n += 1;
                     other_durs.push(kernel.end - kernel.start);
+                    if kernel.kind == GpuOpKind::Memcpy
+                        && kernel.direction == CopyDirection::HtoD
+                        && kernel.bytes <= TINY_COPY_BYTES
+                    {
+                        tiny_n += 1;
+                        tiny_ns += s.gap_ns;
+                    }
                     match kernel.direction {
                         CopyDirection::HtoD => to_device += 1,
                         CopyDirection::DtoH => to_host += 1,
@@ -407,6 +416,15 @@ impl Rule for LaunchBound {
                 None
             };
             f.advice.extend(loop_advice);
+            // Copies of a scalar to the device, several a step, holding a tenth of the waits:
+            // Python numbers turned into device tensors in the loop.
+            if cx.pytorch() && tiny_n >= TINY_COPIES * steps && tiny_ns * 10 >= starved_ns {
+                f.advice.push(format!(
+                    "{} copies of at most {TINY_COPY_BYTES} bytes to the GPU a step waited for their launches ({} a step): Python numbers or short lists made device tensors inside the loop (torch.tensor(c, device=\"cuda\"), a scalar's .to(\"cuda\")), each a copy from pageable memory and, with non_blocking=False, a wait for the stream. Pass a Python number as it is (x * c needs no copy); where a device tensor is needed, torch.full((), c, device=\"cuda\") fills it on the GPU with no copy, or build such constants once, before the loop.",
+                    tiny_n / steps,
+                    fmt_ns(tiny_ns / steps as i64)
+                ));
+            }
             // A graph cannot capture the syncs that hold most of it: no graph advice then.
             f.advice.extend(if sync_bound { Vec::new() } else if let Some(v) = varying { vec![
                 v,
@@ -526,6 +544,13 @@ fn copies_in_runs(cx: &Ctx, name: u32) -> usize {
     }
     calls
 }
+
+/// A copy to the device of at most this many bytes carries a scalar or a few (a Python number
+/// made a tensor): no data worth a transfer.
+const TINY_COPY_BYTES: u64 = 64;
+
+/// Such copies a step from which they are made in the loop, not once.
+const TINY_COPIES: usize = 8;
 
 /// Copies in a row, only views between them, from which they are a loop over slices.
 const COPY_RUN: usize = 32;
