@@ -352,7 +352,7 @@ fn inverse_then_product(cx: &Ctx, acct: &DeviceAccounting, h: &Holder) -> Option
         ID,
         Some(d),
         format!(
-            "{}{} holds {:.0}% of GPU {d}'s time forming explicit inverses of {} {dtype} matrices, each then multiplied by {other}: solving for those {k} columns instead of the identity's {n} saves {}{per_step}",
+            "{}{} holds {:.0}% of GPU {d}'s time forming explicit inverses of {} {dtype} matrices, each then multiplied by {other}: solving for those {k} right-hand sides instead of the identity's {n} saves {}{per_step}",
             shown(&h.op),
             at(&h.frame),
             100.0 * h.share,

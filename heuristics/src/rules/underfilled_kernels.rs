@@ -18,6 +18,7 @@ use crate::context::{Ctx, new_finding};
 use crate::finding::{Confidence, Finding, Row, fmt_ns, metrics};
 use crate::names::{name_or, short_name, span_name_id};
 use std::collections::BTreeMap;
+use tracehound_parsers::NONE;
 
 /// The rule's id: in its findings, their stable ids and `--rules`.
 pub const ID: &str = "underfilled_kernels";
@@ -44,6 +45,8 @@ struct Group {
     /// The fewest threads per block, when every call of the kernel launched blocks of fewer
     /// threads than a warp.
     threads: Option<u64>,
+    /// The operator span of its first call, for the user's Python line.
+    span: Option<u32>,
 }
 
 impl Rule for UnderfilledKernels {
@@ -98,6 +101,7 @@ impl Rule for UnderfilledKernels {
                 }
                 let caller = span_name_id(t, t.index.op_cpu_op[i]);
                 let g = by_id.entry((op.name, caller)).or_default();
+                g.span = g.span.or(Some(t.index.op_cpu_op[i]).filter(|&s| s != NONE));
                 g.count += 1;
                 g.time += op.dur();
                 g.blocks = if g.count == 1 {
@@ -141,6 +145,7 @@ impl Rule for UnderfilledKernels {
                 } else {
                     (e.blocks.0.min(g.blocks.0), e.blocks.1.max(g.blocks.1))
                 };
+                e.span = e.span.or(g.span);
                 e.count += g.count;
                 e.time += g.time;
                 e.lost += g.lost;
@@ -176,7 +181,7 @@ impl Rule for UnderfilledKernels {
                     count: g.count,
                     time_ns: g.time,
                     bytes: None,
-                    python_frame: None,
+                    python_frame: g.span.and_then(|s| t.user_frame(s)).map(str::to_string),
                     cause: None,
                     share: Some(g.time as f64 / time.max(1) as f64),
                 })
