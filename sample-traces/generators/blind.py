@@ -2415,6 +2415,156 @@ def convnext_ln_channels_first():
         }, lambda: forward(ln_manual), lambda: forward(ln_fused))
 
 
+
+# ---------------------------------------------------------------- thirteenth set (issue 39): the
+# twelfth set's findings written differently, to test this session's changes on code they were not
+# written against.
+
+def inverse_right_multiply():
+    """Whitening by an explicit inverse on the right, x @ torch.inverse(C), instead of a solve with left=False."""
+    B, n, m = 4096, 128, 32
+    C = torch.randn(B, n, n, device=dev) * 0.1 + n ** 0.5 * torch.eye(n, device=dev)
+    x = torch.randn(B, m, n, device=dev)
+
+    def step(inv):
+        if inv:
+            return x @ torch.inverse(C)  # PLANTED inverse_right_multiply
+        return torch.linalg.solve(C, x, left=False)
+
+    with torch.no_grad():
+        blind("inverse_right_multiply", {
+            "set": 13,
+            "expected": {"family": "an explicit matrix inverse where a solve is needed (linear algebra)",
+                         "ops_any": ["aten::inverse", "aten::linalg_inv_ex", "aten::linalg_solve_ex",
+                                     "aten::linalg_lu_factor_ex", "aten::matmul", "aten::bmm"]},
+            "wrong_causes": ["launch-bound / CUDA graphs", "small shapes"],
+            "notes": f"{B:,} FP32 [{m}, {n}] blocks multiplied on the right by the inverse of their own {n}x{n} "
+                     "matrix with torch.inverse, as a whitening or a change of basis does",
+            "twin": "torch.linalg.solve(C, x, left=False)",
+        }, lambda: step(True), lambda: step(False))
+
+
+def median_large_vector():
+    """A per-step median of 8M values with torch.median (one order statistic of one long vector)."""
+    n = 8_000_000
+    x = torch.randn(n, device=dev)
+    w = torch.randn(2048, 2048, device=dev, dtype=BF16)
+    h = torch.randn(4096, 2048, device=dev, dtype=BF16)
+
+    def step(med):
+        y = (h @ w).float()
+        if med:
+            m = torch.median(x)  # PLANTED median_large_vector
+        else:
+            m = torch.sort(x).values[(n - 1) // 2]
+        return (y - m).abs().sum()
+
+    with torch.no_grad():
+        blind("median_large_vector", {
+            "set": 13,
+            "expected": {"family": "one order statistic of one long vector (a selection on few SMs)",
+                         "ops_any": ["aten::median"]},
+            "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "small shapes", "memory-bound"],
+            "notes": f"a bf16 [4096, 2048] x [2048, 2048] product centred on the median of {n:,} FP32 values, "
+                     "computed each step with torch.median(x)",
+            "twin": "torch.sort(x).values[(n - 1) // 2]: the same value from a device-wide sort",
+        }, lambda: step(True), lambda: step(False))
+
+
+def kthvalue_few_rows():
+    """The 99th percentile of each of 4 long rows with torch.kthvalue along dim 1 (one block per row)."""
+    r, n = 4, 2_000_000
+    x = torch.randn(r, n, device=dev)
+    k = int(0.99 * n)
+    h = torch.randn(4096, 2048, device=dev, dtype=BF16)
+    w = torch.randn(2048, 2048, device=dev, dtype=BF16)
+
+    def step(kth):
+        y = (h @ w).float()
+        if kth:
+            t = torch.kthvalue(x, k, dim=1).values  # PLANTED kthvalue_few_rows
+        else:
+            t = torch.topk(x, n - k + 1, dim=1).values[:, -1]
+        return y.sum() + t.sum()
+
+    with torch.no_grad():
+        blind("kthvalue_few_rows", {
+            "set": 13,
+            "expected": {"family": "an order statistic over few long rows (one block per row)",
+                         "ops_any": ["aten::kthvalue"]},
+            "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "small shapes", "memory-bound"],
+            "notes": f"the 99th percentile of each row of a [{r}, {n:,}] FP32 tensor with torch.kthvalue(x, k, dim=1) "
+                     "each step, beside a bf16 matmul",
+            "twin": "torch.topk(x, n - k + 1, dim=1).values[:, -1]: the same values by a selection across the GPU",
+        }, lambda: step(True), lambda: step(False))
+
+
+def aux_loss_weights_cuda():
+    """32 auxiliary losses each weighted by torch.tensor(w).cuda() every step instead of a Python float."""
+    L, N, d = 32, 2048, 1024
+    heads = nn.ModuleList([nn.Linear(d, 16) for _ in range(L)]).to(dev)
+    trunk = nn.Sequential(nn.Linear(d, d), nn.GELU(), nn.Linear(d, d)).to(dev)
+    opt = torch.optim.AdamW([*heads.parameters(), *trunk.parameters()], lr=1e-4, fused=True)
+    x = torch.randn(N, d, device=dev)
+    ws = [1.0 / (i + 1) for i in range(L)]
+
+    def train(cuda):
+        h = trunk(x)
+        loss = 0.0
+        for head, wgt in zip(heads, ws):
+            term = head(h).square().mean()
+            if cuda:
+                loss = loss + torch.tensor(wgt).cuda() * term  # PLANTED aux_loss_weights_cuda
+            else:
+                loss = loss + wgt * term
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    blind("aux_loss_weights_cuda", {
+        "set": 13,
+        "expected": {"family": "a host-to-device copy per call for a constant (a Python number made a CUDA tensor)",
+                     "ops_any": ["aten::to", "aten::_to_copy", "aten::copy_", "aten::lift_fresh"]},
+        "wrong_causes": ["compute-bound", "memory-bound", "small shapes"],
+        "notes": f"a trunk and {L} auxiliary heads (TF32 allowed), fused AdamW; each head's loss weighted by "
+                 "torch.tensor(w).cuda() every step: a 4-byte pageable copy to the GPU and a stream wait each",
+        "twin": "the Python float w",
+    }, lambda: train(True), lambda: train(False))
+
+
+def ragged_unpad_loop():
+    """A padded batch packed back into a flat buffer with a Python loop, flat[s:s + n] = padded[i, :n]."""
+    B, d, Lmax = 384, 2048, 192
+    g = torch.Generator().manual_seed(1)
+    lens = torch.randint(16, Lmax + 1, (B,), generator=g).tolist()
+    starts = [0]
+    for n in lens[:-1]:
+        starts.append(starts[-1] + n)
+    padded = torch.randn(B, Lmax, d, device=dev, dtype=BF16)
+    flat = torch.empty(sum(lens), d, device=dev, dtype=BF16)
+    src = torch.cat([torch.arange(n) + i * Lmax for i, n in enumerate(lens)]).to(dev)
+
+    def step(loop):
+        if loop:
+            for i, (s, n) in enumerate(zip(starts, lens)):
+                flat[s:s + n] = padded[i, :n]  # PLANTED ragged_unpad_loop
+        else:
+            torch.index_select(padded.view(B * Lmax, d), 0, src, out=flat)
+        return flat.float().sum()
+
+    with torch.no_grad():
+        blind("ragged_unpad_loop", {
+            "set": 13,
+            "expected": {"family": "a Python loop of slice copies (one small kernel per sequence) instead of one index",
+                         "ops_any": ["aten::copy_", "aten::slice", "aten::select"]},
+            "wrong_causes": ["compute-bound", "memory-bound", "small shapes"],
+            "notes": f"{B} sequences of 16-{Lmax} tokens (d={d}, bf16) packed from a padded [B, Lmax, d] batch into "
+                     "a flat buffer with flat[s:s + n] = padded[i, :n] per sequence",
+            "twin": "one torch.index_select of the rows, computed once, into the flat buffer",
+        }, lambda: step(True), lambda: step(False))
+
+
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
              sort_for_topk, onehot_ce, sdpa_mask_fallback,
              pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate,
@@ -2432,7 +2582,9 @@ SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_back
              embedding_dense_adam_foreach, weight_decay_loop, zero_grad_loop, bmm_3x3_compose,
              swiglu_width_unaligned, ragged_pad_loop,
              linalg_inv_solve, embedding_max_norm, tensor_scalar_per_step, quantile_sort, clone_params_loop,
-             convnext_ln_channels_first]
+             convnext_ln_channels_first,
+             inverse_right_multiply, median_large_vector, kthvalue_few_rows, aux_loss_weights_cuda,
+             ragged_unpad_loop]
 
 # Public reports of each mistake (found after the capture with the search tool, and added to the
 # truth files then): what users hit, or the framework's own account of the slow path.
@@ -2716,6 +2868,26 @@ REPORTS = {
     "convnext_ln_channels_first": [
         "https://github.com/pytorch/pytorch/issues/71465",
         "https://github.com/open-mmlab/mmpretrain/issues/931"
+    ],
+    "inverse_right_multiply": [
+        "https://docs.pytorch.org/docs/stable/generated/torch.linalg.inv.html",
+        "https://github.com/pytorch/pytorch/issues/42265"
+    ],
+    "median_large_vector": [
+        "https://github.com/pytorch/pytorch/issues/75599",
+        "https://github.com/pytorch/pytorch/issues/64947"
+    ],
+    "kthvalue_few_rows": [
+        "https://github.com/pytorch/pytorch/issues/75599",
+        "https://github.com/pytorch/pytorch/issues/64947"
+    ],
+    "aux_loss_weights_cuda": [
+        "https://github.com/pytorch/pytorch/issues/120996",
+        "https://github.com/sgl-project/sglang/pull/32575"
+    ],
+    "ragged_unpad_loop": [
+        "https://github.com/pytorch/pytorch/issues/94167",
+        "https://github.com/huggingface/sentence-transformers/pull/3942"
     ]
 }
 
