@@ -1349,11 +1349,10 @@ fn device_model(cx: &Scope, marks: &Marks, classes: &[KernelClass], device: i32)
                 // A long kernel launched with a few SMs' worth of blocks (a one-block
                 // selection, a serial scan) can neither stream from HBM nor fill the
                 // compute units: its parallelism bounds it, whatever its name's family.
-                let few_blocks = sms > 0
-                    && op.kernel.as_ref().is_some_and(|k| {
-                        let blocks: u64 = k.grid.iter().map(|&g| u64::from(g)).product();
-                        k.geometry && blocks > 0 && (blocks as f64) <= FEW_BLOCKS_SHARE * sms as f64
-                    });
+                let few_blocks = op
+                    .kernel
+                    .and_then(|k| k.blocks())
+                    .is_some_and(|b| (b as f64) <= FEW_BLOCKS_SHARE * f64::from(sms));
                 match (class.family, d < LATENCY_KERNEL_NS) {
                     (_, true) => split.latency_ns += d,
                     (KernelFamily::Memory | KernelFamily::Generated, false) if few_blocks => {

@@ -379,11 +379,9 @@ fn finding(
         .map(|f| format!(" at {f}"))
         .unwrap_or_default();
     let per_step = |ns: i64| {
-        if w.steps_in(t) > 0 {
-            format!(" ({} a step)", fmt_ns((ns as f64 / steps).round() as i64))
-        } else {
-            String::new()
-        }
+        crate::finding::a_step(ns as f64, w.steps_in(t))
+            .map(|x| format!(" ({x})"))
+            .unwrap_or_default()
     };
     let rows_per_step = (x.indices / steps).min(rows_of(x) as f64);
     let copies = x.copies.get();

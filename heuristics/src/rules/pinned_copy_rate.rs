@@ -137,14 +137,7 @@ fn copies_hold_the_window(cx: &Ctx, device: i32) -> Option<Finding> {
     let mut parts = Vec::new();
     let mut total = 0u64;
     for dir in [CopyDirection::HtoD, CopyDirection::DtoH] {
-        let bytes: u64 = t
-            .device_ops(device)
-            .iter()
-            .map(|&i| &t.gpu_ops[i as usize])
-            .filter(|o| pinned(o, Some(dir)))
-            .map(|o| o.bytes)
-            .sum();
-        let ns = busy_total_of(t, device, w, |o| pinned(o, Some(dir)));
+        let (_, bytes, ns) = totals(cx, device, |o| pinned(o, Some(dir)));
         if bytes > 0 && ns > 0 {
             total += bytes;
             parts.push(format!(
@@ -206,7 +199,6 @@ pub(crate) struct Slow {
 
 /// The directions of `device` whose large pinned copies are slow for its known link.
 pub(crate) fn slow_copies(cx: &Ctx, device: i32) -> Vec<Slow> {
-    let t = cx.trace;
     let w = &cx.window;
     let mut out = Vec::new();
     let Some(link) = Reference::link(cx, device) else {
@@ -221,13 +213,7 @@ pub(crate) fn slow_copies(cx: &Ctx, device: i32) -> Vec<Slow> {
                 && o.start >= w.start
                 && o.end <= w.end
         };
-        let (count, bytes) = t
-            .device_ops(device)
-            .iter()
-            .map(|&i| &t.gpu_ops[i as usize])
-            .filter(|o| pick(o))
-            .fold((0u64, 0u64), |(n, b), o| (n + 1, b + o.bytes));
-        let busy_ns = busy_total_of(t, device, w, pick);
+        let (count, bytes, busy_ns) = totals(cx, device, pick);
         if busy_ns < MIN_NS {
             continue;
         }
@@ -244,6 +230,19 @@ pub(crate) fn slow_copies(cx: &Ctx, device: i32) -> Vec<Slow> {
         }
     }
     out
+}
+
+/// The copies of `device` in the window that `pick` takes: their count, bytes, and the union
+/// of their busy time (copies at once share the link, so their times do not add).
+fn totals(cx: &Ctx, device: i32, pick: impl Fn(&GpuOp) -> bool + Copy) -> (u64, u64, i64) {
+    let t = cx.trace;
+    let (count, bytes) = t
+        .device_ops(device)
+        .iter()
+        .map(|&i| &t.gpu_ops[i as usize])
+        .filter(|o| pick(o))
+        .fold((0u64, 0u64), |(n, b), o| (n + 1, b + o.bytes));
+    (count, bytes, busy_total_of(t, device, &cx.window, pick))
 }
 
 #[cfg(test)]

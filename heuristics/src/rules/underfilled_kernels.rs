@@ -82,14 +82,14 @@ impl Rule for UnderfilledKernels {
                 let Some(k) = &op.kernel else { continue };
                 let c = calls.entry(op.name).or_default();
                 c.0 += 1;
-                let blocks: u64 = k.grid.iter().map(|&g| u64::from(g)).product();
+                let recorded = k.blocks();
+                let blocks = recorded.unwrap_or(0);
                 let low_occ = cx.kernel_class(op.name).unit.is_none()
                     && k.occupancy_pct
                         .is_some_and(|o| o > 0.0 && o < LOW_OCCUPANCY_PCT);
                 // A kernel without a recorded grid (replayed from a graph, or ROCm's in Kineto)
                 // is no one-block launch: only what the trace recorded is judged.
-                // A grid the trace did not record reads as zeros: not judged.
-                let underfilled = k.geometry && blocks > 0 && 2 * blocks <= u64::from(sms);
+                let underfilled = recorded.is_some_and(|b| 2 * b <= u64::from(sms));
                 // A block of fewer threads than a warp still occupies a whole warp: the rest of
                 // its lanes run nothing.
                 // A block the trace did not record reads as zeros: not judged.

@@ -553,6 +553,15 @@ pub struct KernelInfo {
     pub geometry: bool,
 }
 
+impl KernelInfo {
+    /// The grid's block count, when the trace recorded a grid (a grid it did not record reads
+    /// as zeros and is no one-block launch).
+    pub fn blocks(&self) -> Option<u64> {
+        let n: u64 = self.grid.iter().map(|&g| u64::from(g)).product();
+        (self.geometry && n > 0).then_some(n)
+    }
+}
+
 /// One operation on a GPU: kernel, memcpy, memset or sync.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct GpuOp {
