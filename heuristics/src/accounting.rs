@@ -769,7 +769,7 @@ fn sort_calls(cx: &Scope, d: i32) -> Vec<(u32, i64, f64)> {
     let names = t.strings.matching(|n| {
         matches!(
             n,
-            "aten::sort" | "aten::argsort" | "aten::topk" | "aten::msort"
+            "aten::sort" | "aten::argsort" | "aten::topk" | "aten::msort" | "aten::_unique2"
         )
     });
     if !names.contains(&true) {
@@ -810,7 +810,18 @@ fn sort_calls(cx: &Scope, d: i32) -> Vec<(u32, i64, f64)> {
             let name = t.str(t.host_spans[s as usize].name);
             // Rows along the last dim (the default; the dim is not kept).
             let row = first.last().map_or(1.0, |&x| (x as f64).max(1.0));
-            let bytes = if name == "aten::topk" {
+            let bytes = if name == "aten::_unique2" {
+                // torch.unique sorts its input flattened: with `return_inverse` (its third
+                // argument) the keys with their int64 positions, else the keys alone.
+                let inverse = t
+                    .concrete_inputs_of(s)
+                    .is_some_and(|c| c.get(2).is_some_and(|x| x == "True"));
+                if inverse {
+                    sort_bytes(n, n, elem)
+                } else {
+                    sort_keys_bytes(n, elem)
+                }
+            } else if name == "aten::topk" {
                 // A selection: its input read (a radix select may read it more than once) and
                 // k values and int64 indices written per row.
                 let k: f64 = t
@@ -845,6 +856,17 @@ fn sort_bytes(n: f64, row: f64, elem: f64) -> f64 {
         n * (2.0 * elem + 8.0)
     } else {
         n * (elem + elem * 2.0 * (elem + 8.0))
+    }
+}
+
+/// The bytes a sort of `n` keys of `elem` bytes without values moves (torch.unique without
+/// `return_inverse`: `radix_sort_keys`): short inputs one read and one write; longer ones a
+/// read for the digit histograms, then `elem` passes that each read and write every key.
+fn sort_keys_bytes(n: f64, elem: f64) -> f64 {
+    if n <= SMALL_SORT {
+        2.0 * n * elem
+    } else {
+        n * elem * (1.0 + 2.0 * elem)
     }
 }
 

@@ -452,7 +452,7 @@ impl Membound {
 
 /// The element size of a recorded input type, for tensors; `None` for scalars, lists and
 /// unknown types.
-fn elem_size(ty: &str) -> Option<u8> {
+pub(crate) fn elem_size(ty: &str) -> Option<u8> {
     Some(match ty {
         "float" | "int" | "unsigned int" => 4,
         "c10::BFloat16" | "c10::Half" | "short int" | "short" => 2,
@@ -464,7 +464,7 @@ fn elem_size(ty: &str) -> Option<u8> {
 }
 
 /// A short label for an element type (`fp32`).
-fn dtype_label(ty: &str) -> &'static str {
+pub(crate) fn dtype_label(ty: &str) -> &'static str {
     match ty {
         "float" => "fp32",
         "c10::BFloat16" => "bf16",

@@ -2565,6 +2565,100 @@ def ragged_unpad_loop():
         }, lambda: step(True), lambda: step(False))
 
 
+
+# ---------------------------------------------------------------- fourteenth set (issue 39), written
+# 2026-12-05 with no device lent, for the next session that has one: the torch.unique counting
+# finding (hot_operator) on code it was not written against, and a use of unique it must leave
+# alone (deduplication with return_inverse is not a count).
+
+def token_frequency_unique():
+    """A repetition penalty whose token counts come from torch.unique(return_counts=True) each decode step."""
+    B, T, V, d, steps = 64, 2048, 50257, 2048, 8
+    tokens = torch.randint(0, V, (B, T), device=dev)
+    w = torch.randn(d, d, device=dev, dtype=BF16) * 0.02
+    h0 = torch.randn(B, d, device=dev, dtype=BF16)
+    logits0 = torch.randn(B, V, device=dev)
+
+    def step(uniq):
+        h, logits = h0, logits0.clone()
+        for _ in range(steps):
+            h = torch.tanh(h @ w)
+            if uniq:
+                ids, counts = torch.unique(tokens, return_counts=True)  # PLANTED token_frequency_unique
+                freq = torch.zeros(V, device=dev).index_put_((ids,), counts.float())
+            else:
+                freq = torch.zeros(V, device=dev).index_add_(0, tokens.flatten(),
+                                                             torch.ones(tokens.numel(), device=dev))
+            logits = logits - 0.1 * freq
+        return logits, h
+
+    with torch.no_grad():
+        blind("token_frequency_unique", {
+            "set": 14,
+            "expected": {"family": "sort used to count (torch.unique with return_counts)", "sync": True,
+                         "ops_any": ["aten::unique", "aten::_unique2", "aten::sort"]},
+            "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "memory-bound"],
+            "notes": f"{steps} decode steps, each counting the {B}x{T} context's token ids over a {V:,}-token "
+                     "vocabulary with torch.unique(return_counts=True) for a frequency penalty",
+            "twin": "torch.zeros(V).index_add_(0, tokens.flatten(), ones): the counts in one scatter pass",
+        }, lambda: step(True), lambda: step(False))
+
+
+def class_hist_unique_int32():
+    """Per-head class histograms of int32 predictions with torch.unique(return_counts=True)."""
+    heads, n, C, d = 4, 1 << 21, 100, 4096
+    preds = [torch.randint(0, C, (n,), device=dev, dtype=torch.int32) for _ in range(heads)]
+    w = torch.randn(d, d, device=dev, dtype=BF16) * 0.02
+    h0 = torch.randn(2048, d, device=dev, dtype=BF16)
+
+    def step(uniq):
+        h, out = h0, []
+        for p in preds:
+            h = torch.relu(h @ w)
+            if uniq:
+                _, c = torch.unique(p, return_counts=True)  # PLANTED class_hist_unique_int32
+            else:
+                c = torch.zeros(C, dtype=torch.long, device=dev).index_add_(0, p.long(), torch.ones(n, dtype=torch.long, device=dev))
+            out.append(c.max())
+        return torch.stack(out), h
+
+    with torch.no_grad():
+        blind("class_hist_unique_int32", {
+            "set": 14,
+            "expected": {"family": "sort used to count (torch.unique with return_counts)", "sync": True,
+                         "ops_any": ["aten::unique", "aten::_unique2", "aten::sort"]},
+            "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "memory-bound"],
+            "notes": f"{heads} heads' int32 predictions ({n:,} each, {C} classes) counted per step with "
+                     "torch.unique(return_counts=True), between bf16 products",
+            "twin": "torch.zeros(C).index_add_ over the predictions (one scatter pass, no sort, no sync)",
+        }, lambda: step(True), lambda: step(False))
+
+
+def unique_dedupe_lookup():
+    """Embedding lookups deduplicated with torch.unique(return_inverse=True): a sort that is not a count."""
+    n, V, d = 1 << 20, 1 << 22, 64
+    ids = torch.randint(0, V, (n,), device=dev)
+    table = torch.randn(V, d, device=dev, dtype=BF16)
+
+    def step(dedupe):
+        if dedupe:
+            u, inv = torch.unique(ids, return_inverse=True)  # PLANTED unique_dedupe_lookup
+            return table[u][inv].float().sum()
+        return table[ids].float().sum()
+
+    with torch.no_grad():
+        blind("unique_dedupe_lookup", {
+            "set": 14,
+            "expected": {"family": "none: a deduplication whose inverse map is used is not a count; the "
+                                   "counting advice must not be given",
+                         "ops_any": ["aten::_unique2"]},
+            "wrong_causes": ["counting (index_add_/bincount) advice", "launch-bound / CUDA graphs",
+                             "compute-bound"],
+            "notes": f"{n:,} int64 ids over a {V:,}-row bf16 table deduplicated with "
+                     "torch.unique(return_inverse=True) before the lookup, then expanded back",
+            "twin": "table[ids]: the lookup of every id, duplicates included",
+        }, lambda: step(True), lambda: step(False))
+
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
              sort_for_topk, onehot_ce, sdpa_mask_fallback,
              pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate,
@@ -2584,7 +2678,8 @@ SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_back
              linalg_inv_solve, embedding_max_norm, tensor_scalar_per_step, quantile_sort, clone_params_loop,
              convnext_ln_channels_first,
              inverse_right_multiply, median_large_vector, kthvalue_few_rows, aux_loss_weights_cuda,
-             ragged_unpad_loop]
+             ragged_unpad_loop,
+             token_frequency_unique, class_hist_unique_int32, unique_dedupe_lookup]
 
 # Public reports of each mistake (found after the capture with the search tool, and added to the
 # truth files then): what users hit, or the framework's own account of the slow path.

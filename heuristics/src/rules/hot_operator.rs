@@ -107,6 +107,11 @@ fn holder_finding(cx: &Ctx, acct: &DeviceAccounting, h: &Holder) -> Option<Findi
     if INVERSES.contains(&h.op.as_str()) {
         return inverse_then_product(cx, acct, h);
     }
+    if h.op == "aten::_unique2"
+        && let Some(f) = unique_counts(cx, acct, h)
+    {
+        return Some(f);
+    }
     // Copies and casts are copy_hotspots', optimizers optimizer_overhead's, collectives
     // exposed_communication's, runtime copies pageable_memcpy's.
     if matches!(
@@ -243,6 +248,100 @@ fn column_tensor(cx: &Ctx, acct: &DeviceAccounting, h: &Holder) -> Finding {
         ("calls", h.calls as f64),
     ]);
     f
+}
+
+/// `torch.unique(x, return_counts=True)` (without `return_inverse`, both read from the
+/// recorded arguments): it radix-sorts the whole flattened input, one pass per key byte after
+/// a histogram read, to learn how often each value occurs. Counting does the same in one pass
+/// when the values lie in a known range (class labels, token ids): a read of every key and a
+/// scattered increment, the access pattern of one radix pass. Impact: the calls' GPU time
+/// beyond one pass of their sort (the sort kernels' time over the passes). Calls whose sort
+/// kernels cannot be told apart by name are left out: no pass time to price the count with.
+fn unique_counts(cx: &Ctx, acct: &DeviceAccounting, h: &Holder) -> Option<Finding> {
+    let t = cx.trace;
+    let w = &cx.window;
+    let d = acct.device;
+    let name = t.strings.lookup(&h.op)?;
+    // Per counting call: (GPU ns, sort kernels' ns).
+    let mut per: FxHashMap<u32, (i64, i64)> = FxHashMap::default();
+    for (i, op) in w.kernels(t, d) {
+        let outer = t.index.op_outer_cpu_op.get(i).copied().unwrap_or(NONE);
+        if outer == NONE || t.host_spans[outer as usize].name != name {
+            continue;
+        }
+        let e = per.entry(outer).or_default();
+        e.0 += op.dur();
+        if t.str(op.name).to_ascii_lowercase().contains("sort") {
+            e.1 += op.dur();
+        }
+    }
+    let (mut saving, mut total, mut calls, mut keys) = (0.0f64, 0i64, 0u64, 0u64);
+    let mut example: Option<(Vec<u64>, String)> = None;
+    let mut spans: Vec<(&u32, &(i64, i64))> = per.iter().collect();
+    spans.sort_unstable_by_key(|e| *e.0);
+    for (&s, &(ns, sort_ns)) in spans {
+        let args = t.concrete_inputs_of(s).unwrap_or_default();
+        let flag = |k: usize| args.get(k).map(String::as_str);
+        if flag(2) != Some("False") || flag(3) != Some("True") || sort_ns <= 0 {
+            continue;
+        }
+        let dims = t.input_dims(s);
+        let ty = t.input_types(s).first().cloned().unwrap_or_default();
+        let (Some(first), Some(elem)) = (dims.first(), crate::membound::elem_size(&ty)) else {
+            continue;
+        };
+        let passes = f64::from(elem) + 1.0;
+        saving += (ns as f64 - sort_ns as f64 / passes).max(0.0);
+        total += ns;
+        calls += 1;
+        keys += first.iter().product::<u64>();
+        example.get_or_insert_with(|| (first.clone(), ty));
+    }
+    let (shape, ty) = example?;
+    // Below the holder's threshold the counting calls are not what holds the time.
+    if (total as f64) < HOT_SHARE * acct.gpu_ns as f64 {
+        return None;
+    }
+    let elem = crate::membound::elem_size(&ty).unwrap_or(8);
+    let per_step = crate::finding::a_step(saving, w.steps_in(t))
+        .map(|x| format!(" ({x})"))
+        .unwrap_or_default();
+    let mut f = new_finding(
+        cx,
+        ID,
+        Some(d),
+        format!(
+            "torch.unique(return_counts=True){} holds {:.0}% of GPU {d}'s time sorting {} {} values a call to count them: counting over a known range of values takes one pass and saves {}{per_step}",
+            at(&h.frame),
+            100.0 * total as f64 / acct.gpu_ns.max(1) as f64,
+            shape.iter().product::<u64>(),
+            crate::membound::dtype_label(&ty),
+            fmt_ns(saving.round() as i64)
+        ),
+        saving.round() as i64,
+        Confidence::Medium,
+        format!(
+            "{calls} calls of {} with return_counts=True and return_inverse=False (recorded arguments) sort {} keys of {elem} bytes in all: a radix sort reads them for its digit histograms, then makes {elem} passes that each read and scatter every key, before counting runs of equal values; they took {} of GPU time. Impact: their time beyond one pass of their sort (the sort kernels' time / {}), what a count that reads every value once and scatters an increment costs at the rate those passes ran. It holds only when the values lie in a range known in advance; the trace does not record them",
+            h.op,
+            keys,
+            fmt_ns(total),
+            elem + 1
+        ),
+    );
+    f.subject = Some(format!("{}{}", shown(&h.op), at(&h.frame)));
+    f.breakdown = same_frame_rows(cx, acct, h.frame.as_deref());
+    f.advice = vec![
+        "To count values in a known range [0, n) (class labels, token ids, bucket ids), count without sorting: torch.zeros(n, dtype=torch.long, device=x.device).index_add_(0, x.flatten(), torch.ones_like(x.flatten())); which values occur is counts.nonzero() or counts > 0. torch.bincount(x, minlength=n) counts the same way but reads the largest value back to the host first (a synchronisation).".to_string(),
+        "torch.unique also waits for the GPU to size its result: where the values really are unknown, call it once per batch or epoch rather than per step.".to_string(),
+    ];
+    f.metrics = metrics([
+        ("gpu_ns", total as f64),
+        ("share", total as f64 / acct.gpu_ns.max(1) as f64),
+        ("calls", calls as f64),
+        ("keys", keys as f64),
+        ("key_bytes", f64::from(elem)),
+    ]);
+    Some(f)
 }
 
 /// Operators that form an explicit matrix inverse.

@@ -35,7 +35,7 @@ impl Trace {
     }
 
     /// The recorded scalar inputs of span `i` by position (`Concrete Inputs` of convolution,
-    /// attention, batch-norm and topk operators recorded with shapes): `""` for a tensor,
+    /// attention, batch-norm, topk and unique operators recorded with shapes): `""` for a tensor,
     /// `[3, 3]`, `1`, `True`.
     /// `None` when not recorded; read numbers out of an item with [`numbers`].
     pub fn concrete_inputs_of(&self, i: u32) -> Option<Vec<String>> {
