@@ -1177,3 +1177,164 @@ fn a_slow_first_call_in_the_window_is_set_up_paid_once() {
     assert!(advice.contains("set-up paid once"), "{advice}");
     assert!(!advice.contains("DataLoader workers"), "{advice}");
 }
+
+/// Opens a shipped Nsight Systems export read-only (a user's file is never modified).
+fn nsys_db(file: &str) -> rusqlite::Connection {
+    rusqlite::Connection::open_with_flags(
+        sample(&format!("field/{file}")),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .expect("open export")
+}
+
+/// A CUDA C++ GEMM whose every launch failed (Butter-gpw/CUDA, a driver older than its PTX):
+/// the export records each call's return value and has no kernel table. The first finding and
+/// the verdict say the launches failed, with the count and the code read here from the
+/// runtime table, and no finding calls the idle GPU a slow host or a cold start.
+#[test]
+fn launches_that_failed_are_named_before_anything_else() {
+    let file = "nsys/buttergemm_failed_launches_no_kernels_rtx4080_nsys2023.4.sqlite";
+    let db = nsys_db(file);
+    let (failed, launches, code): (i64, i64, i64) = db
+        .query_row(
+            "SELECT sum(r.returnValue <> 0), count(*), max(r.returnValue) FROM CUPTI_ACTIVITY_KIND_RUNTIME r \
+             JOIN StringIds s ON s.id = r.nameId WHERE s.value LIKE 'cudaLaunchKernel%'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .expect("runtime table");
+    assert_eq!((failed, launches, code), (21, 21, 222));
+    let a = analyze_json(&sample(&format!("field/{file}")), &[]);
+    let f = first(&a);
+    assert_eq!(f["rule"], "failed_calls", "{f}");
+    assert_eq!(f["severity"], "high");
+    let title = f["title"].as_str().expect("title");
+    assert!(
+        title.starts_with(&format!(
+            "{failed} of {launches} kernel launches failed (cudaLaunchKernel returned {code} (cudaErrorUnsupportedPtxVersion"
+        )),
+        "{title}"
+    );
+    assert!(title.contains("no kernel ran"), "{title}");
+    assert_eq!(a["summary"]["bound"], "launches failed");
+    let verdict = a["summary"]["verdict"].as_str().expect("verdict");
+    assert!(
+        verdict.contains("21 of 21 kernel launches returned an error"),
+        "{verdict}"
+    );
+    for f in a["findings"].as_array().expect("findings") {
+        assert!(
+            !["idle_gaps", "launch_bound", "sync_stalls"]
+                .contains(&f["rule"].as_str().unwrap_or("")),
+            "{f}"
+        );
+    }
+}
+
+/// Two learners' CUDA programs whose captures hold start-up and a few microseconds of GPU
+/// work (an empty kernel after a 247 ms first launch; a 4 µs reduction after a 58 ms first
+/// cudaMalloc): the verdict says there is too little GPU work to judge, with the GPU's busy
+/// time and the longest call read here from the export, and no finding is rated above info
+/// (they had been "GPU-bound" with a high underfilled-kernel finding, and "launch/host
+/// bound" with a high launch finding, over a window of tens of microseconds).
+#[test]
+fn a_capture_with_a_few_microseconds_of_gpu_work_is_not_judged() {
+    for (file, call) in [
+        (
+            "nsys/fastgrabcut_init_only_empty_kernel_t4_nsys2023.3.sqlite",
+            "cudaLaunchKernel",
+        ),
+        (
+            "nsys/gpupractice_reduce_1block_init_only_rtx2060_nsys2023.4.sqlite",
+            "cudaMalloc",
+        ),
+    ] {
+        let db = nsys_db(file);
+        let mut busy_ns = 0i64;
+        for table in [
+            "CUPTI_ACTIVITY_KIND_KERNEL",
+            "CUPTI_ACTIVITY_KIND_MEMCPY",
+            "CUPTI_ACTIVITY_KIND_MEMSET",
+        ] {
+            // The few operations of these captures do not overlap: their sum is the busy time.
+            if let Ok(ns) =
+                db.query_row(&format!("SELECT sum(end - start) FROM {table}"), [], |r| {
+                    r.get::<_, Option<i64>>(0)
+                })
+            {
+                busy_ns += ns.unwrap_or(0);
+            }
+        }
+        let (longest, ms): (String, f64) = db
+            .query_row(
+                "SELECT s.value, (r.end - r.start) / 1e6 FROM CUPTI_ACTIVITY_KIND_RUNTIME r \
+                 JOIN StringIds s ON s.id = r.nameId ORDER BY r.end - r.start DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .expect("runtime table");
+        assert!(longest.starts_with(call), "{file}: {longest}");
+        assert!(busy_ns < 100_000, "{file}: {busy_ns} ns");
+        let a = analyze_json(&sample(&format!("field/{file}")), &[]);
+        assert_eq!(a["summary"]["bound"], "little GPU work", "{file}");
+        let v = a["summary"]["verdict"].as_str().expect("verdict");
+        let busy_text = format!("works {} µs", (busy_ns as f64 / 1e3).round());
+        assert!(v.contains(&busy_text), "{file}: {busy_text}: {v}");
+        assert!(
+            v.contains(&format!("{call} ({ms:.1} ms, its first call")),
+            "{file}: {v}"
+        );
+        for f in a["findings"].as_array().expect("findings") {
+            assert_eq!(f["severity"], "info", "{file}: {f}");
+        }
+    }
+}
+
+/// Rank 1 of a two-GPU tensor-parallel toy (tugot17/tokenomics-from-first-principles): its one
+/// AllReduce, 100 floats by the kernel's own record, runs 11.3 ms waiting for rank 0 and is
+/// all of the busy time left outside the first calls. The verdict says that busy time is
+/// collectives whose time includes waiting for the other ranks, not that the host alone
+/// holds it back. Rank 0 of the four-layer Llama (same repository) holds a 372 ms first
+/// launch and then mostly ReduceScatter/AllGather: "communication-bound there", with the
+/// collectives' share of the busy time recomputed from the kernels.
+#[test]
+fn busy_time_that_is_collectives_is_not_called_compute() {
+    let events = |file: &str| -> Vec<Value> {
+        let text = std::fs::read_to_string(sample(&format!("field/{file}"))).expect("trace");
+        let doc: Value = serde_json::from_str(&text).expect("trace JSON");
+        doc["traceEvents"].as_array().expect("traceEvents").clone()
+    };
+    let file = "kineto/tokenomics_toy_tp2_rtx4090_rank1_allreduce_wait.json";
+    let ev = events(file);
+    let nccl: Vec<&Value> = ev
+        .iter()
+        .filter(|e| {
+            e["cat"] == "kernel" && e["name"].as_str().is_some_and(|n| n.starts_with("nccl"))
+        })
+        .collect();
+    assert_eq!(nccl.len(), 1);
+    assert_eq!(nccl[0]["args"]["In msg nelems"], 100);
+    let a = analyze_json(&sample(&format!("field/{file}")), &[]);
+    let v = a["summary"]["verdict"].as_str().expect("verdict");
+    assert!(
+        v.contains("100% of that busy time is collectives with no compute beside them, whose time includes waiting for the other ranks"),
+        "{v}"
+    );
+    let file = "kineto/tokenomics_llama4l_tp2_rtx4090_cold_fwd_rank0.json";
+    let ev = events(file);
+    let (mut nccl_us, mut all_us) = (0.0, 0.0);
+    for e in ev.iter().filter(|e| e["cat"] == "kernel") {
+        let d = e["dur"].as_f64().expect("dur");
+        all_us += d;
+        if e["name"].as_str().is_some_and(|n| n.starts_with("nccl")) {
+            nccl_us += d;
+        }
+    }
+    let share = nccl_us / all_us;
+    assert!((0.80..0.90).contains(&share), "{share}");
+    let a = analyze_json(&sample(&format!("field/{file}")), &[]);
+    assert_eq!(a["summary"]["bound"], "cold start");
+    let v = a["summary"]["verdict"].as_str().expect("verdict");
+    assert!(v.contains("(communication-bound there: "), "{v}");
+    assert!(!v.contains("GPU-bound there"), "{v}");
+}

@@ -15,6 +15,7 @@ pub mod context;
 pub mod copy_rate;
 pub mod counters;
 pub mod diff;
+pub mod failures;
 pub mod finding;
 pub mod hardware;
 pub mod idle;
@@ -120,6 +121,28 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
     drop_unpriced_named_elsewhere(&mut findings);
     if summary::window_is_graph_capture(&cx) {
         findings.retain(|f| ABOUT_THE_MACHINE.contains(&f.rule));
+    }
+    // Where the launches failed, the GPU's idle time is the failure, not a host too slow to
+    // queue work or a cold start that warming up would remove.
+    if summary.bound == summary::Bound::LaunchesFailed {
+        findings.retain(|f| {
+            ![
+                rules::idle_gaps::ID,
+                rules::launch_bound::ID,
+                rules::sync_stalls::ID,
+            ]
+            .contains(&f.rule)
+        });
+    }
+    // Where the GPU barely works, a finding's share of that stretch says nothing about the
+    // program: its severity is its share of the whole capture.
+    if summary.bound == summary::Bound::LittleWork
+        && let Some((start, end)) = summary::capture_span(cx.trace)
+    {
+        for f in &mut findings {
+            let share = f.impact_ns as f64 / (end - start).max(1) as f64;
+            f.severity = f.severity.min(Severity::from_share(share));
+        }
     }
     graphs_need_fixed_shapes(&mut findings);
     graph_advice_agrees(&mut findings);

@@ -94,6 +94,14 @@ pub enum Bound {
     /// The file ends before the trace does: no verdict on the part that is missing.
     #[serde(rename = "incomplete capture")]
     Incomplete,
+    /// The GPU works under 1% of a capture that holds start-up or host-side work: too little
+    /// to judge.
+    #[serde(rename = "little GPU work")]
+    LittleWork,
+    /// Half the kernel launches or more returned an error: the kernels did not run, so there
+    /// is no GPU work to judge.
+    #[serde(rename = "launches failed")]
+    LaunchesFailed,
 }
 
 impl Bound {
@@ -113,6 +121,8 @@ impl Bound {
             Bound::ColdStart => "cold start",
             Bound::Stall => "one-off stall",
             Bound::Incomplete => "incomplete capture",
+            Bound::LaunchesFailed => "launches failed",
+            Bound::LittleWork => "little GPU work",
         }
     }
 }
@@ -230,7 +240,12 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
     // Only a verdict on what the GPU did has a stretch to speak for.
     if !matches!(
         bound,
-        Bound::NotRecorded | Bound::NoGpuActivity | Bound::Incomplete | Bound::Snapshot
+        Bound::NotRecorded
+            | Bound::NoGpuActivity
+            | Bound::Incomplete
+            | Bound::Snapshot
+            | Bound::LittleWork
+            | Bound::LaunchesFailed
     ) && let Some(outside) = outside_gpu_stretch(cx)
     {
         verdict.push_str(&outside);
@@ -263,19 +278,11 @@ pub fn summarize(cx: &Ctx) -> TraceSummary {
 /// verdict speaks for that stretch, not for the program the capture recorded.
 const GPU_STRETCH_SHARE: f64 = 0.5;
 
-/// " The verdict covers …", when the window runs from the first to the last GPU operation and
-/// the capture's host records reach well beyond it (a whole program under nsys: start-up before
-/// its first kernel, host-side work or teardown after its last): an engineer timing the program
-/// must not read a transfer-bound 146 ms as the verdict on a 40 s run.
-fn outside_gpu_stretch(cx: &Ctx) -> Option<String> {
-    if cx.window.source != WindowSource::GpuActivity {
-        return None;
-    }
-    let t = cx.trace;
-    // Calls and operators, not annotations: an NVTX range the program never closed ends where
-    // the capture stopped, after the last thing it did (pyprof leaves hundreds open).
-    let (start, end) = t
-        .host_spans
+/// The span of what the capture records: its first to its last call, operator or GPU
+/// operation. Annotations are left out: an NVTX range the program never closed ends where
+/// the capture stopped, after the last thing it did (pyprof leaves hundreds open).
+pub(crate) fn capture_span(t: &tracehound_parsers::Trace) -> Option<(i64, i64)> {
+    t.host_spans
         .iter()
         .filter(|s| !matches!(s.kind, HostKind::Annotation | HostKind::GpuAnnotation))
         .map(|s| (s.start, s.end))
@@ -285,7 +292,97 @@ fn outside_gpu_stretch(cx: &Ctx) -> Option<String> {
                 .filter(|o| o.is_work())
                 .map(|o| (o.start, o.end)),
         )
-        .reduce(|(a, b), (s, e)| (a.min(s), b.max(e)))?;
+        .reduce(|(a, b), (s, e)| (a.min(s), b.max(e)))
+}
+
+/// The GPU's work and the stretch it spans, both under this share of the capture: the
+/// capture holds a program's start-up or host side with a few GPU operations in it, too
+/// little to say what bounds a workload (a learner's first kernel, an initialisation check).
+pub(crate) const LITTLE_WORK_SHARE: f64 = 0.01;
+
+/// ... and the GPU's work under this much time, ns: less than one training or inference step
+/// of any real model. A real workload in a long capture (146 ms of copies in a 40 s program)
+/// is judged on its stretch; a few microseconds of kernels are a test or an initialisation.
+pub(crate) const LITTLE_WORK_NS: f64 = 1e6;
+
+/// When the GPU works under [`LITTLE_WORK_SHARE`] and [`LITTLE_WORK_NS`] of a capture that runs from its first to
+/// its last GPU operation: how little, and what holds the capture instead (its longest CUDA
+/// call, and whether that call was the program's first: context creation).
+fn little_gpu_work(cx: &Ctx, main: &DeviceSummary) -> Option<(Bound, String)> {
+    if cx.window.source != WindowSource::GpuActivity {
+        return None;
+    }
+    let t = cx.trace;
+    let (start, end) = capture_span(t)?;
+    let capture = (end - start) as f64;
+    let window = cx.window.len() as f64;
+    let busy = main.busy_share * window;
+    if capture <= 0.0
+        || window >= LITTLE_WORK_SHARE * capture
+        || busy >= LITTLE_WORK_SHARE * capture
+        || busy >= LITTLE_WORK_NS
+    {
+        return None;
+    }
+    let calls = || {
+        t.host_spans
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| matches!(s.kind, HostKind::Runtime | HostKind::Driver))
+    };
+    let longest = calls().max_by(|a, b| a.1.dur().cmp(&b.1.dur()).then(b.0.cmp(&a.0)));
+    let host = longest.map_or(String::new(), |(i, l)| {
+        // CUDA starts up (creates the context, loads modules) inside the first calls that
+        // need it, before the GPU's first operation.
+        let first_of_name = calls()
+            .filter(|(_, s)| s.name == l.name)
+            .min_by(|a, b| a.1.start.cmp(&b.1.start).then(a.0.cmp(&b.0)))
+            .is_some_and(|(j, _)| j == i);
+        format!(
+            "; the longest CUDA call, {} ({}{}), holds {:.0}% of it",
+            crate::failures::call_name(t.str(l.name)),
+            fmt_ns(l.dur()),
+            if first_of_name && l.start <= cx.window.start {
+                ", its first call: CUDA start-up, context creation and module loading"
+            } else {
+                ""
+            },
+            100.0 * l.dur() as f64 / capture
+        )
+    });
+    Some((
+        Bound::LittleWork,
+        format!(
+            "little GPU work: GPU {} works {} ({} {}, {} {}) in the {} the capture records ({:.2}%), too few operations to say what bounds a workload{host}. Profile a run that does real work: a larger input, repeated iterations after a warm-up.",
+            main.device,
+            fmt_ns(busy.round() as i64),
+            main.kernels,
+            if main.kernels == 1 {
+                "kernel"
+            } else {
+                "kernels"
+            },
+            main.memcpys + main.memsets,
+            if main.memcpys + main.memsets == 1 {
+                "copy or memset"
+            } else {
+                "copies and memsets"
+            },
+            fmt_ns(capture as i64),
+            100.0 * busy / capture
+        ),
+    ))
+}
+
+/// " The verdict covers …", when the window runs from the first to the last GPU operation and
+/// the capture's host records reach well beyond it (a whole program under nsys: start-up before
+/// its first kernel, host-side work or teardown after its last): an engineer timing the program
+/// must not read a transfer-bound 146 ms as the verdict on a 40 s run.
+fn outside_gpu_stretch(cx: &Ctx) -> Option<String> {
+    if cx.window.source != WindowSource::GpuActivity {
+        return None;
+    }
+    let (start, end) = capture_span(cx.trace)?;
     let capture = end - start;
     let window = cx.window.len();
     if capture <= 0 || window as f64 >= GPU_STRETCH_SHARE * capture as f64 {
@@ -315,21 +412,6 @@ fn outside_gpu_stretch(cx: &Ctx) -> Option<String> {
     ))
 }
 
-/// Kernel launches among the recorded runtime and driver calls (graph launches included).
-fn kernel_launches(cx: &Ctx) -> usize {
-    let t = cx.trace;
-    let launch: Vec<bool> = t
-        .strings
-        .matching(|n| n.contains("Launch") && (n.starts_with("cu") || n.starts_with("hip")));
-    t.host_spans
-        .iter()
-        .filter(|s| matches!(s.kind, HostKind::Runtime | HostKind::Driver))
-        .filter(|s| launch.get(s.name as usize).copied().unwrap_or(false))
-        .count()
-}
-
-/// When the capture recorded no kernels: what it holds instead, and why nothing can be said
-/// about kernel time. None when kernels were recorded.
 /// A file cut short: the verdict says so and how far its records go, and draws no conclusion
 /// from the part that is missing (what bounds a run cannot be judged from the part of it
 /// that a cut happened to keep: Kineto writes the GPU's records after the host's).
@@ -382,11 +464,36 @@ fn incomplete(cx: &Ctx) -> Option<(Bound, String)> {
 /// host, bound the run.
 const UNIFIED_SHARE: f64 = 0.5;
 
+/// When half the kernel launches or more failed: the kernels did not run, and neither the
+/// GPU's idle time nor missing kernel records say anything about performance.
+fn launches_failed(cx: &Ctx) -> Option<(Bound, String)> {
+    let f = crate::failures::failures(cx.trace)?;
+    let failed = f.failed_launches();
+    let all = f.launch_calls.max(failed);
+    if failed == 0 || 2 * failed < all {
+        return None;
+    }
+    Some((
+        Bound::LaunchesFailed,
+        format!(
+            "launches failed: {failed} of {all} kernel launches returned an error ({}), so {} and the capture says nothing about performance: make the program run first (see failed_calls), then profile again.",
+            crate::failures::list(&f.launches),
+            if failed == all {
+                "no kernel ran"
+            } else {
+                "most kernels never ran"
+            }
+        ),
+    ))
+}
+
+/// When the capture recorded no kernels: what it holds instead, and why nothing can be said
+/// about kernel time. None when kernels were recorded.
 fn kernels_not_recorded(cx: &Ctx, devices: &[DeviceSummary]) -> Option<(Bound, String)> {
     if cx.trace.meta.capture.kernels {
         return None;
     }
-    let launches = kernel_launches(cx);
+    let launches = crate::failures::launch_calls(cx.trace);
     let copies: u64 = devices.iter().map(|d| d.memcpys + d.memsets).sum();
     if launches == 0 && copies == 0 {
         return None;
@@ -576,6 +683,9 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
     if let Some(v) = incomplete(cx) {
         return v;
     }
+    if let Some(v) = launches_failed(cx) {
+        return v;
+    }
     if let Some(v) = kernels_not_recorded(cx, devices) {
         return v;
     }
@@ -626,6 +736,9 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
             },
         );
     };
+    if let Some(v) = little_gpu_work(cx, main) {
+        return v;
+    }
     let busy = main.busy_share;
     let captures = cx.graph_captures();
     let (capture_ns, captured) = (captures.in_window(&cx.window), captures.launches);
@@ -663,7 +776,7 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
         );
     }
     let (copy_share, kernel_share) = copy_and_kernel_share(cx, main.device);
-    if kernel_share == 0.0 && main.memcpys > 0 && kernel_launches(cx) == 0 {
+    if kernel_share == 0.0 && main.memcpys > 0 && crate::failures::launch_calls(cx.trace) == 0 {
         return (
             Bound::Transfer,
             format!(
@@ -1362,6 +1475,13 @@ fn rest_busy(cx: &Ctx, main: &DeviceSummary, excluded_ns: i64, pronoun: &str) ->
         )
     } else if share >= BUSY_SHARE {
         "GPU-bound there".to_string()
+    } else if 2.0 * collective_ns >= busy_ns && busy_ns > 0.0 {
+        // Collectives that hold the little busy time there may be waiting for a late rank,
+        // not moving data: busy there is not work.
+        format!(
+            "the host holds it back there too, and {:.0}% of that busy time is collectives with no compute beside them, whose time includes waiting for the other ranks",
+            100.0 * collective_ns / busy_ns
+        )
     } else {
         "the host holds it back there too".to_string()
     };

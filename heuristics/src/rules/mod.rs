@@ -42,6 +42,7 @@ macro_rules! rules {
 }
 
 rules! {
+    failed_calls => FailedCalls,
     idle_gaps => IdleGaps,
     pageable_memcpy => PageableMemcpy,
     pinned_copy_rate => PinnedCopyRate,

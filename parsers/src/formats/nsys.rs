@@ -67,6 +67,10 @@ pub fn owns(has: &dyn Fn(&str) -> bool) -> bool {
     has("StringIds") && (ACTIVITY.iter().any(|t| has(t)) || is_export)
 }
 
+/// `cudaErrorNotReady` / `CUDA_ERROR_NOT_READY`: what `cudaEventQuery` and `cudaStreamQuery`
+/// return while work is still running, a poll's answer, not a failure.
+const CUDA_ERROR_NOT_READY: i64 = 600;
+
 struct Db {
     conn: Connection,
     tables: FxHashSet<String>,
@@ -865,14 +869,30 @@ pub fn read_named(path: &Path, source: String) -> Result<Parsed, LoadError> {
         }
     };
     if db.has("CUPTI_ACTIVITY_KIND_RUNTIME") {
+        // Calls that returned an error, by (name, code): rare, so a lock costs nothing.
+        let failed: std::sync::Mutex<FxHashMap<(i64, i64), u64>> = Default::default();
         db.select_par(
             "CUPTI_ACTIVITY_KIND_RUNTIME",
-            &["start", "end", "globalTid", "correlationId", "nameId"],
+            &[
+                "start",
+                "end",
+                "globalTid",
+                "correlationId",
+                "nameId",
+                "returnValue",
+            ],
             &mut trace.host_spans,
             |r| {
                 let (Some(s), Some(e)) = (r.i(0), r.i(1)) else {
                     return None;
                 };
+                if let (Some(code), Some(id)) = (r.i(5), r.i(4))
+                    && code != 0
+                    && code != CUDA_ERROR_NOT_READY
+                    && let Ok(mut m) = failed.lock()
+                {
+                    *m.entry((id, code)).or_default() += 1;
+                }
                 Some(span(
                     HostKind::Runtime,
                     r.i(2),
@@ -883,6 +903,24 @@ pub fn read_named(path: &Path, source: String) -> Result<Parsed, LoadError> {
                 ))
             },
         )?;
+        let failed = failed.into_inner().unwrap_or_default();
+        let mut calls: Vec<FailedCalls> = failed
+            .into_iter()
+            .map(|((id, code), count)| FailedCalls {
+                name: trace.str(name_of(Some(id))).to_string(),
+                code,
+                count,
+            })
+            // These read back an error an earlier call left; they did not fail themselves.
+            .filter(|f| !f.name.contains("GetLastError") && !f.name.contains("PeekAtLastError"))
+            .collect();
+        calls.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then_with(|| a.name.cmp(&b.name))
+                .then(a.code.cmp(&b.code))
+        });
+        trace.meta.failed_calls = calls;
     } else {
         notes.push(
             "no CUPTI_ACTIVITY_KIND_RUNTIME table: GPU work cannot be linked to host calls".into(),

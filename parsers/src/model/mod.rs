@@ -242,6 +242,22 @@ pub struct TraceMeta {
     pub stack: SoftwareStack,
     /// What the capture recorded, as its reader found it.
     pub capture: Capture,
+    /// Runtime and driver calls that returned an error, by name and code, most calls first
+    /// (Nsight Systems records each call's return value). Polling that reports work still
+    /// running (`cudaErrorNotReady`, 600) and calls that read back an earlier error
+    /// (`cudaGetLastError`, `cudaPeekAtLastError`) are not failures and are left out.
+    pub failed_calls: Vec<FailedCalls>,
+}
+
+/// Calls of one runtime or driver function that returned one error code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FailedCalls {
+    /// The function (`cudaLaunchKernel_v7000`).
+    pub name: String,
+    /// The code it returned (`222`).
+    pub code: i64,
+    /// How many calls returned it.
+    pub count: u64,
 }
 
 impl TraceMeta {
