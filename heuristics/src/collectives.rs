@@ -131,6 +131,109 @@ pub fn collective_kind(name: &str) -> &'static str {
     framework_collective(n).unwrap_or("Other")
 }
 
+/// A rate no GPU interconnect moves a collective's data below, bytes per ns (1 GB/s: under
+/// PCIe Gen3 x4 and under 10 Gb Ethernet's 1.25 GB/s).
+pub const SLOWEST_LINK_BYTES_PER_NS: f64 = 1.0;
+
+/// What a collective costs whatever its size, ns: its launch, the handshake between ranks and
+/// a few network round trips stay well under a millisecond.
+pub const COLLECTIVE_LATENCY_NS: f64 = 1e6;
+
+/// The part of collective kernel `op`'s time that moving its message cannot explain, ns: its
+/// duration beyond [`COLLECTIVE_LATENCY_NS`] plus twice its message (a ring all-reduce sends
+/// and receives about twice the data) at [`SLOWEST_LINK_BYTES_PER_NS`]. Such a kernel spent
+/// the rest waiting for another rank to join. `None` when the trace records no message size
+/// or the time fits the message.
+pub fn wait_beyond_message(op: &tracehound_parsers::GpuOp) -> Option<i64> {
+    if op.bytes == 0 {
+        return None;
+    }
+    let needs = COLLECTIVE_LATENCY_NS + 2.0 * op.bytes as f64 / SLOWEST_LINK_BYTES_PER_NS;
+    let extra = op.dur() as f64 - needs;
+    (extra > 0.0).then_some(extra as i64)
+}
+
+/// Messages from this size on are moved at the link's rate rather than its latency: the
+/// fastest of a kind among them is the rate this trace shows its link reaching.
+pub const RATE_BYTES: u64 = 1 << 20;
+
+/// A collective kernel that waited: it took longer than its message explains.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Wait {
+    /// Its GPU op index.
+    pub op: u32,
+    /// Its time beyond what its message needs, ns.
+    pub wait_ns: i64,
+    /// The rate it is judged against when that is the fastest collective of its kind in the
+    /// trace (bytes per ns, and that collective's message in bytes); `None` when it is
+    /// [`SLOWEST_LINK_BYTES_PER_NS`].
+    pub reference: Option<(f64, u64)>,
+}
+
+/// The collective kernels of `device` in the window that waited for another rank: those
+/// whose time [`wait_beyond_message`] cannot explain, and those of at least [`RATE_BYTES`]
+/// whose time beyond the shortest of their kind (its fixed cost) and their message at the
+/// rate the fastest of their kind (and at least that size) reached on this device in the
+/// window, what the link showed it carries, is half their time or more: that time is
+/// waiting (a peer that arrived late), a lower bound, since the fastest may have waited too.
+/// Kinds that name no one collective (`Generic`) are judged by the first test only. Largest
+/// wait first.
+pub fn waits(trace: &Trace, window: &Window, device: i32) -> Vec<Wait> {
+    let comm = communication_names(trace);
+    let ops: Vec<(u32, &tracehound_parsers::GpuOp)> = trace
+        .device_ops(device)
+        .iter()
+        .map(|&i| (i, &trace.gpu_ops[i as usize]))
+        .filter(|(_, o)| o.start >= window.start && o.start < window.end && is_comm(&comm, o))
+        .collect();
+    // A kernel that serves every collective (NCCL's `Generic`) moves data at a rate that
+    // depends on which one it runs: no reference across them.
+    let kind = |o: &tracehound_parsers::GpuOp| collective_kind(trace.str(o.name));
+    let known = |k: &str| !matches!(k, "Generic" | "Other");
+    let mut fastest: rustc_hash::FxHashMap<&'static str, (f64, u64)> = Default::default();
+    // The shortest of each kind: what one costs whatever its size (launch, handshake).
+    let mut floor: rustc_hash::FxHashMap<&'static str, i64> = Default::default();
+    for (_, o) in ops.iter().filter(|(_, o)| known(kind(o)) && o.dur() > 0) {
+        let f = floor.entry(kind(o)).or_insert(o.dur());
+        *f = (*f).min(o.dur());
+        if o.bytes >= RATE_BYTES {
+            let rate = o.bytes as f64 / o.dur() as f64;
+            let e = fastest.entry(kind(o)).or_insert((rate, o.bytes));
+            if rate > e.0 {
+                *e = (rate, o.bytes);
+            }
+        }
+    }
+    let mut out: Vec<Wait> = ops
+        .iter()
+        .filter_map(|&(i, o)| {
+            let absolute = wait_beyond_message(o).map(|w| Wait {
+                op: i,
+                wait_ns: w,
+                reference: None,
+            });
+            let relative = fastest
+                .get(kind(o))
+                .filter(|_| o.bytes >= RATE_BYTES)
+                .and_then(|&(rate, bytes)| {
+                    let fixed = floor.get(kind(o)).copied().unwrap_or(0);
+                    let w = o.dur() - (o.bytes as f64 / rate) as i64 - fixed;
+                    (2 * w >= o.dur()).then_some(Wait {
+                        op: i,
+                        wait_ns: w,
+                        reference: Some((rate, bytes)),
+                    })
+                });
+            match (absolute, relative) {
+                (Some(a), Some(r)) => Some(if r.wait_ns > a.wait_ns { r } else { a }),
+                (a, r) => a.or(r),
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| b.wait_ns.cmp(&a.wait_ns).then(a.op.cmp(&b.op)));
+    out
+}
+
 /// One collective kernel a rank ran.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CollectiveRecord {

@@ -1,12 +1,13 @@
 //! Exposed communication: collective kernels (NCCL, RCCL) running while no other GPU work
 //! overlaps them on the same device. Data-parallel training hides gradient all-reduces behind
 //! the backward pass; time they do not hide is step time. Works on one rank's trace: it says
-//! how much communication is exposed, not why (a slow link, a late peer, or no overlap);
-//! `analyze DIR` on the job's ranks tells a late peer apart.
+//! how much communication is exposed, and where the profiler records each collective's
+//! message, which of the most exposed took longer than their bytes could on any link (a wait
+//! for a late peer, not a transfer); `analyze DIR` on the job's ranks tells who was late.
 
 use super::Rule;
 use crate::context::Ctx;
-use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_ns, metrics};
+use crate::finding::{Confidence, Finding, Instance, Row, Severity, fmt_bytes, fmt_ns, metrics};
 
 /// The rule's id: in its findings, their stable ids and `--rules`.
 pub const ID: &str = "exposed_communication";
@@ -47,19 +48,56 @@ impl Rule for ExposedCommunication {
             let t = cx.trace;
             // One collective that holds a large share alone is a wait on its own (a peer that
             // arrived late, a transfer that stalled), not a pattern: the title names it.
+            let waits = crate::collectives::waits(t, w, e.device);
+            let waited = |i: u32| waits.iter().any(|x| x.op == i);
             let single = e
                 .longest
                 .first()
                 .filter(|l| w.share(l.3) >= SINGLE_SHARE)
                 .map(|l| {
+                    let op = &t.gpu_ops[l.0 as usize];
                     format!(
-                        "; one {} holds {} ({:.0}% of the window)",
-                        crate::collectives::collective_kind(t.str(t.gpu_ops[l.0 as usize].name)),
+                        "; one {} holds {} ({:.0}% of the window){}",
+                        crate::collectives::collective_kind(t.str(op.name)),
                         fmt_ns(l.3),
-                        100.0 * w.share(l.3)
+                        100.0 * w.share(l.3),
+                        if waited(l.0) {
+                            format!(
+                                " for a {} message: waiting for another rank",
+                                fmt_bytes(op.bytes)
+                            )
+                        } else {
+                            String::new()
+                        }
                     )
                 })
                 .unwrap_or_default();
+            let waiting_ns: i64 = waits.iter().map(|x| x.wait_ns).sum();
+            let sized = e.longest.iter().any(|l| t.gpu_ops[l.0 as usize].bytes > 0);
+            let why = match waits.first() {
+                Some(top) => {
+                    let op = &t.gpu_ops[top.op as usize];
+                    let kind = crate::collectives::collective_kind(t.str(op.name));
+                    let against = match top.reference {
+                        Some((rate, bytes)) => format!(
+                            "ran at under half the rate the fastest {kind} of at least {} here reached ({:.1} GB/s over {}), what the link showed it carries",
+                            fmt_bytes(crate::collectives::RATE_BYTES),
+                            rate,
+                            fmt_bytes(bytes)
+                        ),
+                        None => "took longer than moving their message could take on any link (1 ms plus twice the message at 1 GB/s)".to_string(),
+                    };
+                    format!(
+                        "; {} collectives {against}: {} of their time beyond that is waiting for another rank (a straggler, or work before the collective that differs across ranks; the fastest may have waited too, so this is a lower bound); the longest wait, a {kind} of {} in {}; run tracehound analyze on the job's directory to see who was late",
+                        waits.len(),
+                        fmt_ns(waiting_ns),
+                        fmt_bytes(op.bytes),
+                        fmt_ns(op.dur())
+                    )
+                }
+                None if sized => "; their recorded messages could take that long on a slow link, so their sizes do not show a wait, and with one rank's trace a late peer and slow transfers look alike: run tracehound analyze on the job's directory to see who waits".to_string(),
+                None => "; with one rank's trace a late peer and slow transfers look alike: run tracehound analyze on the job's directory to see who waits".to_string(),
+            };
             out.push(Finding {
                 rule: ID,
         subject: None,
@@ -81,7 +119,7 @@ impl Rule for ExposedCommunication {
                 confidence: Confidence::Medium,
                 device: Some(e.device),
                 evidence: format!(
-                    "collective kernels {} in the window, {} of it overlapped by compute ({:.0}%); with one rank's trace a late peer and slow transfers look alike: run tracehound analyze on the job's directory to see who waits",
+                    "collective kernels {} in the window, {} of it overlapped by compute ({:.0}%){why}",
                     fmt_ns(e.collective_ns),
                     fmt_ns(hidden),
                     100.0 * hidden as f64 / e.collective_ns.max(1) as f64
@@ -127,6 +165,7 @@ impl Rule for ExposedCommunication {
                     ("collective_ns", e.collective_ns as f64),
                     ("exposed_ns", e.exposed_ns as f64),
                     ("exposed_per_step_ns", (e.exposed_ns / steps) as f64),
+                    ("waiting_ns", waiting_ns as f64),
                 ]),
             });
         }

@@ -597,7 +597,8 @@ pub struct GpuOp {
     pub external_id: u64,
     /// Name (kernel name, `Memcpy HtoD (Pageable -> Device)` ...).
     pub name: StrId,
-    /// Bytes moved or set (memcpy, memset).
+    /// Bytes moved or set (memcpy, memset); for a collective kernel, its message where the
+    /// profiler records it (Kineto's `In msg nelems`/`Out msg nelems` × `dtype`, the larger).
     pub bytes: u64,
     /// Copy direction (memcpy only).
     pub direction: CopyDirection,

@@ -404,7 +404,11 @@ impl Builder {
             correlation: a.correlation.u64().unwrap_or(0),
             external_id: a.external_id.u64().unwrap_or(0),
             name,
-            bytes: a.bytes.u64().unwrap_or(0),
+            bytes: a
+                .bytes
+                .u64()
+                .or_else(|| message_bytes(kind, a))
+                .unwrap_or(0),
             direction,
             src_kind,
             dst_kind,
@@ -614,4 +618,24 @@ pub(super) fn match_the_listed_gpu(t: &mut Trace) {
     t.stats.notes.push(format!(
         "deviceProperties lists one GPU as {listed} and its work runs on device {d} (ROCm's logical and physical ids): read as one GPU, {d}"
     ));
+}
+
+/// A collective kernel's message in bytes, where the profiler records its element count and
+/// type on the kernel (`In msg nelems`, `Out msg nelems`, `dtype`: PyTorch 2.1 and later): the
+/// larger of input and output (an all-gather's output, a reduce-scatter's input). `None` for
+/// other kernels and unknown types.
+fn message_bytes(kind: GpuOpKind, a: &RawArgs<'_>) -> Option<u64> {
+    if kind != GpuOpKind::Kernel {
+        return None;
+    }
+    let n = a.in_nelems.u64().max(a.out_nelems.u64())?;
+    let elem: u64 = match a.dtype.as_str() {
+        "Float" | "Int" | "UInt32" => 4,
+        "BFloat16" | "Half" | "Short" | "UInt16" => 2,
+        "Double" | "Long" | "ComplexFloat" | "UInt64" => 8,
+        "Byte" | "Char" | "Bool" => 1,
+        t if t.starts_with("Float8") => 1,
+        _ => return None,
+    };
+    n.checked_mul(elem)
 }

@@ -69,6 +69,15 @@ pub(super) struct RawArgs<'a> {
     /// The name a metadata event gives (`thread_name`: the thread's).
     #[serde(borrow, default)]
     pub(super) name: LStr<'a>,
+    /// A collective's input elements (`record_param_comms` and, since PyTorch 2.1, its kernel).
+    #[serde(default, rename = "In msg nelems")]
+    pub(super) in_nelems: Num,
+    /// A collective's output elements.
+    #[serde(default, rename = "Out msg nelems")]
+    pub(super) out_nelems: Num,
+    /// A collective's element type (`Float`, `BFloat16`).
+    #[serde(borrow, default)]
+    pub(super) dtype: LStr<'a>,
 }
 
 /// The text of a value as written, `None` for `null` (timestamps and ids keep their digits).

@@ -852,6 +852,25 @@ mod tests {
     }
 
     #[test]
+    fn a_collective_kernel_keeps_its_message_size() {
+        // The scanner's layout and the serde one (string tids) read the same message: the
+        // larger of input and output elements times the element size; other kernels none.
+        for tid in ["7", r#""7""#] {
+            let t = parse_str(&format!(
+                r#"[
+            {{"ph":"X","cat":"kernel","name":"ncclDevKernel_AllGather_RING_LL","pid":0,"tid":{tid},"ts":2,"dur":1,"args":{{"In msg nelems":100,"Out msg nelems":200,"dtype":"BFloat16","Group size":2}}}},
+            {{"ph":"X","cat":"kernel","name":"ncclDevKernel_AllReduce_Sum_f32","pid":0,"tid":{tid},"ts":4,"dur":1,"args":{{"In msg nelems":100,"Out msg nelems":100,"dtype":"Float"}}}},
+            {{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":{tid},"ts":6,"dur":1,"args":{{"dtype":"Float"}}}},
+            {{"ph":"X","cat":"kernel","name":"odd","pid":0,"tid":{tid},"ts":8,"dur":1,"args":{{"In msg nelems":100,"dtype":"Strange"}}}}
+        ]"#
+            ))
+            .unwrap();
+            let bytes: Vec<u64> = t.gpu_ops.iter().map(|o| o.bytes).collect();
+            assert_eq!(bytes, [400, 400, 0, 0], "tid {tid}");
+        }
+    }
+
+    #[test]
     fn strides_with_a_zero_are_kept_for_the_bytes_model() {
         // The scanner's layout and the serde one (string tids) keep the same strides.
         for tid in ["6", r#""6""#] {

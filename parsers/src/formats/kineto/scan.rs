@@ -248,6 +248,9 @@ key_numbers! {
     CONCRETE_INPUTS = "Concrete Inputs",
     INPUT_STRIDES = "Input Strides",
     NAME = "name",
+    IN_NELEMS = "In msg nelems",
+    OUT_NELEMS = "Out msg nelems",
+    DTYPE = "dtype",
 }
 
 /// What the scanner remembers of the events' and their args' shapes ([`Members`]).
@@ -444,6 +447,18 @@ pub(super) fn scan_args<'a>(
             args_arm::INPUT_STRIDES => {
                 once(&mut seen, 1 << 22)?;
                 (a.input_strides, p) = array_or_raw_at(text, p, arrays)?;
+            }
+            args_arm::IN_NELEMS => {
+                once(&mut seen, 1 << 23)?;
+                (a.in_nelems, p) = with_scan(text, p, Scan::num)?;
+            }
+            args_arm::OUT_NELEMS => {
+                once(&mut seen, 1 << 24)?;
+                (a.out_nelems, p) = with_scan(text, p, Scan::num)?;
+            }
+            args_arm::DTYPE => {
+                once(&mut seen, 1 << 25)?;
+                (a.dtype, p) = lstr_at(text, p)?;
             }
             _ => p = array_or_skip_at(text, p, arrays)?,
         }
