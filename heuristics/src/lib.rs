@@ -123,8 +123,12 @@ pub fn analyze(trace: &Trace, config: &Config) -> Analysis {
         findings.retain(|f| ABOUT_THE_MACHINE.contains(&f.rule));
     }
     // Where the launches failed, the GPU's idle time is the failure, not a host too slow to
-    // queue work or a cold start that warming up would remove.
-    if summary.bound == summary::Bound::LaunchesFailed {
+    // queue work or a cold start that warming up would remove; where the GPU barely worked,
+    // gaps between a handful of operations say nothing about how a workload is fed.
+    if matches!(
+        summary.bound,
+        summary::Bound::LaunchesFailed | summary::Bound::LittleWork
+    ) {
         findings.retain(|f| {
             ![
                 rules::idle_gaps::ID,

@@ -9,7 +9,8 @@
 //! link from an `nvidia-smi -q -x` snapshot or the GPU model's datasheet
 //! ([`crate::copy_rate::Reference::link`]). Where the link is not known (GeForce cards ship with
 //! x8 and x16 links) nothing is said. Reported below [`SLOW_SHARE`] of what the link carries;
-//! impact: the copies' time beyond what the link's rate needs.
+//! impact: the copies' time beyond what the link's rate needs, within the time no other GPU
+//! work overlaps them (kernels or the other direction's copies beside them keep that time).
 
 use super::Rule;
 use crate::context::{Ctx, new_finding};
@@ -59,11 +60,15 @@ impl Rule for PinnedCopyRate {
                 count,
                 bytes,
                 busy_ns,
+                exposed_ns,
                 gbps,
             } in slow
             {
                 let needed = bytes as f64 / link.gbps;
-                let impact = (busy_ns as f64 - needed).max(0.0) as i64;
+                // Faster copies shorten the window only where nothing else ran beside them:
+                // kernels or the other direction's copies keep the time they overlap.
+                let impact = (busy_ns as f64 - needed).max(0.0).min(exposed_ns as f64) as i64;
+                let overlapped = busy_ns - exposed_ns;
                 let mut f = new_finding(
                     cx,
                     ID,
@@ -78,14 +83,23 @@ impl Rule for PinnedCopyRate {
                     impact,
                     Confidence::Medium,
                     format!(
-                        "{} pinned {} copies of at least {} each: {} in {} of copy time at {gbps:.1} GB/s; {}; impact: their time beyond the {} that rate needs",
+                        "{} pinned {} copies of at least {} each: {} in {} of copy time at {gbps:.1} GB/s; {}; impact: their time beyond the {} that rate needs{}",
                         count,
                         dir.label(),
                         fmt_bytes(LARGE_BYTES),
                         fmt_bytes(bytes),
                         fmt_ns(busy_ns),
                         link.said_link(),
-                        fmt_ns(needed as i64)
+                        fmt_ns(needed as i64),
+                        if overlapped > 0 {
+                            format!(
+                                ", within the {} that no other GPU work overlaps ({} of them ran beside kernels or other copies, which keep that time whatever these copies' rate)",
+                                fmt_ns(exposed_ns),
+                                fmt_ns(overlapped)
+                            )
+                        } else {
+                            String::new()
+                        }
                     ),
                 );
                 f.subject = Some(dir.label().to_ascii_lowercase());
@@ -194,6 +208,8 @@ pub(crate) struct Slow {
     count: u64,
     bytes: u64,
     busy_ns: i64,
+    /// Their busy time that no other GPU work on the device overlaps.
+    exposed_ns: i64,
     gbps: f64,
 }
 
@@ -219,12 +235,18 @@ pub(crate) fn slow_copies(cx: &Ctx, device: i32) -> Vec<Slow> {
         }
         let gbps = bytes as f64 / busy_ns as f64;
         if gbps < SLOW_SHARE * link.gbps {
+            // |picked \ others| = |picked ∪ others| − |others|.
+            let other = |o: &GpuOp| o.is_work() && !pick(o);
+            let t = cx.trace;
+            let exposed_ns = busy_total_of(t, device, w, |o| pick(o) || other(o))
+                - busy_total_of(t, device, w, other);
             out.push(Slow {
                 dir,
                 link: link.clone(),
                 count,
                 bytes,
                 busy_ns,
+                exposed_ns,
                 gbps,
             });
         }
