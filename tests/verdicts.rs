@@ -1457,7 +1457,8 @@ fn a_rank_that_waits_in_its_all_reduces_is_told_so_from_its_own_trace() {
     );
     let evidence = f["evidence"].as_str().expect("evidence");
     assert!(
-        evidence.contains("6 collectives ran at under half the rate the fastest AllReduce"),
+        evidence
+            .contains("of the collectives, 6 ran at under half the rate the fastest of their kind"),
         "{evidence}"
     );
     assert!(evidence.contains("waiting for another rank"), "{evidence}");

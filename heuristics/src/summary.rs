@@ -94,8 +94,8 @@ pub enum Bound {
     /// The file ends before the trace does: no verdict on the part that is missing.
     #[serde(rename = "incomplete capture")]
     Incomplete,
-    /// The GPU works under 1% of a capture that holds start-up or host-side work: too little
-    /// to judge.
+    /// The GPU works under 1% of a capture that holds start-up or host-side work, and under
+    /// 1 ms in all: too little to judge.
     #[serde(rename = "little GPU work")]
     LittleWork,
     /// Half the kernel launches or more returned an error: the kernels did not run, so there
@@ -298,16 +298,18 @@ pub(crate) fn capture_span(t: &tracehound_parsers::Trace) -> Option<(i64, i64)> 
 /// The GPU's work and the stretch it spans, both under this share of the capture: the
 /// capture holds a program's start-up or host side with a few GPU operations in it, too
 /// little to say what bounds a workload (a learner's first kernel, an initialisation check).
-pub(crate) const LITTLE_WORK_SHARE: f64 = 0.01;
+const LITTLE_WORK_SHARE: f64 = 0.01;
 
-/// ... and the GPU's work under this much time, ns: less than one training or inference step
-/// of any real model. A real workload in a long capture (146 ms of copies in a 40 s program)
-/// is judged on its stretch; a few microseconds of kernels are a test or an initialisation.
-pub(crate) const LITTLE_WORK_NS: f64 = 1e6;
+/// GPU work under this much time, ns, is too little to judge as well: less than one training
+/// or inference step of any real model. A real workload in a long capture (146 ms of copies in
+/// a 40 s program) is judged on its stretch; a few microseconds of kernels are a test or an
+/// initialisation.
+const LITTLE_WORK_NS: f64 = 1e6;
 
-/// When the GPU works under [`LITTLE_WORK_SHARE`] and [`LITTLE_WORK_NS`] of a capture that runs from its first to
-/// its last GPU operation: how little, and what holds the capture instead (its longest CUDA
-/// call, and whether that call was the program's first: context creation).
+/// When the GPU works under [`LITTLE_WORK_SHARE`] of a capture that runs from its first to its
+/// last GPU operation, over a stretch under that share too, and for under [`LITTLE_WORK_NS`]:
+/// how little, and what holds the capture instead (its longest CUDA call, and whether it was
+/// the first of its name, before the GPU's first operation: CUDA start-up).
 fn little_gpu_work(cx: &Ctx, main: &DeviceSummary) -> Option<(Bound, String)> {
     if cx.window.source != WindowSource::GpuActivity {
         return None;

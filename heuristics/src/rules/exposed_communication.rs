@@ -78,18 +78,25 @@ impl Rule for ExposedCommunication {
                 Some(top) => {
                     let op = &t.gpu_ops[top.op as usize];
                     let kind = crate::collectives::collective_kind(t.str(op.name));
-                    let against = match top.reference {
-                        Some((rate, bytes)) => format!(
-                            "ran at under half the rate the fastest {kind} of at least {} here reached ({:.1} GB/s over {}), what the link showed it carries",
+                    let relative = waits.iter().filter(|x| x.reference.is_some()).count();
+                    let mut how = Vec::new();
+                    if let Some((rate, bytes)) = waits.iter().find_map(|x| x.reference) {
+                        how.push(format!(
+                            "{relative} ran at under half the rate the fastest of their kind of at least {} reached here ({:.1} GB/s over {}: what the link showed it carries)",
                             fmt_bytes(crate::collectives::RATE_BYTES),
                             rate,
                             fmt_bytes(bytes)
-                        ),
-                        None => "took longer than moving their message could take on any link (1 ms plus twice the message at 1 GB/s)".to_string(),
-                    };
+                        ));
+                    }
+                    if relative < waits.len() {
+                        how.push(format!(
+                            "{} took longer than moving their message could take on any link (1 ms plus twice the message at 1 GB/s)",
+                            waits.len() - relative
+                        ));
+                    }
                     format!(
-                        "; {} collectives {against}: {} of their time beyond that is waiting for another rank (a straggler, or work before the collective that differs across ranks; the fastest may have waited too, so this is a lower bound); the longest wait, a {kind} of {} in {}; run tracehound analyze on the job's directory to see who was late",
-                        waits.len(),
+                        "; of the collectives, {}: {} of their time beyond that is waiting for another rank (a straggler, or work before the collective that differs across ranks; the fastest may have waited too, so this is a lower bound); the longest wait: {kind} of {} in {}; run tracehound analyze on the job's directory to see who was late",
+                        how.join(", and "),
                         fmt_ns(waiting_ns),
                         fmt_bytes(op.bytes),
                         fmt_ns(op.dur())
