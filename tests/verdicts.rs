@@ -32,14 +32,46 @@ fn trace_events(file: &str) -> Vec<Value> {
     events_at(&sample(file))
 }
 
-/// Reads a gzipped Kineto trace's events, shipped or shared (`../shared/sample-traces/…`).
+/// Reads a Kineto trace's events, gzipped or not, shipped or shared (`../shared/sample-traces/…`).
 fn events_at(path: &std::path::Path) -> Vec<Value> {
+    let bytes = std::fs::read(path).expect("trace");
     let mut text = String::new();
-    flate2::read::GzDecoder::new(std::fs::File::open(path).expect("trace"))
-        .read_to_string(&mut text)
-        .expect("gzip");
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        flate2::read::GzDecoder::new(bytes.as_slice())
+            .read_to_string(&mut text)
+            .expect("gzip");
+    } else {
+        text = String::from_utf8(bytes).expect("UTF-8 trace");
+    }
     let doc: Value = serde_json::from_str(&text).expect("trace JSON");
     doc["traceEvents"].as_array().expect("traceEvents").clone()
+}
+
+/// The first finding of `rule` in an analysis, if any.
+fn finding_of<'a>(doc: &'a Value, rule: &str) -> Option<&'a Value> {
+    doc["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .find(|f| f["rule"] == rule)
+}
+
+/// The length of the union of intervals, in their unit.
+fn union_len(mut iv: Vec<(f64, f64)>) -> f64 {
+    iv.sort_by(|a, b| a.partial_cmp(b).expect("times"));
+    let mut total = 0.0;
+    let mut run: Option<(f64, f64)> = None;
+    for (s, e) in iv {
+        match &mut run {
+            Some(r) if s <= r.1 => r.1 = r.1.max(e),
+            _ => {
+                if let Some(r) = run.replace((s, e)) {
+                    total += r.1 - r.0;
+                }
+            }
+        }
+    }
+    total + run.map_or(0.0, |r| r.1 - r.0)
 }
 
 /// A trace held in `../shared/sample-traces/field/` (`nsys/…`), or None with a message when
@@ -217,12 +249,7 @@ fn cuda_programs_get_no_pytorch_advice() {
 fn the_most_exposed_collective_is_named() {
     let file = "kineto-jobs/h200_ddp_straggler/rank0.pt.trace.json.gz";
     let doc = analyze(file);
-    let f = doc["findings"]
-        .as_array()
-        .expect("findings")
-        .iter()
-        .find(|f| f["rule"] == "exposed_communication")
-        .expect("an exposed_communication finding");
+    let f = finding_of(&doc, "exposed_communication").expect("an exposed_communication finding");
     let worst = &f["instances"][0];
     // Kernels of GPU 0 in µs: collectives and the rest.
     let mut comm: Vec<(f64, f64)> = Vec::new();
@@ -458,22 +485,6 @@ fn slow_pinned_copies_are_named_against_the_link() {
         );
         return;
     }
-    let union = |mut iv: Vec<(f64, f64)>| -> f64 {
-        iv.sort_by(|a, b| a.partial_cmp(b).expect("times"));
-        let mut total = 0.0;
-        let mut run: Option<(f64, f64)> = None;
-        for (s, e) in iv {
-            match &mut run {
-                Some(r) if s <= r.1 => r.1 = r.1.max(e),
-                _ => {
-                    if let Some(r) = run.replace((s, e)) {
-                        total += r.1 - r.0;
-                    }
-                }
-            }
-        }
-        total + run.map_or(0.0, |r| r.1 - r.0)
-    };
     let (mut iv, mut others) = (Vec::new(), Vec::new());
     let mut bytes = 0.0;
     let events = events_at(&path);
@@ -502,19 +513,15 @@ fn slow_pinned_copies_are_named_against_the_link() {
             others.push((ts, ts + e["dur"].as_f64().expect("dur")));
         }
     }
-    let union_us = union(iv.clone());
-    let exposed_us = union(iv.into_iter().chain(others.iter().copied()).collect()) - union(others);
+    let union_us = union_len(iv.clone());
+    let exposed_us =
+        union_len(iv.into_iter().chain(others.iter().copied()).collect()) - union_len(others);
     assert!(exposed_us < 0.5 * union_us, "{exposed_us} of {union_us} µs");
     let gbps = bytes / (union_us * 1e3);
     let link = 16.0 * 16.0 * (128.0 / 130.0) / 8.0 * 0.8;
     assert!(gbps < 0.5 * link, "{gbps} GB/s");
     let doc = analyze_json(&path, &[]);
-    let f = doc["findings"]
-        .as_array()
-        .expect("findings")
-        .iter()
-        .find(|f| f["rule"] == "pinned_copy_rate")
-        .expect("a pinned_copy_rate finding");
+    let f = finding_of(&doc, "pinned_copy_rate").expect("a pinned_copy_rate finding");
     let m = f["metrics"]["gbps"].as_f64().expect("gbps");
     assert!((m - gbps).abs() < 0.01 * gbps, "{m} against {gbps} GB/s");
     assert!((f["metrics"]["link_gbps"].as_f64().expect("link") - link).abs() < 0.01);
@@ -1167,12 +1174,7 @@ fn a_slow_first_call_in_the_window_is_set_up_paid_once() {
         "first call {first_us} µs, later median {median} µs"
     );
     let doc = analyze(file);
-    let idle = doc["findings"]
-        .as_array()
-        .expect("findings")
-        .iter()
-        .find(|f| f["rule"] == "idle_gaps")
-        .expect("an idle_gaps finding");
+    let idle = finding_of(&doc, "idle_gaps").expect("an idle_gaps finding");
     let rows = idle["breakdown"].as_array().expect("rows");
     let row = rows
         .iter()
@@ -1322,13 +1324,8 @@ fn a_capture_with_a_few_microseconds_of_gpu_work_is_not_judged() {
 /// collectives' share of the busy time recomputed from the kernels.
 #[test]
 fn busy_time_that_is_collectives_is_not_called_compute() {
-    let events = |file: &str| -> Vec<Value> {
-        let text = std::fs::read_to_string(sample(&format!("field/{file}"))).expect("trace");
-        let doc: Value = serde_json::from_str(&text).expect("trace JSON");
-        doc["traceEvents"].as_array().expect("traceEvents").clone()
-    };
     let file = "kineto/tokenomics_toy_tp2_rtx4090_rank1_allreduce_wait.json";
-    let ev = events(file);
+    let ev = trace_events(&format!("field/{file}"));
     let nccl: Vec<&Value> = ev
         .iter()
         .filter(|e| {
@@ -1345,19 +1342,14 @@ fn busy_time_that_is_collectives_is_not_called_compute() {
     );
     // 100 fp32 elements cannot take 11.3 ms on any link: the finding says it waited.
     assert_eq!(nccl[0]["args"]["dtype"], "Float");
-    let comm = a["findings"]
-        .as_array()
-        .expect("findings")
-        .iter()
-        .find(|f| f["rule"] == "exposed_communication")
-        .expect("exposed_communication");
+    let comm = finding_of(&a, "exposed_communication").expect("exposed_communication");
     let title = comm["title"].as_str().expect("title");
     assert!(
         title.ends_with("for a 400 B message: waiting for another rank"),
         "{title}"
     );
     let file = "kineto/tokenomics_llama4l_tp2_rtx4090_cold_fwd_rank0.json";
-    let ev = events(file);
+    let ev = trace_events(&format!("field/{file}"));
     let (mut nccl_us, mut all_us) = (0.0, 0.0);
     for e in ev.iter().filter(|e| e["cat"] == "kernel") {
         let d = e["dur"].as_f64().expect("dur");
@@ -1407,12 +1399,7 @@ fn collectives_whose_messages_fit_their_time_are_not_called_waits() {
     }
     assert!(sized > 0);
     let a = analyze_json(&path, &[]);
-    let comm = a["findings"]
-        .as_array()
-        .expect("findings")
-        .iter()
-        .find(|f| f["rule"] == "exposed_communication")
-        .expect("exposed_communication");
+    let comm = finding_of(&a, "exposed_communication").expect("exposed_communication");
     let text = format!("{} {}", comm["title"], comm["evidence"]);
     assert!(!text.contains("waiting for another rank"), "{text}");
     assert!(!text.contains("this rank waited"), "{text}");
@@ -1442,12 +1429,7 @@ fn a_rank_that_waits_in_its_all_reduces_is_told_so_from_its_own_trace() {
         let a = analyze(&format!(
             "kineto-jobs/h200_ddp_straggler/{rank}.pt.trace.json.gz"
         ));
-        a["findings"]
-            .as_array()
-            .expect("findings")
-            .iter()
-            .find(|f| f["rule"] == "exposed_communication")
-            .cloned()
+        finding_of(&a, "exposed_communication").cloned()
     };
     let f = comm("rank0").expect("rank 0 exposes its all-reduces");
     let waiting_ms = f["metrics"]["waiting_ns"].as_f64().expect("waiting_ns") / 1e6;
@@ -1476,26 +1458,8 @@ fn a_rank_that_waits_in_its_all_reduces_is_told_so_from_its_own_trace() {
 #[test]
 fn slow_copies_overlapped_by_the_other_direction_are_priced_where_they_run_alone() {
     let path = sample("field/kineto/ptbench_a100_pinned_copies_10steps.json");
-    let doc: Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).expect("trace")).expect("JSON");
-    let union = |mut iv: Vec<(f64, f64)>| -> f64 {
-        iv.sort_by(|a, b| a.partial_cmp(b).expect("times"));
-        let mut total = 0.0;
-        let mut run: Option<(f64, f64)> = None;
-        for (s, e) in iv {
-            match &mut run {
-                Some(r) if s <= r.1 => r.1 = r.1.max(e),
-                _ => {
-                    if let Some(r) = run.replace((s, e)) {
-                        total += r.1 - r.0;
-                    }
-                }
-            }
-        }
-        total + run.map_or(0.0, |r| r.1 - r.0)
-    };
     let (mut up, mut down, mut up_bytes) = (Vec::new(), Vec::new(), 0.0);
-    for e in doc["traceEvents"].as_array().expect("events") {
+    for e in &events_at(&path) {
         let name = e["name"].as_str().unwrap_or_default();
         if e["cat"] != "gpu_memcpy" {
             continue;
@@ -1509,8 +1473,8 @@ fn slow_copies_overlapped_by_the_other_direction_are_priced_where_they_run_alone
             down.push(iv);
         }
     }
-    let (u, d) = (union(up.clone()), union(down.clone()));
-    let both = union(up.iter().chain(down.iter()).copied().collect());
+    let (u, d) = (union_len(up.clone()), union_len(down.clone()));
+    let both = union_len(up.iter().chain(down.iter()).copied().collect());
     let (up_alone_us, down_alone_us) = (both - d, both - u);
     let link = 16.0 * 16.0 * (128.0 / 130.0) / 8.0 * 0.8;
     let a = analyze_json(&path, &[]);

@@ -170,22 +170,16 @@ pub struct Wait {
     pub reference: Option<(f64, u64)>,
 }
 
-/// The collective kernels of `device` in the window that waited for another rank: those
+/// The collective kernels among `ops` (one device's, starting in the window) that waited for
+/// another rank: those
 /// whose time [`wait_beyond_message`] cannot explain, and those of at least [`RATE_BYTES`]
 /// whose time beyond the shortest of their kind (its fixed cost) and their message at the
-/// rate the fastest of their kind (and at least that size) reached on this device in the
-/// window, what the link showed it carries, is half their time or more: that time is
+/// rate the fastest of their kind (and at least that size) among `ops` reached, what the link
+/// showed it carries, is half their time or more: that time is
 /// waiting (a peer that arrived late), a lower bound, since the fastest may have waited too.
 /// Kinds that name no one collective (`Generic`) are judged by the first test only. Largest
 /// wait first.
-pub fn waits(trace: &Trace, window: &Window, device: i32) -> Vec<Wait> {
-    let comm = communication_names(trace);
-    let ops: Vec<(u32, &tracehound_parsers::GpuOp)> = trace
-        .device_ops(device)
-        .iter()
-        .map(|&i| (i, &trace.gpu_ops[i as usize]))
-        .filter(|(_, o)| o.start >= window.start && o.start < window.end && is_comm(&comm, o))
-        .collect();
+fn waits(trace: &Trace, ops: &[(u32, &tracehound_parsers::GpuOp)]) -> Vec<Wait> {
     // A kernel that serves every collective (NCCL's `Generic`) moves data at a rate that
     // depends on which one it runs: no reference across them.
     let kind = |o: &tracehound_parsers::GpuOp| collective_kind(trace.str(o.name));
@@ -363,6 +357,9 @@ pub struct Exposure {
     /// The collectives with the most exposed time, most first (at most [`LONGEST`]): GPU op
     /// index, start, end, and their own exposed time, ns.
     pub longest: Vec<(u32, i64, i64, i64)>,
+    /// The collectives starting in the window that waited for another rank ([`Wait`]),
+    /// largest wait first; empty where the trace records no message sizes.
+    pub waits: Vec<Wait>,
 }
 
 /// How many of the most exposed collectives an [`Exposure`] keeps.
@@ -374,6 +371,8 @@ pub fn exposure(trace: &Trace, window: &Window) -> Vec<Exposure> {
     let mut out = Vec::new();
     for d in trace.devices() {
         let mut comm: Vec<(i64, i64, &'static str, u32)> = Vec::new();
+        // Those that start in the window, whole, for the waits.
+        let mut started: Vec<(u32, &tracehound_parsers::GpuOp)> = Vec::new();
         let mut work: Vec<(i64, i64)> = Vec::new();
         for &i in trace.device_ops(d) {
             let o = &trace.gpu_ops[i as usize];
@@ -386,6 +385,9 @@ pub fn exposure(trace: &Trace, window: &Window) -> Vec<Exposure> {
             }
             if is_comm(&comm_names, o) {
                 comm.push((s, e, collective_kind(trace.str(o.name)), i));
+                if o.start >= window.start {
+                    started.push((i, o));
+                }
             } else {
                 work.push((s, e));
             }
@@ -428,6 +430,7 @@ pub fn exposure(trace: &Trace, window: &Window) -> Vec<Exposure> {
             exposed_ns,
             by_kind,
             longest,
+            waits: waits(trace, &started),
         });
     }
     out

@@ -48,7 +48,7 @@ impl Rule for ExposedCommunication {
             let t = cx.trace;
             // One collective that holds a large share alone is a wait on its own (a peer that
             // arrived late, a transfer that stalled), not a pattern: the title names it.
-            let waits = crate::collectives::waits(t, w, e.device);
+            let waits = &e.waits;
             let waited = |i: u32| waits.iter().any(|x| x.op == i);
             let single = e
                 .longest
