@@ -2659,6 +2659,71 @@ def unique_dedupe_lookup():
             "twin": "table[ids]: the lookup of every id, duplicates included",
         }, lambda: step(True), lambda: step(False))
 
+# Set 14's class histogram measured its index_add_ twin slower than the sort: 2M increments onto
+# 100 bins contend on the same few addresses. These two time torch.bincount (per-block histograms,
+# one read of the max on the host) as the twin instead, on the same mistakes.
+
+def class_hist_unique_bincount():
+    """class_hist_unique_int32's mistake against a torch.bincount twin."""
+    heads, n, C, d = 4, 1 << 21, 100, 4096
+    preds = [torch.randint(0, C, (n,), device=dev, dtype=torch.int32) for _ in range(heads)]
+    w = torch.randn(d, d, device=dev, dtype=BF16) * 0.02
+    h0 = torch.randn(2048, d, device=dev, dtype=BF16)
+
+    def step(uniq):
+        h, out = h0, []
+        for p in preds:
+            h = torch.relu(h @ w)
+            if uniq:
+                _, c = torch.unique(p, return_counts=True)  # PLANTED class_hist_unique_bincount
+            else:
+                c = torch.bincount(p, minlength=C)
+            out.append(c.max())
+        return torch.stack(out), h
+
+    with torch.no_grad():
+        blind("class_hist_unique_bincount", {
+            "set": 14,
+            "expected": {"family": "sort used to count (torch.unique with return_counts)", "sync": True,
+                         "ops_any": ["aten::unique", "aten::_unique2", "aten::sort"]},
+            "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "memory-bound"],
+            "notes": f"{heads} heads' int32 predictions ({n:,} each, {C} classes) counted per step with "
+                     "torch.unique(return_counts=True), between bf16 products",
+            "twin": "torch.bincount(p, minlength=C): one pass with per-block histograms (it reads the max on the host, as unique reads its size)",
+        }, lambda: step(True), lambda: step(False))
+
+
+def token_frequency_unique_bincount():
+    """token_frequency_unique's mistake against a torch.bincount twin."""
+    B, T, V, d, steps = 64, 2048, 50257, 2048, 8
+    tokens = torch.randint(0, V, (B, T), device=dev)
+    w = torch.randn(d, d, device=dev, dtype=BF16) * 0.02
+    h0 = torch.randn(B, d, device=dev, dtype=BF16)
+    logits0 = torch.randn(B, V, device=dev)
+
+    def step(uniq):
+        h, logits = h0, logits0.clone()
+        for _ in range(steps):
+            h = torch.tanh(h @ w)
+            if uniq:
+                ids, counts = torch.unique(tokens, return_counts=True)  # PLANTED token_frequency_unique_bincount
+                freq = torch.zeros(V, device=dev).index_put_((ids,), counts.float())
+            else:
+                freq = torch.bincount(tokens.flatten(), minlength=V).float()
+            logits = logits - 0.1 * freq
+        return logits, h
+
+    with torch.no_grad():
+        blind("token_frequency_unique_bincount", {
+            "set": 14,
+            "expected": {"family": "sort used to count (torch.unique with return_counts)", "sync": True,
+                         "ops_any": ["aten::unique", "aten::_unique2", "aten::sort"]},
+            "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "memory-bound"],
+            "notes": f"{steps} decode steps, each counting the {B}x{T} context's token ids over a {V:,}-token "
+                     "vocabulary with torch.unique(return_counts=True) for a frequency penalty",
+            "twin": "torch.bincount(tokens.flatten(), minlength=V): one pass (it reads the max on the host, as unique reads its size)",
+        }, lambda: step(True), lambda: step(False))
+
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
              sort_for_topk, onehot_ce, sdpa_mask_fallback,
              pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate,
@@ -2679,7 +2744,8 @@ SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_back
              convnext_ln_channels_first,
              inverse_right_multiply, median_large_vector, kthvalue_few_rows, aux_loss_weights_cuda,
              ragged_unpad_loop,
-             token_frequency_unique, class_hist_unique_int32, unique_dedupe_lookup]
+             token_frequency_unique, class_hist_unique_int32, unique_dedupe_lookup,
+             class_hist_unique_bincount, token_frequency_unique_bincount]
 
 # Public reports of each mistake (found after the capture with the search tool, and added to the
 # truth files then): what users hit, or the framework's own account of the slow path.

@@ -104,6 +104,10 @@ impl Rule for LaunchBound {
             // By the operator's name id: no string built per starved kernel.
             // With a few of its outer operator spans, to see whether they synchronise.
             let mut by_name = crate::starved::WaitsByOperator::default();
+            // The distinct calls behind each operator's waits: a sort launches a dozen kernels
+            // a call, so its waits are no count of its calls.
+            let mut calls_of: rustc_hash::FxHashMap<u32, rustc_hash::FxHashSet<u32>> =
+                Default::default();
             let (mut run, mut run_ns, mut run_start, mut last_end) = (0usize, 0i64, 0i64, i64::MIN);
             let mut stretches: Vec<(i64, usize, i64, i64)> = Vec::new();
             let mut prev: Option<u32> = None;
@@ -151,6 +155,11 @@ impl Rule for LaunchBound {
                     }
                 }
                 crate::starved::add_wait(&mut by_name, t, s);
+                let outer = t.index.op_outer_cpu_op[s.op as usize];
+                calls_of
+                    .entry(crate::names::span_name_id(t, outer))
+                    .or_default()
+                    .insert(outer);
                 // A stretch: starved kernels back to back (each starting right after the
                 // previous starved kernel's work ended).
                 let idle_from = s.idle_from(t);
@@ -400,14 +409,15 @@ impl Rule for LaunchBound {
                         name_or(t, name, "(no operator)"),
                         n as usize / steps
                     ))
-                } else if let Some(&(name, (n, _))) = top.first()
-                    && n as usize / steps >= LOOP_CALLS
+                } else if let Some(&(name, _)) = top.first()
+                    && let calls = calls_of.get(&name).map_or(0, |c| c.len())
+                    && calls / steps >= LOOP_CALLS
                     && let Some(at) = frame_of(name)
                 {
                     Some(format!(
-                        "{} waits {} times a step at {at}: a Python loop of small calls. Iterations over independent items (samples, images, heads) batch into one call (stack the inputs, or torch.vmap(f)), which removes the launches rather than their cost; iterations that depend on each other cannot be batched as they are: a running sum, product or maximum over steps (acc = acc + x[:, t]) is a scan that torch.cumsum, cumprod, cummax or logcumsumexp computes in one call; for layers or decode steps, make each call larger or replay them as a graph.",
+                        "{} is called {} times a step at {at}, its kernels waiting for their launches: a Python loop of small calls. Iterations over independent items (samples, images, heads) batch into one call (stack the inputs, or torch.vmap(f)), which removes the launches rather than their cost; iterations that depend on each other cannot be batched as they are: a running sum, product or maximum over steps (acc = acc + x[:, t]) is a scan that torch.cumsum, cumprod, cummax or logcumsumexp computes in one call; for layers or decode steps, make each call larger or replay them as a graph.",
                         name_or(t, name, "(no operator)"),
-                        n as usize / steps
+                        calls / steps
                     ))
                 } else {
                     None
@@ -423,6 +433,19 @@ impl Rule for LaunchBound {
                     "{} copies of at most {TINY_COPY_BYTES} bytes to the GPU a step waited for their launches ({} a step): Python numbers or short lists made device tensors inside the loop (torch.tensor(c, device=\"cuda\"), a scalar's .to(\"cuda\")), each a copy from pageable memory and, with non_blocking=False, a wait for the stream. Pass a Python number as it is (x * c needs no copy); where a device tensor is needed, torch.full((), c, device=\"cuda\") fills it on the GPU with no copy, or build such constants once, before the loop.",
                     tiny_n / steps,
                     fmt_ns(tiny_ns / steps as i64)
+                ));
+            }
+            // Short of half the waits, operators that synchronise on most calls still decide
+            // what a graph of the step can hold: it must stop at each of them, so they come
+            // before the graph advice.
+            if !sync_bound && !syncing.is_empty() && cx.pytorch() {
+                f.advice.push(format!(
+                    "A CUDA graph cannot capture a synchronisation, and {} {} with the host on most calls ({} of these waits are before {} kernels): remove {} before replaying the step as a graph, or capture only the work between the syncs.",
+                    syncing.join("; "),
+                    if syncing.len() == 1 { "synchronises" } else { "synchronise" },
+                    fmt_ns(syncing_ns),
+                    if syncing.len() == 1 { "its" } else { "their" },
+                    if syncing.len() == 1 { "that sync" } else { "those syncs" },
                 ));
             }
             // A graph cannot capture the syncs that hold most of it: no graph advice then.
@@ -441,7 +464,7 @@ impl Rule for LaunchBound {
                 "Or give each kernel more work: a larger batch, or torch.compile to fuse the elementwise chains into fewer kernels.".into(),
             ] });
             // The step's syncs (sync_stalls') are where a graph of it must break.
-            if !sync_bound && drained_ns + read_back_ns > 0 && cx.pytorch() {
+            if !sync_bound && syncing.is_empty() && drained_ns + read_back_ns > 0 && cx.pytorch() {
                 f.advice.push(format!(
                     "The step also waits on the host ({} around syncs, see sync_stalls): a graph cannot contain a sync, so remove those reads first or capture only the work between them.",
                     fmt_ns(drained_ns + read_back_ns)
