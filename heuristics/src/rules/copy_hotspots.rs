@@ -373,14 +373,28 @@ impl Rule for CopyHotspots {
             let c = r.label.trim_start_matches("caller ");
             c == "aten::linear" || c == "aten::matmul" || c.starts_with("aten::conv")
         });
+        // The half type the GPUs run on tensor cores: bf16 from compute capability 8.0, FP16
+        // only before it (a T4's autocast casts to FP16; model.to(torch.bfloat16) there would
+        // leave the tensor cores idle). Unknown capabilities keep bf16.
+        let (half, half_name) = if !t.meta.gpus.is_empty()
+            && t
+                .meta
+                .gpus
+                .iter()
+                .all(|g| g.compute_capability.is_some_and(|c| c < (8, 0)))
+        {
+            ("torch.float16", "FP16")
+        } else {
+            ("torch.bfloat16", "bf16")
+        };
         // Which input autocast casts decides the change: the weights (recast every forward)
         // or the activations (FP32 out of the ops autocast keeps in FP32, norms, softmax).
         if autocast && weight_ns + activation_ns == 0 {
-            advice.push("Many copies sit under matrix operators: autocast casts their inputs to half precision in every forward (the records have no shapes to tell weights from activations): keep the model in one dtype (model.to(torch.bfloat16), FP32 master weights in the optimizer), or let torch.compile fuse the casts into their neighbours.".to_string());
+            advice.push(format!("Many copies sit under matrix operators: autocast casts their inputs to half precision in every forward (the records have no shapes to tell weights from activations): keep the model in one dtype (model.to({half}), FP32 master weights in the optimizer), or let torch.compile fuse the casts into their neighbours."));
         } else if autocast && weight_ns >= activation_ns {
-            advice.push(format!("Many copies are autocast casting FP32 weights to half precision inside every forward ({} of the casts feeding matrix operators, by their shapes): keep the weights in bf16 (model.to(torch.bfloat16) with FP32 master weights in the optimizer), or let torch.compile fuse the casts into the consumers.", pct(weight_ns, weight_ns + activation_ns)));
+            advice.push(format!("Many copies are autocast casting FP32 weights to half precision inside every forward ({} of the casts feeding matrix operators, by their shapes): keep the weights in {half_name} (model.to({half}) with FP32 master weights in the optimizer), or let torch.compile fuse the casts into the consumers.", pct(weight_ns, weight_ns + activation_ns)));
         } else if autocast {
-            advice.push(format!("Many copies cast the activations entering matrix operators to half precision ({} of the casts feeding them, by their shapes): the ops before them leave FP32 (autocast runs norms, softmax and reductions in FP32, or the model's own code does): keep the forward in one dtype (model.to(torch.bfloat16)), or let torch.compile fuse each cast into the op that produces it.", pct(activation_ns, weight_ns + activation_ns)));
+            advice.push(format!("Many copies cast the activations entering matrix operators to half precision ({} of the casts feeding them, by their shapes): the ops before them leave FP32 (autocast runs norms, softmax and reductions in FP32, or the model's own code does): keep the forward in one dtype (model.to({half})), or let torch.compile fuse each cast into the op that produces it.", pct(activation_ns, weight_ns + activation_ns)));
         }
         if !round_trips.is_empty() {
             advice.push("Some tensors are converted and converted back (see round trips): keep them in one dtype across the boundary.".to_string());

@@ -108,6 +108,9 @@ impl Rule for LaunchBound {
             // a call, so its waits are no count of its calls.
             let mut calls_of: rustc_hash::FxHashMap<u32, rustc_hash::FxHashSet<u32>> =
                 Default::default();
+            // The waits no framework operator launched (a CUDA C or OpenACC program): what
+            // the host was doing instead is read from its runtime calls.
+            let mut loose: Vec<crate::starved::Starved> = Vec::new();
             let (mut run, mut run_ns, mut run_start, mut last_end) = (0usize, 0i64, 0i64, i64::MIN);
             let mut stretches: Vec<(i64, usize, i64, i64)> = Vec::new();
             let mut prev: Option<u32> = None;
@@ -156,6 +159,9 @@ impl Rule for LaunchBound {
                 }
                 crate::starved::add_wait(&mut by_name, t, s);
                 let outer = t.index.op_outer_cpu_op[s.op as usize];
+                if outer == tracehound_parsers::NONE {
+                    loose.push(*s);
+                }
                 calls_of
                     .entry(crate::names::span_name_id(t, outer))
                     .or_default()
@@ -215,7 +221,7 @@ impl Rule for LaunchBound {
                 starved_ns,
                 Confidence::High,
                 format!(
-                    "{} started after a gap < {} with an empty queue and no sync before it; {} stretches of {STRETCH_KERNELS}+ such {}; their launch latency (runtime call to kernel start) median {}, p99 {}, {} above max(10× median, {}){}{}{}{}{}{}{}",
+                    "{} started after a gap < {} with an empty queue that no sync explains (a sync costs at most the time it waited); {} stretches of {STRETCH_KERNELS}+ such {}; their launch latency (runtime call to kernel start) median {}, p99 {}, {} above max(10× median, {}){}{}{}{}{}{}{}",
                     if others_n == 0 {
                         format!("{starved_n} of {} kernels", dev.kernels)
                     } else {
@@ -316,7 +322,71 @@ impl Rule for LaunchBound {
                     python_frame: None,
                 })
                 .collect();
+            // Without operators, the runtime calls the launching threads were in during the
+            // waits say what held the host: an allocation or a sync every iteration is
+            // removed, not sped up.
+            let loose_ns: i64 = loose.iter().map(|s| s.gap_ns).sum();
+            let host_calls = if 2 * loose_ns >= starved_ns && !cx.pytorch() {
+                host_calls_in(cx, &loose)
+            } else {
+                Vec::new()
+            };
+            for (name, (ns, n)) in host_calls
+                .iter()
+                .filter(|(_, (ns, _))| ns * 100 >= starved_ns)
+                .take(4)
+            {
+                f.breakdown.push(crate::finding::Row {
+                    label: format!("host in {name} during these waits"),
+                    count: *n,
+                    time_ns: *ns,
+                    bytes: None,
+                    python_frame: None,
+                    cause: None,
+                    share: Some(*ns as f64 / starved_ns.max(1) as f64),
+                });
+            }
             f.advice = Vec::new();
+            let openacc = openacc_kernels(cx, d);
+            if !host_calls.is_empty() {
+                let of = |pred: fn(&str) -> bool| {
+                    host_calls
+                        .iter()
+                        .filter(|(n, _)| pred(n))
+                        .fold((Vec::new(), 0i64, 0u64), |mut a, (n, (ns, k))| {
+                            a.0.push(n.clone());
+                            a.1 += ns;
+                            a.2 += k;
+                            a
+                        })
+                };
+                let (allocs, alloc_ns, alloc_n) = of(is_alloc_call);
+                let (syncs, sync_ns, sync_n) = of(crate::names::is_sync_call);
+                if alloc_ns * 10 >= loose_ns {
+                    f.advice.push(format!(
+                        "{} ran {alloc_n} times in these waits ({} of host time): device memory allocated or freed every iteration. Allocate the buffers once before the loop and reuse them{}.",
+                        allocs.join(", "),
+                        fmt_ns(alloc_ns),
+                        if openacc {
+                            " (an OpenACC compute region with its own data clauses allocates and copies on every entry: an enclosing `acc data` region, or `acc enter data` once, keeps the arrays on the device)"
+                        } else {
+                            " (or a stream-ordered pool, cudaMallocAsync with cudaMemPoolAttrReleaseThreshold set, so freed memory is not returned)"
+                        }
+                    ));
+                }
+                if sync_ns * 10 >= loose_ns {
+                    f.advice.push(format!(
+                        "{} ran {sync_n} times in these waits ({} of host time): each sync lets the queue run dry, so the host cannot launch ahead of the GPU; synchronise only where the host reads a result{}.",
+                        syncs.join(", "),
+                        fmt_ns(sync_ns),
+                        if openacc {
+                            " (OpenACC: `async` clauses on the compute regions and one `acc wait` where the data is needed)"
+                        } else {
+                            ""
+                        }
+                    ));
+                }
+            }
             // The operators whose kernels waited most: when they synchronise on most calls
             // (a boolean-mask index's nonzero, .item(), a copy to the host), the host loses its
             // lead there every call, and a CUDA graph cannot capture them.
@@ -456,6 +526,8 @@ impl Rule for LaunchBound {
                 } else {
                     "Or give each kernel more work: fuse small kernels, process more elements per launch.".into()
                 },
+            ] } else if openacc { vec![
+                "Or give each compute region more work: fuse loops into one region (`acc kernels` around the nest, `collapse`), so each launch does more.".into(),
             ] } else if !cx.pytorch() { vec![
                 GRAPH_ADVICE_CUDA.into(),
                 "Or give each kernel more work: fuse small kernels, process more elements per launch.".into(),
@@ -603,3 +675,78 @@ const LOOP_CALLS: usize = 64;
 
 /// Distinct input shapes a step from which an operator's shapes vary call to call.
 const VARYING_SHAPES: f64 = 32.0;
+
+/// Host time, by runtime call name, that the launching threads spent in each call overlapping
+/// the waits `loose` (idle start to kernel start), with how many calls overlapped; most first.
+fn host_calls_in(cx: &Ctx, loose: &[crate::starved::Starved]) -> Vec<(String, (i64, u64))> {
+    let t = cx.trace;
+    let threads = &cx.blocking_calls().threads;
+    let mut by: BTreeMap<String, (i64, u64)> = BTreeMap::new();
+    // A call that spans two waits (a sync across a copy and the kernel after it) counts once.
+    let mut seen: rustc_hash::FxHashSet<u32> = Default::default();
+    for s in loose {
+        let launch = t.index.op_launch.get(s.op as usize).copied().unwrap_or(tracehound_parsers::NONE);
+        let Some(l) = t.host_spans.get(launch as usize) else {
+            continue;
+        };
+        let Some(th) = threads.get(&(l.pid, l.tid)) else {
+            continue;
+        };
+        let (from, to) = (s.idle_from(t), s.kernel(t).start);
+        // Calls that end after `from`: none of a thread's calls overlap, so starts order ends.
+        let k = th.starts.partition_point(|&x| x < from).saturating_sub(1);
+        for &c in th.calls[k..].iter() {
+            let span = &t.host_spans[c as usize];
+            if span.start >= to {
+                break;
+            }
+            let overlap = span.end.min(to) - span.start.max(from);
+            if overlap > 0 {
+                let e = by.entry(t.api_name(span.name).to_string()).or_default();
+                e.0 += overlap;
+                e.1 += u64::from(seen.insert(c));
+            }
+        }
+    }
+    let mut out: Vec<(String, (i64, u64))> = by.into_iter().collect();
+    out.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(&b.0)));
+    out
+}
+
+/// Runtime calls that allocate or free device memory.
+fn is_alloc_call(n: &str) -> bool {
+    matches!(
+        n,
+        "cudaMalloc"
+            | "cudaFree"
+            | "cudaMallocAsync"
+            | "cudaFreeAsync"
+            | "cudaMallocManaged"
+            | "cudaMallocPitch"
+            | "cuMemAlloc"
+            | "cuMemFree"
+            | "cuMemAllocAsync"
+            | "cuMemFreeAsync"
+            | "cuMemAllocPitch"
+            | "hipMalloc"
+            | "hipFree"
+            | "hipMallocAsync"
+            | "hipFreeAsync"
+    )
+}
+
+/// Whether most of device `d`'s kernels in the window are compiled from OpenACC by NVHPC
+/// (`__pgi_uacc_*` runtime kernels and `<function>_<line>_gpu` compute regions): the program
+/// controls launches, copies and syncs through directives, not CUDA calls.
+fn openacc_kernels(cx: &Ctx, d: i32) -> bool {
+    let t = cx.trace;
+    let (mut acc, mut all) = (0usize, 0usize);
+    for (_, op) in cx.window.kernels(t, d) {
+        all += 1;
+        let n = t.str(op.name);
+        if n.starts_with("__pgi_uacc") || n.starts_with("__nv_acc") || n.ends_with("_gpu") {
+            acc += 1;
+        }
+    }
+    all > 0 && 2 * acc > all
+}
