@@ -2068,3 +2068,102 @@ fn unique_used_to_count_is_named_as_the_sort_it_runs() {
         );
     }
 }
+
+/// The fourteenth set: `torch.unique` on code the counting finding was not written against.
+/// A class histogram of 2M int32 labels over 100 classes measured its `index_add_` twin slower
+/// than the sort (truth file), so the advice must lead with `torch.bincount` and say why
+/// `index_add_` can lose; a deduplication (`return_inverse=True`) gets no counting advice; and
+/// a frequency penalty whose small sorts launch about sixteen kernels a call, eight calls a
+/// step (counted here from the events), is no "Python loop of small calls", and a graph cannot
+/// capture it: the advice says so before it offers a CUDA graph.
+#[test]
+fn unique_on_code_the_counting_finding_was_not_written_against() {
+    let calls_of = |file: &str| {
+        events_of(file)
+            .into_iter()
+            .filter(|e| e["cat"] == "cpu_op" && e["name"] == "aten::_unique2")
+            .collect::<Vec<Value>>()
+    };
+    for sfx in ["", "_nostack"] {
+        // Class histogram: inverted, the twin is the slow one.
+        let name = format!("class_hist_unique_int32{sfx}");
+        let t = truth_on("h100", &name);
+        assert!(
+            t["cost"]["twin_median_ms"].as_f64() > t["cost"]["mistake_median_ms"].as_f64(),
+            "{name}: the index_add_ twin measured slower"
+        );
+        let file = format!("h100_blind_{name}.pt.trace.json.gz");
+        let uniques = calls_of(&file);
+        assert!(!uniques.is_empty());
+        for u in &uniques {
+            assert_eq!(u["args"]["Input type"][0], "int", "{name}");
+            assert_eq!(u["args"]["Input Dims"][0], serde_json::json!([2097152]));
+        }
+        let a = analyze(&file);
+        let f = findings(&a)
+            .iter()
+            .find(|f| text(f).contains("torch.unique(return_counts=True)"))
+            .unwrap_or_else(|| panic!("{name}: no counting finding"));
+        assert!(text(f).contains("2097152 int32"), "{name}: {f}");
+        let advice = f["advice"][0].as_str().expect("advice");
+        let (b, i) = (
+            advice.find("torch.bincount").expect("bincount"),
+            advice.find("index_add_").expect("index_add_"),
+        );
+        assert!(b < i, "{name}: bincount first: {advice}");
+        assert!(advice.contains("collide"), "{name}: {advice}");
+
+        // Deduplication: no counting advice anywhere.
+        let name = format!("unique_dedupe_lookup{sfx}");
+        let file = format!("h100_blind_{name}.pt.trace.json.gz");
+        for u in calls_of(&file) {
+            assert_eq!(
+                u["args"]["Concrete Inputs"],
+                serde_json::json!(["", "True", "True", "False"]),
+                "{name}: return_inverse=True, return_counts=False"
+            );
+        }
+        let a = analyze(&file);
+        for f in findings(&a) {
+            let s = text(f);
+            assert!(
+                !s.contains("count without sorting") && !s.contains("return_counts=True"),
+                "{name}: {s}"
+            );
+        }
+
+        // Frequency penalty: calls, not kernels, and the sync before the graph.
+        let name = format!("token_frequency_unique{sfx}");
+        let file = format!("h100_blind_{name}.pt.trace.json.gz");
+        let (steps, _) = profiled_steps(&file);
+        let calls = calls_of(&file).len();
+        assert_eq!(calls / steps, 8, "{name}: {calls} calls in {steps} steps");
+        let a = analyze(&file);
+        let f = findings(&a)
+            .iter()
+            .find(|f| f["rule"] == "launch_bound")
+            .unwrap_or_else(|| panic!("{name}: no launch_bound finding"));
+        let advice: Vec<&str> = f["advice"]
+            .as_array()
+            .expect("advice")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(
+            !advice.iter().any(|a| a.contains("loop of small calls")),
+            "{name}: {advice:?}"
+        );
+        let sync = advice
+            .iter()
+            .position(|a| {
+                a.contains("cannot capture a synchronisation") && a.contains("aten::_unique2")
+            })
+            .unwrap_or_else(|| panic!("{name}: {advice:?}"));
+        if let Some(g) = advice
+            .iter()
+            .position(|a| a.contains("Replay the step as a CUDA graph"))
+        {
+            assert!(sync < g, "{name}: {advice:?}");
+        }
+    }
+}

@@ -3049,6 +3049,18 @@ REPORTS = {
     "ragged_unpad_loop": [
         "https://github.com/pytorch/pytorch/issues/94167",
         "https://github.com/huggingface/sentence-transformers/pull/3942"
+    ],
+    "token_frequency_unique": [
+        "https://github.com/pytorch/pytorch/pull/31144",
+        "https://github.com/pytorch/pytorch/issues/53194"
+    ],
+    "class_hist_unique_int32": [
+        "https://github.com/pytorch/pytorch/issues/53194",
+        "https://github.com/pytorch/pytorch/issues/96626"
+    ],
+    "unique_dedupe_lookup": [
+        "https://github.com/pytorch/pytorch/issues/15804",
+        "https://github.com/pytorch/pytorch/pull/31144"
     ]
 }
 

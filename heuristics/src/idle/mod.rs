@@ -66,6 +66,10 @@ const PROFILER_STARTUP_NS: i64 = 5_000_000;
 /// cannot be judged from it.
 const COLD_SHARE: f64 = 0.5;
 
+/// A one-off stall's named cause (an annotation, an operator, a call) recurs when the other
+/// gaps hold at least 1/this of its time: then it is the loop's.
+const RECURS_SHARE: i64 = 4;
+
 /// One gap holding at least half of all idle time (gaps and short idle) is a one-off stall:
 /// it alone decides the picture, and a rate (launches, syncs per step) cannot explain it.
 const STALL_SHARE: f64 = 0.5;
@@ -370,7 +374,9 @@ impl DeviceIdle {
         let len = (g.end - g.start) as f64;
         // A cause that holds the other gaps too is the loop's, not a one-off: the first
         // step's gap is the longest when it adds first calls to what every step does (a CPU
-        // `randn` per step whose first call also warms up).
+        // `randn` per step whose first call also warms up), and a wait that varies step to
+        // step (a DataLoader's `__next__` taking 17 ms in one step and 44 ms in the next, on a
+        // field trace) recurs at a fraction of its longest.
         let main = g.parts.iter().max_by_key(|p| p.ns)?;
         let elsewhere: i64 = self
             .costly_gaps()
@@ -379,7 +385,14 @@ impl DeviceIdle {
             .filter(|p| p.kind == main.kind && p.leaf == main.leaf)
             .map(|p| p.ns)
             .sum();
-        let recurs = 2 * elsewhere >= main.ns;
+        // Untraced host time has no name to match across gaps (every stretch of it is "host
+        // code outside CUDA calls"): it recurs only when the others hold half as much.
+        let share = if matches!(main.kind, CauseKind::Untraced | CauseKind::Unknown) {
+            2
+        } else {
+            RECURS_SHARE
+        };
+        let recurs = share * elsewhere >= main.ns;
         (self.idle_ns() > 0
             && !recurs
             && len >= STALL_SHARE * self.idle_ns() as f64

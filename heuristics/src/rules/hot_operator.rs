@@ -336,7 +336,7 @@ fn unique_counts(cx: &Ctx, acct: &DeviceAccounting, h: &Holder) -> Option<Findin
     f.subject = Some(format!("{}{}", shown(&h.op), at(&h.frame)));
     f.breakdown = same_frame_rows(cx, acct, h.frame.as_deref());
     f.advice = vec![
-        "To count values in a known range [0, n) (class labels, token ids, bucket ids), count without sorting: torch.zeros(n, dtype=torch.long, device=x.device).index_add_(0, x.flatten(), torch.ones_like(x.flatten())); which values occur is counts.nonzero() or counts > 0. torch.bincount(x, minlength=n) counts the same way but reads the largest value back to the host first (a synchronisation).".to_string(),
+        crate::accounting::UNIQUE_COUNT_ADVICE.to_string(),
         "torch.unique also waits for the GPU to size its result: where the values really are unknown, call it once per batch or epoch rather than per step.".to_string(),
     ];
     f.metrics = metrics([

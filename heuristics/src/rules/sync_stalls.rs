@@ -424,7 +424,7 @@ fn advice(label: &str, pytorch: bool, check: bool) -> Vec<String> {
     } else if !pytorch {
         out.push("A synchronising call after launches makes the host wait for the GPU each time, and the GPU then waits for the next launch: work on one stream already runs in order, so synchronise (cudaDeviceSynchronize, cudaStreamSynchronize) only where the host reads a result, and time kernels with events instead.".into());
     } else if has("aten::_unique2") || has("aten::unique_dim") {
-        out.push("torch.unique sorts its input (a radix pass per key byte: eight for int64 labels) and waits for the GPU to size its result. To count values of a known range, count without a sort or a wait: torch.zeros(n, dtype=torch.long, device=x.device).index_add_(0, x, torch.ones_like(x)) (torch.bincount also waits, to read the largest value); to find which values occur, the same counts > 0; where unique's result really is data-dependent, call it once per batch, not per step.".into());
+        out.push(format!("torch.unique sorts its input (a radix pass per key byte: eight for int64 labels) and waits for the GPU to size its result. {} Where unique's result really is data-dependent, call it once per batch, not per step.", crate::accounting::UNIQUE_COUNT_ADVICE));
     } else if has("aten::repeat_interleave") {
         out.push(crate::starved::REPEAT_INTERLEAVE_ADVICE.into());
     } else if has("aten::nonzero")
@@ -434,7 +434,7 @@ fn advice(label: &str, pytorch: bool, check: bool) -> Vec<String> {
     {
         out.push("A boolean-mask index (x[mask], x[mask] = y), masked_select, nonzero or unique makes the host wait for the GPU to learn the result's size. Keep shapes static: torch.where(mask, a, b) or a multiply by the mask, integer indices computed once, or sort once and split by counts (one wait per batch instead of one per mask).".into());
     } else if has("aten::bincount") {
-        out.push("torch.bincount on the GPU reads the input's largest value on the host to size its result, whatever minlength says: where the number of bins is known, count with torch.zeros(n, dtype=torch.long, device=x.device).index_add_(0, x, torch.ones_like(x)) (or scatter_add_), which never waits.".into());
+        out.push("torch.bincount on the GPU reads the input's largest value on the host to size its result, whatever minlength says: where the number of bins is known, count with torch.zeros(n, dtype=torch.long, device=x.device).index_add_(0, x, torch.ones_like(x)) (or scatter_add_), which never waits; its increments collide when many values share a few bins (slower there than bincount's per-block histograms), so keep bincount for a few dozen classes and weigh its wait against that.".into());
     } else if has("aten::is_nonzero") {
         out.push("if t:, bool(t), assert t or while t on a GPU tensor reads its value, which waits for the GPU: keep the decision on the GPU (torch.where, a multiply by the mask), check every N steps, or use torch._assert_async(t), which fails on the GPU without a host wait.".into());
     } else if has("item") || has("_local_scalar_dense") {
