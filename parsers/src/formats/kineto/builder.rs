@@ -522,6 +522,9 @@ impl Builder {
             v.push("baseTimeNanoseconds".into());
         }
         self.trace.meta.format_version = v.join(", ");
+        if self.legacy_categories {
+            read_user_ranges_as_annotations(&mut self.trace);
+        }
         // CUDA's versioned entry points (`cudaGetDeviceProperties_v2`, `cuMemAlloc_v2`): the
         // model names the API they call.
         self.trace.name_api_calls();
@@ -548,6 +551,28 @@ impl Builder {
                 capture.pytorch_profiler = true;
             }),
         }
+    }
+}
+
+/// No trace of a profiler that names runtime calls and kernels `Runtime` and `Kernel` (2021's,
+/// PyTorch 1.10's) has a `user_annotation`: a `record_function` range (`model_inference`,
+/// `Optimizer.step#SGD.step`) is written as a CPU operator, `Operator` or `cpu_op`. Read so,
+/// the range is the outermost operator of everything in it and is charged all their GPU time.
+/// Recorded with shapes, every operator has its `Input Dims`, empty lists included
+/// (`aten::empty`: `[[], [], [], [], [], []]`), and a range none: that tells them apart.
+/// Without shapes they look alike, and the operators are left as they are. Whether shapes
+/// were recorded is known once every event is read: hence one pass over the spans here.
+fn read_user_ranges_as_annotations(t: &mut Trace) {
+    let args = &t.args;
+    let has_dims = |s: &HostSpan| args.get(s.args).input_dims != 0;
+    let is_op = |s: &HostSpan| s.kind == HostKind::CpuOp;
+    if !t.host_spans.iter().any(|s| is_op(s) && has_dims(s)) {
+        return;
+    }
+    for s in t.host_spans.iter_mut().filter(|s| is_op(s) && !has_dims(s)) {
+        s.kind = HostKind::Annotation;
+        // An annotation links nothing (`add_host` gives it no id).
+        s.link = 0;
     }
 }
 

@@ -3,7 +3,8 @@
 //!
 //! Handles every generation seen in real files (`../docs/trace-formats.md` of the shared
 //! docs): a `{"traceEvents": [...]}` object or a bare top-level array (Jan 2021), 2021 and
-//! 2022+ category names, `[memory]` events with or without `cat`, int or string pid/tid,
+//! 2022+ category names (and PyTorch 1.10's mix of the two, whose `record_function` ranges are
+//! CPU operators), `[memory]` events with or without `cat`, int or string pid/tid,
 //! int or float `ts`/`dur` (kept to the ns), `baseTimeNanoseconds`, ROCm memcpy names.
 //! Events are deserialized straight into the model with borrowed strings; no JSON tree is built.
 //! A file that ends early (a job killed mid-write) yields what was complete, with a warning.
@@ -786,6 +787,46 @@ mod tests {
             t.str(t.host_spans[t.index.op_cpu_op[0] as usize].name),
             "aten::add"
         );
+    }
+
+    /// PyTorch 1.10's mix (`cpu_op` operators, `Runtime` calls, `Kernel`s, ids spelled
+    /// `External id` and `external id`): the `record_function` range is a `cpu_op` without
+    /// `Input Dims`, and the kernel's outermost operator is the one inside it.
+    fn old_kineto(range_cat: &str, call_cat: &str, kernel_cat: &str, dims: &str) -> Trace {
+        parse_str(&format!(
+            r#"{{"traceEvents":[
+            {{"ph":"X","cat":"{range_cat}","name":"model_inference","pid":1,"tid":1,"ts":1,"dur":50,"args":{{"External id":4}}}},
+            {{"ph":"X","cat":"cpu_op","name":"aten::conv2d","pid":1,"tid":1,"ts":2,"dur":20,"args":{{"External id":8{dims}}}}},
+            {{"ph":"X","cat":"cpu_op","name":"aten::cudnn_convolution","pid":1,"tid":1,"ts":3,"dur":10,"args":{{"External id":11{dims}}}}},
+            {{"ph":"X","cat":"{call_cat}","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":4,"dur":1,"args":{{"correlation":10,"external id":11}}}},
+            {{"ph":"X","cat":"{kernel_cat}","name":"volta_scudnn_128x128_relu_small_nn_v1","pid":0,"tid":7,"ts":30,"dur":5,"args":{{"device":0,"stream":7,"correlation":10,"external id":11}}}}
+        ]}}"#
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn old_kineto_record_function_ranges_are_annotations() {
+        let name = |t: &Trace, i: u32| t.str(t.host_spans[i as usize].name).to_string();
+        let kind = |t: &Trace, n: &str| {
+            let s = t.host_spans.iter().find(|s| t.str(s.name) == n);
+            s.map(|s| s.kind)
+        };
+        let dims = r#","Input Dims":[[128, 1, 64, 60], [64, 1, 5, 3]]"#;
+        let t = old_kineto("cpu_op", "Runtime", "Kernel", dims);
+        assert_eq!(kind(&t, "model_inference"), Some(HostKind::Annotation));
+        assert_eq!(name(&t, t.index.op_cpu_op[0]), "aten::cudnn_convolution");
+        assert_eq!(name(&t, t.index.op_outer_cpu_op[0]), "aten::conv2d");
+        // Recorded without shapes, a range and an operator look alike: left as operators.
+        let t = old_kineto("cpu_op", "Runtime", "Kernel", "");
+        assert_eq!(kind(&t, "model_inference"), Some(HostKind::CpuOp));
+        assert_eq!(name(&t, t.index.op_outer_cpu_op[0]), "model_inference");
+        // Newer profilers name the range's category themselves: a `cpu_op` stays one.
+        let t = old_kineto("cpu_op", "cuda_runtime", "kernel", dims);
+        assert_eq!(kind(&t, "model_inference"), Some(HostKind::CpuOp));
+        let t = old_kineto("user_annotation", "cuda_runtime", "kernel", dims);
+        assert_eq!(kind(&t, "model_inference"), Some(HostKind::Annotation));
+        assert_eq!(name(&t, t.index.op_outer_cpu_op[0]), "aten::conv2d");
     }
 
     #[test]
