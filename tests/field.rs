@@ -38,7 +38,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Checks that fail on the current tree: (trace file name, check kind, why).
-const OPEN: &[(&str, &str, &str)] = &[];
+const OPEN: &[(&str, &str, &str)] = &[(
+    "awsgpu_softmax_managed_migrations_t4_nsys2025.1.sqlite",
+    "first_any",
+    "unified_memory no longer charges the 315 ms of host code after the faults (CPU samples in main, no fault) or the 22 ms before them, so idle_gaps (940 ms) ranks above it (664 ms); idle_gaps does not yet say that host page faults pace 667 ms of its gaps",
+)];
 
 /// Result of running the binary on one trace.
 struct Run {

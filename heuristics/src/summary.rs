@@ -461,9 +461,9 @@ fn incomplete(cx: &Ctx) -> Option<(Bound, String)> {
     ))
 }
 
-/// Share of the window from which unified-memory migrations (the kernels that faulted and
-/// the idle time of the host's faults) make the verdict: then they, not the kernels or the
-/// host, bound the run.
+/// Share of the window from which unified-memory migrations (what the faults hold of the
+/// kernels that faulted and of the idle time) make the verdict: then they, not the kernels or
+/// the host, bound the run.
 const UNIFIED_SHARE: f64 = 0.5;
 
 /// When half the kernel launches or more failed: the kernels did not run, and neither the
@@ -762,13 +762,13 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
         return (
             Bound::Transfer,
             format!(
-                "transfer-bound on unified memory: GPU {} spends {:.0}% of the window on managed-memory pages migrating on demand ({} migrations in, {} out): they hold {} of the kernels that faulted pages in, and the host faulted pages back during {} of idle time. {}",
+                "transfer-bound on unified memory: GPU {} spends {:.0}% of the window on managed-memory pages migrating on demand ({} migrations in, {} out): they hold {} of the kernels that faulted pages in, and the host's page faults hold {} of idle time. {}",
                 main.device,
                 100.0 * cx.window.share(m.cost_ns),
                 m.htod.count,
                 m.dtoh.count,
                 crate::finding::fmt_ns(m.fault_stall_ns),
-                crate::finding::fmt_ns(m.host_fault_idle.1),
+                crate::finding::fmt_ns(m.host_fault_ns),
                 if crate::unified::prefetch_undone(&m) {
                     "The program prefetches, but as much went back to the host on demand before the next kernel ran: the host touches managed memory between the prefetch and the kernels (see unified_memory)."
                 } else {

@@ -41,17 +41,17 @@ impl Rule for UnifiedMemory {
                 ID,
                 Some(d),
                 format!(
-                    "GPU {d} waits on unified-memory page migrations: {} pages moved in and {} out ({} in all); they hold {} of the kernels that faulted, and the host faulted pages back during {} of idle time",
+                    "GPU {d} waits on unified-memory page migrations: {} pages moved in and {} out ({} in all); they hold {} of the kernels that faulted, and the host's page faults hold {} of idle time",
                     m.htod.count,
                     m.dtoh.count,
                     fmt_bytes(m.htod.bytes + m.dtoh.bytes),
                     fmt_ns(m.fault_stall_ns),
-                    fmt_ns(m.host_fault_idle.1)
+                    fmt_ns(m.host_fault_ns)
                 ),
                 impact,
                 Confidence::High,
                 format!(
-                    "{} migrations to the device ({}, {} of migration time) and {} to the host ({}, {}); {} of {} kernels ran while pages migrated in ({}, of which the migrations and their faults hold {} at {} per fault); {} idle stretches with nothing but migrations to the host ({}); impact: what the faults hold plus that idle time, less {} for moving the same bytes once over the host link",
+                    "{} migrations to the device ({}, {} of migration time) and {} to the host ({}, {}); {} of {} kernels ran while pages migrated in ({}, of which the migrations and their faults hold {} at {} per fault); {} idle stretches with nothing but migrations to the host ({}), of which the host's faults hold {}: each run of them from its first migration's start to its last one's end, plus one trip to the driver, a run ending where one thread's CPU samples ({} or more) show it running code of its own between two faults; impact: what the faults hold of kernels and idle time, less {} for moving the same bytes once over the host link",
                     m.htod.count,
                     fmt_bytes(m.htod.bytes),
                     fmt_ns(m.htod.ns),
@@ -65,14 +65,18 @@ impl Rule for UnifiedMemory {
                     fmt_ns(crate::unified::FAULT_STALL_NS),
                     m.host_fault_idle.0,
                     fmt_ns(m.host_fault_idle.1),
+                    fmt_ns(m.host_fault_ns),
+                    crate::unified::HOST_WORK_SAMPLES,
                     fmt_ns(bulk_ns)
                 ),
             );
-            if m.prefetched.count > 0 {
+            if m.prefetched.count + m.prefetched_to_host.count > 0 {
                 f.evidence.push_str(&format!(
-                    "; besides these, {} migrations in ({}) were the program's own prefetch (cudaMemPrefetchAsync), not faults",
+                    "; besides these, the program's own prefetches (cudaMemPrefetchAsync), not faults: {} migrations in ({}) and {} out ({})",
                     m.prefetched.count,
-                    fmt_bytes(m.prefetched.bytes)
+                    fmt_bytes(m.prefetched.bytes),
+                    m.prefetched_to_host.count,
+                    fmt_bytes(m.prefetched_to_host.bytes)
                 ));
             }
             let undone = crate::unified::prefetch_undone(&m);
@@ -103,7 +107,9 @@ impl Rule for UnifiedMemory {
                 ("faulting_kernels", m.faulting_kernels.0 as f64),
                 ("faulting_kernel_ns", m.faulting_kernels.1 as f64),
                 ("host_fault_idle_ns", m.host_fault_idle.1 as f64),
+                ("host_fault_ns", m.host_fault_ns as f64),
                 ("prefetched_bytes", m.prefetched.bytes as f64),
+                ("prefetched_to_host_bytes", m.prefetched_to_host.bytes as f64),
                 ("after_prefetch_bytes", m.after_prefetch.bytes as f64),
             ]);
             out.push(f);
