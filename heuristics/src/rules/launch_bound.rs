@@ -106,8 +106,9 @@ impl Rule for LaunchBound {
             let mut by_name = crate::starved::WaitsByOperator::default();
             // The distinct calls behind each operator's waits: a sort launches a dozen kernels
             // a call, so its waits are no count of its calls.
-            let mut calls_of: rustc_hash::FxHashMap<u32, rustc_hash::FxHashSet<u32>> =
-                Default::default();
+            // A call's kernels start in launch order, one after another, so a new call is a
+            // change of span under the same name: (last span, calls).
+            let mut calls_of: rustc_hash::FxHashMap<u32, (u32, usize)> = Default::default();
             // The waits no framework operator launched (a CUDA C or OpenACC program): what
             // the host was doing instead is read from its runtime calls.
             let mut loose: Vec<crate::starved::Starved> = Vec::new();
@@ -162,10 +163,12 @@ impl Rule for LaunchBound {
                 if outer == tracehound_parsers::NONE {
                     loose.push(*s);
                 }
-                calls_of
+                let c = calls_of
                     .entry(crate::names::span_name_id(t, outer))
-                    .or_default()
-                    .insert(outer);
+                    .or_insert((tracehound_parsers::NONE, 0));
+                if c.0 != outer {
+                    *c = (outer, c.1 + 1);
+                }
                 // A stretch: starved kernels back to back (each starting right after the
                 // previous starved kernel's work ended).
                 let idle_from = s.idle_from(t);
@@ -347,7 +350,7 @@ impl Rule for LaunchBound {
                 });
             }
             f.advice = Vec::new();
-            let openacc = openacc_kernels(cx, d);
+            let openacc = !cx.pytorch() && openacc_kernels(cx, d);
             if !host_calls.is_empty() {
                 let of = |pred: fn(&str) -> bool| {
                     host_calls
@@ -480,7 +483,7 @@ impl Rule for LaunchBound {
                         n as usize / steps
                     ))
                 } else if let Some(&(name, _)) = top.first()
-                    && let calls = calls_of.get(&name).map_or(0, |c| c.len())
+                    && let calls = calls_of.get(&name).map_or(0, |c| c.1)
                     && calls / steps >= LOOP_CALLS
                     && let Some(at) = frame_of(name)
                 {
