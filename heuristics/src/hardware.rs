@@ -108,6 +108,12 @@ pub const TABLE: &[(&str, Peaks)] = &[
         "B200",
         p("B200", [40.0, 80.0, 1100.0, 2250.0, 2250.0, 4500.0, 8.0]),
     ),
+    // A Grace Hopper superchip's GPU is an H100 die (its name contains "H200"): HBM3 96 GB at
+    // 4.0 TB/s, or HBM3e 144 GB at 4.9 TB/s (see `peaks_for`).
+    (
+        "GH200",
+        p("GH200 96GB", [67.0, 67.0, 494.7, 989.4, 989.4, 1978.9, 4.0]),
+    ),
     (
         "H200",
         p("H200 SXM", [67.0, 67.0, 494.7, 989.4, 989.4, 1978.9, 4.8]),
@@ -154,6 +160,12 @@ pub const TABLE: &[(&str, Peaks)] = &[
         p("V100 SXM2", [7.8, 15.7, 0.0, 0.0, 125.0, 0.0, 0.9]),
     ),
     ("T4", p("T4", [0.25, 8.1, 0.0, 0.0, 65.0, 0.0, 0.32])),
+    // GeForce Ampere (GA102 whitepaper, dense): TF32 on tensor cores runs at the FP32 rate,
+    // and FP16/bf16 with FP32 accumulation at twice it.
+    (
+        "RTX 3090",
+        p("RTX 3090", [0.56, 35.6, 35.6, 71.0, 71.0, 0.0, 0.936]),
+    ),
 ];
 
 /// Peaks for a GPU product name (`NVIDIA H200`, `NVIDIA A100-SXM4-80GB`), when known. A
@@ -165,6 +177,10 @@ pub fn peaks_for(name: &str, memory_bytes: Option<u64>) -> Option<Peaks> {
     if peaks.model == "A100 SXM" && memory_bytes.is_some_and(|b| b < 60 << 30) {
         peaks.model = "A100 40GB";
         peaks.mem_tbps = 1.555;
+    }
+    if peaks.model == "GH200 96GB" && memory_bytes.is_some_and(|b| b > 120 << 30) {
+        peaks.model = "GH200 144GB";
+        peaks.mem_tbps = 4.9;
     }
     Some(peaks)
 }
@@ -425,6 +441,15 @@ mod tests {
         assert_eq!(
             model_link("NVIDIA RTX 6000 Ada Generation").map(|l| l.generation),
             Some(4)
+        );
+        // The superchip's GPU is not an H200: HBM3 at 4.0 TB/s (the field GH200's 94.5 GiB).
+        assert_eq!(
+            peaks_for("NVIDIA GH200 480GB", Some(101_468_602_368)).map(|p| p.mem_tbps),
+            Some(4.0)
+        );
+        assert_eq!(
+            peaks_for("NVIDIA GH200 144G HBM3e", Some(150 << 30)).map(|p| p.mem_tbps),
+            Some(4.9)
         );
         // A superchip's GPU reaches the host over NVLink-C2C, and GH200 contains "H200".
         assert_eq!(model_link("NVIDIA GH200 480GB"), None);

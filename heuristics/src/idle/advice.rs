@@ -97,6 +97,10 @@ pub fn advice(kind: CauseKind, leaf: &str, workload: Workload, pytorch: bool) ->
                 } else {
                     format!("{leaf}: tensors are built from Python objects on {thread}; build them on the GPU (torch.arange/full(device=...)), reuse preallocated buffers, or copy from pinned NumPy arrays with non_blocking=True.")
                 }
+            } else if l.contains("_record_function_enter") || l.contains("_record_function_exit") {
+                // torch.profiler.record_function's own entry and exit: instrumentation, not
+                // work of the program's to move.
+                format!("{leaf}: the profiler's record_function annotations (entered and left here while the GPU idles): instrumentation that costs this only while profiling, not work to move; the other causes here are what the run pays without it.")
             } else if l.contains("logging") || l.contains("print") || l.contains("write") {
                 format!("{leaf}: logging in the loop; log every N steps, asynchronously, from values already on the host.")
             } else if tracehound_parsers::is_user_frame(leaf) {

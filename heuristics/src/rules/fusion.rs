@@ -741,7 +741,13 @@ fn finding(cx: &Ctx, m: &DeviceModel, priced: &[Priced]) -> Option<Finding> {
             }
         })
         .collect();
-    f.advice = advice(&kinds);
+    // Already on the multi-tensor path (the default where every parameter is on the GPU):
+    // foreach=True is no change, only fused=True is.
+    let foreach = t
+        .strings
+        .matching(|n| n.starts_with("aten::_foreach_"))
+        .contains(&true);
+    f.advice = advice(&kinds, foreach);
     f.metrics = metrics([
         ("chains", priced.len() as f64),
         ("kernels", kernels as f64),
@@ -756,9 +762,13 @@ fn finding(cx: &Ctx, m: &DeviceModel, priced: &[Priced]) -> Option<Finding> {
     Some(f)
 }
 
-fn advice(k: &Kinds) -> Vec<String> {
+fn advice(k: &Kinds, foreach: bool) -> Vec<String> {
     let mut out = Vec::new();
-    let optimizer = "Per-parameter optimizer updates: construct the optimizer with fused=True (torch.optim.AdamW(params, fused=True), also Adam, SGD, Adagrad) or foreach=True, so all parameters update in a few multi-tensor kernels.";
+    let optimizer = if foreach {
+        "Optimizer updates as chains of multi-tensor (foreach) kernels: construct the optimizer with fused=True (torch.optim.AdamW(params, fused=True), also Adam, SGD, Adagrad), so each parameter group updates in one fused kernel instead of one per arithmetic step."
+    } else {
+        "Per-parameter optimizer updates: construct the optimizer with fused=True (torch.optim.AdamW(params, fused=True), also Adam, SGD, Adagrad) or foreach=True, so all parameters update in a few multi-tensor kernels."
+    };
     // The optimizer's advice leads when its chains hold most of the saving.
     if 2 * k.optimizer_ns >= k.saving_ns && k.optimizer_ns > 0 {
         out.push(optimizer.to_string());

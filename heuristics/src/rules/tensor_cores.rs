@@ -113,8 +113,16 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
         return None;
     }
     let peaks = gpu.and_then(|g| peaks_for(&g.name, g.memory_bytes));
-    let tf32 = arch >= 80;
-    let target = if tf32 { Math::Tf32 } else { Math::Fp16 };
+    // TF32 where it runs faster than FP32; GeForce Ampere runs it at the FP32 rate, so there
+    // (and before TF32) the gain is in a 16-bit type.
+    let tf32 = arch >= 80 && peaks.is_none_or(|p| p.tflops(Math::Tf32) > p.fp32);
+    let target = if tf32 {
+        Math::Tf32
+    } else if arch >= 80 {
+        Math::Bf16
+    } else {
+        Math::Fp16
+    };
     let ratio = peaks.map_or(UNKNOWN_RATIO, |p| p.fp32 / p.tflops(target));
     let impact = (simt as f64 * (1.0 - ratio)) as i64;
     let matrix = tc + simt;
@@ -163,6 +171,8 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
     f.advice = if !cx.pytorch() {
         vec![if tf32 {
             "Let cuBLAS use the tensor cores for FP32 GEMMs: cublasSetMathMode(handle, CUBLAS_TF32_TENSOR_OP_MATH), or cublasGemmEx with CUBLAS_COMPUTE_32F_FAST_TF32 (cuDNN: CUDNN_FMA_MATH / allow TF32 in the convolution descriptor's math type); or keep the data in BF16/FP16 where the precision allows.".into()
+        } else if arch >= 80 {
+            "TF32 runs no faster than FP32 on this GPU's tensor cores: run the GEMMs in BF16 or FP16 (cublasGemmEx with CUDA_R_16BF or CUDA_R_16F inputs and FP32 accumulation) where the precision allows.".into()
         } else {
             "This GPU has FP16 tensor cores but no TF32: run the GEMMs in FP16 (cublasGemmEx with CUDA_R_16F inputs and FP32 accumulation) where the precision allows.".into()
         }]
@@ -171,14 +181,19 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
             "Allow TF32 for FP32 matmuls: torch.set_float32_matmul_precision(\"high\") (or torch.backends.cuda.matmul.allow_tf32 = True) once at start-up; convolutions follow torch.backends.cudnn.allow_tf32 (on by default).".into(),
             "Or run the model in bf16: wrap the forward pass and loss in torch.autocast(\"cuda\", dtype=torch.bfloat16), which also halves activation memory.".into(),
         ]
-    } else {
+    } else if arch >= 80 {
+        vec!["TF32 runs no faster than FP32 on this GPU's tensor cores: run the matrix work in bf16, torch.autocast(\"cuda\", dtype=torch.bfloat16) around the forward pass (and loss), which also halves activation memory.".into()]
+    } else if training(cx) {
         vec!["This GPU has FP16 tensor cores but no TF32: train with torch.autocast(\"cuda\", dtype=torch.float16) and a torch.amp.GradScaler.".into()]
+    } else {
+        // No backward in the trace: inference needs no loss scaling.
+        vec!["This GPU has FP16 tensor cores but no TF32: run the forward under torch.autocast(\"cuda\", dtype=torch.float16), or convert the model with model.half() where the precision allows.".into()]
     };
     if let Some((&old, _)) = built.iter().max_by_key(|(_, ns)| **ns)
         && old < arch
     {
         f.advice.push(format!(
-            "The kernels are built for sm_{old} on an sm_{arch} GPU: cuBLAS has no newer FP32 CUDA-core kernels, so this is the FP32 path itself, not a stale library."
+            "The kernels are built for sm_{old} on an sm_{arch} GPU: the libraries (cuBLAS, cuDNN) have no newer FP32 CUDA-core kernels, so this is the FP32 path itself, not a stale library."
         ));
     }
     f.metrics = metrics([
@@ -351,4 +366,13 @@ fn misaligned_half(cx: &Ctx, d: i32) -> Option<Finding> {
     ];
     f.metrics = metrics([("misaligned_ns", time as f64)]);
     Some(f)
+}
+
+/// Whether the trace runs a backward pass (autograd's engine or a `…Backward` node): training,
+/// where FP16 needs a loss scaler; without one, inference.
+fn training(cx: &Ctx) -> bool {
+    cx.trace
+        .strings
+        .matching(|n| n.starts_with("autograd::engine") || n.contains("Backward"))
+        .contains(&true)
 }

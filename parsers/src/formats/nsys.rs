@@ -583,7 +583,7 @@ pub fn read_named(path: &Path, source: String) -> Result<Parsed, LoadError> {
         db.select("TARGET_INFO_SYSTEM_ENV", &["name", "value"], |r| {
             let v = r.t(1).map(Cow::into_owned).filter(|v| !v.is_empty());
             match r.t(0).as_deref().unwrap_or("") {
-                "NvDriverVersion" => stack.driver = v,
+                "NvDriverVersion" => stack.driver = v.map(|v| driver_version(&v)),
                 "CudaDriverVersion" => {
                     stack.driver_cuda = v.and_then(|v| v.parse().ok()).filter(|&v| v > 0)
                 }
@@ -1098,8 +1098,33 @@ pub fn read_named(path: &Path, source: String) -> Result<Parsed, LoadError> {
     })
 }
 
+/// A driver version as NVIDIA writes it: some exports keep it dotted (`535.104.05`), others
+/// as digits alone, the major version's three then the rest (`5303002` is 530.30.02,
+/// `52510517` 525.105.17, `42600` the Windows 426.00). Anything else as it is.
+fn driver_version(v: &str) -> String {
+    if v.len() < 5 || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return v.to_string();
+    }
+    let (major, rest) = v.split_at(3);
+    match rest.len() {
+        2 => format!("{major}.{rest}"),
+        4 => format!("{major}.{}.{}", &rest[..2], &rest[2..]),
+        5 => format!("{major}.{}.{}", &rest[..3], &rest[3..]),
+        _ => v.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn driver_versions_written_as_digits_read_dotted() {
+        assert_eq!(super::driver_version("5303002"), "530.30.02");
+        assert_eq!(super::driver_version("52510517"), "525.105.17");
+        assert_eq!(super::driver_version("42600"), "426.00");
+        assert_eq!(super::driver_version("535.104.05"), "535.104.05");
+        assert_eq!(super::driver_version("560.94"), "560.94");
+    }
+
     use super::*;
 
     #[test]
