@@ -2167,3 +2167,37 @@ fn unique_on_code_the_counting_finding_was_not_written_against() {
         }
     }
 }
+
+/// An optimizer already on the multi-tensor path (`aten::_foreach_*` in the trace, counted here
+/// from the events) is advised `fused=True`, not the `foreach=True` it already runs (a field T4
+/// trace on foreach Adam was told "or foreach=True").
+#[test]
+fn an_optimizer_already_on_foreach_is_not_told_to_use_it() {
+    for sfx in ["", "_nostack"] {
+        let file = format!("h100_blind_embedding_dense_adam_foreach{sfx}.pt.trace.json.gz");
+        let foreach = events_of(&file)
+            .iter()
+            .filter(|e| {
+                e["cat"] == "cpu_op"
+                    && e["name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("aten::_foreach_"))
+            })
+            .count();
+        assert!(foreach > 0, "{file}: no foreach operators");
+        let a = analyze(&file);
+        let advice: Vec<String> = findings(&a)
+            .iter()
+            .flat_map(|f| f["advice"].as_array().cloned().unwrap_or_default())
+            .filter_map(|a| a.as_str().map(str::to_string))
+            .collect();
+        assert!(
+            advice.iter().any(|a| a.contains("fused=True")),
+            "{file}: {advice:?}"
+        );
+        assert!(
+            !advice.iter().any(|a| a.contains("foreach=True")),
+            "{file}: {advice:?}"
+        );
+    }
+}
