@@ -598,3 +598,25 @@ fn old_kineto_links_kernels_to_their_operators() {
         ])
     );
 }
+
+/// A last `ProfilerStep` marker with no CUDA/HIP call inside, under a tenth of the other steps'
+/// length, is the profiler stopping, not a step. Read with Python's `json`: HTA's MI250 capture
+/// has `ProfilerStep#1` (9288 µs) and `ProfilerStep#2` (49 µs, no runtime call inside); the
+/// field ResNet inference (held in `../shared/sample-traces/field/`) has `ProfilerStep#3`
+/// (3.77 ms, 82 kernels) and a 30 µs `ProfilerStep#4`. Each is one step.
+#[test]
+fn the_profilers_stop_marker_is_not_a_step() {
+    for (rel, number) in [
+        ("hta_amd_mi250_rocm62.json.gz", 1),
+        ("../field/kineto/cpugpuinfer_resnet_infer_rtx2080ti.json", 3),
+    ] {
+        let p = shared_dir().join(rel);
+        if !p.exists() {
+            eprintln!("skipping: {} is absent", p.display());
+            continue;
+        }
+        let t = load(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        let numbers: Vec<i64> = t.steps.iter().map(|s| s.number).collect();
+        assert_eq!(numbers, vec![number], "{rel}");
+    }
+}

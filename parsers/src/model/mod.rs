@@ -1016,7 +1016,8 @@ pub struct Trace {
     pub host_spans: Vec<HostSpan>,
     /// Allocator events, sorted by time.
     pub memory: Vec<MemorySample>,
-    /// Profiler steps, sorted by start.
+    /// Profiler steps, sorted by start (a last marker that is only the profiler stopping is
+    /// dropped: see `drop_stop_marker`).
     pub steps: Vec<Step>,
     /// What was read and skipped.
     pub stats: LoadStats,
@@ -1362,6 +1363,7 @@ impl Trace {
         self.index.calls_by_thread = calls;
         self.index.ops_by_device = by_device;
         self.steps = Self::steps_of(steps);
+        self.drop_stop_marker();
         clock.mark("finish: nesting");
         let ((op_launch, op_cpu_op, op_outer_cpu_op), frames) = rayon::join(
             || self.launch_links(launches),
@@ -1391,6 +1393,36 @@ impl Trace {
         // Nested or repeated markers of the same step (record_function inside prof.step()) count once.
         steps.dedup_by(|b, a| a.number == b.number);
         steps
+    }
+
+    /// Drops a last step marker that holds no CUDA or HIP call and lasts under a tenth of the
+    /// other steps' median: the profiler opens a step at its last `step()` and closes it when
+    /// it stops, so that marker is the stop, not a step (a field ResNet trace's 30 µs
+    /// `ProfilerStep#4` after a 3.8 ms step halved every per-step rate).
+    fn drop_stop_marker(&mut self) {
+        let n = self.steps.len();
+        if n < 2 {
+            return;
+        }
+        let (last_start, last_end) = (self.steps[n - 1].start, self.steps[n - 1].end);
+        let mut lens: Vec<i64> = self.steps[..n - 1]
+            .iter()
+            .map(|s| s.end - s.start)
+            .collect();
+        lens.sort_unstable();
+        let median = lens[lens.len() / 2];
+        if 10 * (last_end - last_start) >= median {
+            return;
+        }
+        let calls_inside = self.index.calls_by_thread.iter().any(|(_, calls)| {
+            let k = calls.partition_point(|&c| self.host_spans[c as usize].start < last_start);
+            calls
+                .get(k)
+                .is_some_and(|&c| self.host_spans[c as usize].start < last_end)
+        });
+        if !calls_inside {
+            self.steps.pop();
+        }
     }
 
     /// Sets each span's parent and depth, and gathers what [`Nested`] holds; `step_numbers`
