@@ -1560,3 +1560,52 @@ fn slow_copies_overlapped_by_the_other_direction_are_priced_where_they_run_alone
         "{impact} + {down_impact} > {window}"
     );
 }
+
+/// An OS call the driver makes inside a CUDA call on the same thread is that call's time. Our
+/// H200 capture allocates, copies and synchronises every step: read from the export, most of its
+/// `ioctl` time lies inside `cudaMalloc`/`cudaFree` on the same thread; the idle accounting
+/// then names the allocator, not "OS calls: ioctl" (it did before).
+#[test]
+fn os_calls_inside_a_cuda_call_are_that_calls_time() {
+    let dir = common::tmpdir("nested_os_calls");
+    let path = dir.path().join("alloc_copy_sync.sqlite");
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(
+        std::fs::File::open(sample("nsys/h200_v40_alloc_copy_sync.sqlite.gz")).expect("export"),
+    )
+    .read_to_end(&mut raw)
+    .expect("gzip");
+    std::fs::write(&path, raw).expect("write the export into the test's own directory");
+    let db =
+        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .expect("export");
+    let q = |sql: &str| -> f64 { db.query_row(sql, [], |r| r.get::<_, f64>(0)).expect(sql) };
+    let ioctl = q(
+        "SELECT total(o.end - o.start) FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId \
+                   WHERE s.value LIKE 'ioctl%'",
+    );
+    let nested = q(
+        "SELECT total(o.end - o.start) FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId \
+                    WHERE s.value LIKE 'ioctl%' AND EXISTS (SELECT 1 FROM CUPTI_ACTIVITY_KIND_RUNTIME r \
+                    JOIN StringIds n ON n.id = r.nameId WHERE r.globalTid = o.globalTid \
+                    AND r.start <= o.start AND r.end >= o.end \
+                    AND (n.value LIKE 'cudaMalloc%' OR n.value LIKE 'cudaFree%'))",
+    );
+    assert!(
+        ioctl > 0.0 && nested / ioctl > 0.5,
+        "{nested} of {ioctl} ns nested"
+    );
+    let doc = analyze("nsys/h200_v40_alloc_copy_sync.sqlite.gz");
+    let gaps = finding_of(&doc, "idle_gaps").expect("idle_gaps");
+    let rows: Vec<&str> = gaps["breakdown"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .filter_map(|r| r["label"].as_str())
+        .collect();
+    assert!(!rows.iter().any(|l| l.contains("ioctl")), "{rows:?}");
+    assert!(
+        rows.iter().any(|l| l.contains("allocator calls: cudaFree")),
+        "{rows:?}"
+    );
+}

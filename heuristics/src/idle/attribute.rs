@@ -890,6 +890,16 @@ impl<'t> Attributor<'t> {
             return raw(CauseKind::Untraced, Leaf::Untraced, None);
         }
         let s = &t.host_spans[i as usize];
+        // An OS call made inside a CUDA call on the same thread (the driver's ioctl or mmap
+        // under cudaMallocAsync or a launch) is that call's time: the program asked for the
+        // CUDA call, not the OS call (a field T4 trace's pool allocator showed as "OS calls:
+        // ioctl").
+        if s.kind == HostKind::OsCall
+            && let Some(p) = t.host_spans.get(s.parent as usize)
+            && matches!(p.kind, HostKind::Runtime | HostKind::Driver)
+        {
+            return self.categorize(s.parent, ns, memo);
+        }
         let around = self.around(i, memo);
         let frame = if around.frame != NONE {
             Some(t.str(t.host_spans[around.frame as usize].name))
