@@ -128,7 +128,7 @@ pub fn advice(kind: CauseKind, leaf: &str, workload: Workload, pytorch: bool) ->
                 "Host time the profiler did not break down: record with `with_stack=True` (Kineto) to see the Python frames.".to_string()
             }
         }
-        CauseKind::GpuWait => "Work was queued but the GPU still waited: check cross-stream event waits and collectives on other streams, and whether a previous stream blocks this one.".to_string(),
+        CauseKind::GpuWait => "Work was queued but the GPU still waited: with several streams or collectives, check cross-stream event waits, collectives on other streams, and whether a previous stream blocks this one; on one stream the wait is outside the trace (another process on the GPU, a Windows WDDM driver batching launches, work queued before the capture began).".to_string(),
         CauseKind::Unknown => "The launching thread is not in the trace: profile with ProfilerActivity.CPU so gaps can be attributed.".to_string(),
         CauseKind::ProfilerStartup => "Not a cost of the program: Kineto starts recording a moment into the first profiled step.".to_string(),
         CauseKind::Compile => {
