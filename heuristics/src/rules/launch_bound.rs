@@ -18,7 +18,9 @@
 //! from 3% of the window, with the launch latency distribution of the kernels that waited
 //! (runtime call start to kernel start, the launch path alone since nothing was queued) and
 //! the operators whose kernels waited; when those operators synchronise on most calls, the
-//! finding says so and gives no CUDA-graph advice (a graph cannot capture a sync).
+//! finding says so and gives no CUDA-graph advice (a graph cannot capture a sync). Where most
+//! waits belong to no framework operator (CUDA C, OpenACC), the runtime calls the launching
+//! thread was in during them are listed, and allocation or syncs in the loop are named.
 
 use super::Rule;
 use crate::context::{Ctx, new_finding, rows_by_time};
@@ -104,10 +106,10 @@ impl Rule for LaunchBound {
             // By the operator's name id: no string built per starved kernel.
             // With a few of its outer operator spans, to see whether they synchronise.
             let mut by_name = crate::starved::WaitsByOperator::default();
-            // The distinct calls behind each operator's waits: a sort launches a dozen kernels
-            // a call, so its waits are no count of its calls.
-            // A call's kernels start in launch order, one after another, so a new call is a
-            // change of span under the same name: (last span, calls).
+            // The distinct calls behind each operator's waits (a sort launches a dozen kernels
+            // a call, so its waits are no count of its calls): a call's kernels start in launch
+            // order, one after another, so a new call is a change of span under the same name.
+            // (last span, calls).
             let mut calls_of: rustc_hash::FxHashMap<u32, (u32, usize)> = Default::default();
             // The waits no framework operator launched (a CUDA C or OpenACC program): what
             // the host was doing instead is read from its runtime calls.
