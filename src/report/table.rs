@@ -40,9 +40,18 @@ fn one(s: &mut String, r: &TraceReport, top: Option<usize>) {
     let _ = writeln!(s);
     let shown: Vec<_> = a.findings.iter().take(top.unwrap_or(usize::MAX)).collect();
     if shown.is_empty() {
+        // Without GPU work there is no time to place: the verdict says what the capture lacks.
         let _ = writeln!(
             s,
-            "  No findings: no rule found time to save in this trace (see the summary for where the time goes)."
+            "{}",
+            if matches!(
+                w.source,
+                tracehound_heuristics::window::WindowSource::WholeTrace
+            ) {
+                "  No findings: the trace holds no GPU work to judge (the verdict says what the capture lacks)."
+            } else {
+                "  No findings: no rule found time to save in this trace (see the summary for where the time goes)."
+            }
         );
     } else {
         findings_header(s);
