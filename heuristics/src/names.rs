@@ -56,6 +56,42 @@ pub fn is_sync_call(n: &str) -> bool {
         )
 }
 
+/// Allocator entry points of CUDA, the driver and HIP (host and device memory, the
+/// stream-ordered pool, virtual memory management), by the API's name: idle_gaps' attribution
+/// and launch_bound's host calls read it.
+pub fn is_alloc_call(n: &str) -> bool {
+    matches!(
+        n,
+        "cudaMalloc"
+            | "cudaFree"
+            | "cudaMallocAsync"
+            | "cudaFreeAsync"
+            | "cudaMallocHost"
+            | "cudaFreeHost"
+            | "cudaHostAlloc"
+            | "cudaMallocManaged"
+            | "cudaMallocPitch"
+            | "cuMemAlloc"
+            | "cuMemFree"
+            | "cuMemAllocAsync"
+            | "cuMemFreeAsync"
+            | "cuMemAllocPitch"
+            | "cuMemCreate"
+            | "cuMemRelease"
+            | "cuMemMap"
+            | "cuMemUnmap"
+            | "cuMemAddressReserve"
+            | "cuMemAddressFree"
+            | "hipMalloc"
+            | "hipFree"
+            | "hipMallocAsync"
+            | "hipFreeAsync"
+            | "hipHostMalloc"
+            | "hipHostFree"
+            | "hipExtMallocWithFlags"
+    )
+}
+
 /// `name` demangled when it is an Itanium C++ ABI symbol (`_Z…`), as CUPTI leaves some
 /// library kernels (cuDNN's CUTLASS convolutions: `_ZN17cutlass__5x_cudnn6KernelI…`); any
 /// other name, or a symbol that does not parse, as it is.

@@ -3,7 +3,7 @@
 
 use super::calls::*;
 use super::*;
-use crate::names::{is_sync_call, short_name, span_name};
+use crate::names::{is_alloc_call, is_sync_call, short_name, span_name};
 use rustc_hash::FxHashSet;
 use std::sync::{Mutex, OnceLock};
 use tracehound_parsers::{HostKind, NONE, Trace, activity::ThreadKey};

@@ -1,35 +1,7 @@
-//! What a host call or span is, by its name: allocator entry points, module loading, the
-//! DataLoader, convolutions, timing syncs; and names shortened for a gap's breakdown.
+//! What a host call or span is, by its name: module loading, the DataLoader, convolutions,
+//! timing syncs; and names shortened for a gap's breakdown (allocator calls: `crate::names`).
 
 use crate::names::short_name;
-
-/// Allocator entry points of CUDA, the driver and HIP.
-pub(super) fn is_alloc_call(n: &str) -> bool {
-    matches!(
-        n,
-        "cudaMalloc"
-            | "cudaFree"
-            | "cudaMallocAsync"
-            | "cudaFreeAsync"
-            | "cudaMallocHost"
-            | "cudaFreeHost"
-            | "cudaHostAlloc"
-            | "cudaMallocManaged"
-            | "cuMemAlloc"
-            | "cuMemFree"
-            | "cuMemCreate"
-            | "cuMemRelease"
-            | "cuMemMap"
-            | "cuMemUnmap"
-            | "cuMemAddressReserve"
-            | "cuMemAddressFree"
-            | "hipMalloc"
-            | "hipFree"
-            | "hipHostMalloc"
-            | "hipHostFree"
-            | "hipExtMallocWithFlags"
-    )
-}
 
 /// Module loading and JIT compilation.
 pub(super) fn is_module_load_call(n: &str) -> bool {

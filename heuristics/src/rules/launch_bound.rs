@@ -365,7 +365,7 @@ impl Rule for LaunchBound {
                             a
                         })
                 };
-                let (allocs, alloc_ns, alloc_n) = of(is_alloc_call);
+                let (allocs, alloc_ns, alloc_n) = of(crate::names::is_alloc_call);
                 let (syncs, sync_ns, sync_n) = of(crate::names::is_sync_call);
                 if alloc_ns * 10 >= loose_ns {
                     f.advice.push(format!(
@@ -716,28 +716,6 @@ fn host_calls_in(cx: &Ctx, loose: &[crate::starved::Starved]) -> Vec<(String, (i
     let mut out: Vec<(String, (i64, u64))> = by.into_iter().collect();
     out.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(&b.0)));
     out
-}
-
-/// Runtime calls that allocate or free device memory.
-fn is_alloc_call(n: &str) -> bool {
-    matches!(
-        n,
-        "cudaMalloc"
-            | "cudaFree"
-            | "cudaMallocAsync"
-            | "cudaFreeAsync"
-            | "cudaMallocManaged"
-            | "cudaMallocPitch"
-            | "cuMemAlloc"
-            | "cuMemFree"
-            | "cuMemAllocAsync"
-            | "cuMemFreeAsync"
-            | "cuMemAllocPitch"
-            | "hipMalloc"
-            | "hipFree"
-            | "hipMallocAsync"
-            | "hipFreeAsync"
-    )
 }
 
 /// Whether most of device `d`'s kernels in the window are compiled from OpenACC by NVHPC

@@ -183,10 +183,10 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
         ]
     } else if arch >= 80 {
         vec!["TF32 runs no faster than FP32 on this GPU's tensor cores: run the matrix work in bf16, torch.autocast(\"cuda\", dtype=torch.bfloat16) around the forward pass (and loss), which also halves activation memory.".into()]
-    } else if training(cx) {
+    } else if cx.workload() != crate::phases::Workload::Inference {
         vec!["This GPU has FP16 tensor cores but no TF32: train with torch.autocast(\"cuda\", dtype=torch.float16) and a torch.amp.GradScaler.".into()]
     } else {
-        // No backward in the trace: inference needs no loss scaling.
+        // No backward or optimizer step in the trace: inference needs no loss scaling.
         vec!["This GPU has FP16 tensor cores but no TF32: run the forward under torch.autocast(\"cuda\", dtype=torch.float16), or convert the model with model.half() where the precision allows.".into()]
     };
     if let Some((&old, _)) = built.iter().max_by_key(|(_, ns)| **ns)
@@ -366,13 +366,4 @@ fn misaligned_half(cx: &Ctx, d: i32) -> Option<Finding> {
     ];
     f.metrics = metrics([("misaligned_ns", time as f64)]);
     Some(f)
-}
-
-/// Whether the trace runs a backward pass (autograd's engine or a `…Backward` node): training,
-/// where FP16 needs a loss scaler; without one, inference.
-fn training(cx: &Ctx) -> bool {
-    cx.trace
-        .strings
-        .matching(|n| n.starts_with("autograd::engine") || n.contains("Backward"))
-        .contains(&true)
 }
