@@ -597,9 +597,7 @@ fn a_prefetch_undone_by_the_host_is_named() {
     let Some(path) = held("nsys/awsgpu_softmax_managed_migrations_t4_nsys2025.1.sqlite") else {
         return;
     };
-    let db =
-        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .expect("export");
+    let db = read_only(&path);
     let q = |sql: &str| -> (i64, i64) {
         db.query_row(sql, [], |r| {
             Ok((
@@ -652,9 +650,7 @@ fn host_faults_while_the_host_prints_are_not_unified_memory_bound() {
     let Some(path) = held("nsys/clue_clustering_t4_report4.sqlite") else {
         return;
     };
-    let db =
-        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .expect("export");
+    let db = read_only(&path);
     let count = |sql: &str| -> i64 {
         db.query_row(sql, [], |r| r.get::<_, Option<i64>>(0))
             .expect(sql)
@@ -752,11 +748,7 @@ fn a_power_violation_at_full_clock_is_not_throttling() {
 fn blocks_smaller_than_a_warp_are_named_with_a_bound_on_their_cost() {
     let dir = root().join("sample-traces/field/nsys");
     let fan2 = |file: &str| -> (i64, i64, i64) {
-        let db = rusqlite::Connection::open_with_flags(
-            dir.join(file),
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-        )
-        .expect("export");
+        let db = read_only(&dir.join(file));
         db.query_row(
             "SELECT sum(k.end - k.start), max(k.blockX * k.blockY * k.blockZ), max(k.gridX * k.blockX) \
              FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName WHERE s.value = 'Fan2'",
@@ -810,18 +802,7 @@ fn blocks_smaller_than_a_warp_are_named_with_a_bound_on_their_cost() {
 /// the share of it the GPU stretch holds.
 #[test]
 fn a_verdict_on_a_gpu_stretch_says_how_much_of_the_capture_it_covers() {
-    let dir = common::tmpdir("stretch");
-    let path = dir.path().join("alloc_copy_sync.sqlite");
-    let mut raw = Vec::new();
-    flate2::read::GzDecoder::new(
-        std::fs::File::open(sample("nsys/h200_v40_alloc_copy_sync.sqlite.gz")).expect("export"),
-    )
-    .read_to_end(&mut raw)
-    .expect("gzip");
-    std::fs::write(&path, raw).expect("write the export into the test's own directory");
-    let db =
-        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .expect("export");
+    let (_dir, path, db) = unpacked_db("stretch", "nsys/h200_v40_alloc_copy_sync.sqlite.gz");
     let span = |tables: &[&str]| -> (i64, i64) {
         tables
             .iter()
@@ -954,9 +935,7 @@ fn copies_longer_than_kernels_in_a_busy_window_are_transfer_bound() {
     let Some(path) = held("nsys/opensift_cuda-separable-conv-shared_rtx3080_nsysNA.sqlite") else {
         return;
     };
-    let db =
-        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .expect("export");
+    let db = read_only(&path);
     let rows = |table: &str| -> Vec<(i64, i64)> {
         let mut st = db
             .prepare(&format!("SELECT start, end FROM {table} ORDER BY start"))
@@ -1073,9 +1052,7 @@ fn a_loop_of_copies_to_the_host_waits_for_its_launches() {
 #[test]
 fn the_kernel_that_holds_a_gpu_bound_cuda_program_is_named_first() {
     let path = sample("field/nsys/gtls_cupy_transit_search_rtx3060_nsysunknown.sqlite");
-    let db =
-        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .expect("export");
+    let db = read_only(&path);
     // GPU time by kernel name, and of all kernels, copies and memsets.
     let (name, kernel_ns, calls): (String, i64, i64) = db
         .query_row(
@@ -1257,11 +1234,28 @@ fn a_slow_first_call_in_the_window_is_set_up_paid_once() {
 
 /// Opens a shipped Nsight Systems export read-only (a user's file is never modified).
 fn nsys_db(file: &str) -> rusqlite::Connection {
-    rusqlite::Connection::open_with_flags(
-        sample(&format!("field/{file}")),
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-    )
-    .expect("open export")
+    read_only(&sample(&format!("field/{file}")))
+}
+
+/// Opens an Nsight Systems export read-only.
+fn read_only(path: &std::path::Path) -> rusqlite::Connection {
+    rusqlite::Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .expect("export")
+}
+
+/// A shipped gzipped export (`nsys/….sqlite.gz`) unpacked into a directory of the test's own
+/// (named after `name`), with its path there, opened read-only; the directory lives as long as
+/// the first value.
+fn unpacked_db(name: &str, file: &str) -> (tempfile::TempDir, PathBuf, rusqlite::Connection) {
+    let dir = common::tmpdir(name);
+    let path = dir.path().join("export.sqlite");
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(sample(file)).expect("export"))
+        .read_to_end(&mut raw)
+        .expect("gzip");
+    std::fs::write(&path, raw).expect("write the export into the test's own directory");
+    let db = read_only(&path);
+    (dir, path, db)
 }
 
 /// A CUDA C++ GEMM whose every launch failed (Butter-gpw/CUDA, a driver older than its PTX):
@@ -1567,18 +1561,7 @@ fn slow_copies_overlapped_by_the_other_direction_are_priced_where_they_run_alone
 /// then names the allocator, not "OS calls: ioctl" (it did before).
 #[test]
 fn os_calls_inside_a_cuda_call_are_that_calls_time() {
-    let dir = common::tmpdir("nested_os_calls");
-    let path = dir.path().join("alloc_copy_sync.sqlite");
-    let mut raw = Vec::new();
-    flate2::read::GzDecoder::new(
-        std::fs::File::open(sample("nsys/h200_v40_alloc_copy_sync.sqlite.gz")).expect("export"),
-    )
-    .read_to_end(&mut raw)
-    .expect("gzip");
-    std::fs::write(&path, raw).expect("write the export into the test's own directory");
-    let db =
-        rusqlite::Connection::open_with_flags(&path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .expect("export");
+    let (_dir, _, db) = unpacked_db("nested_os_calls", "nsys/h200_v40_alloc_copy_sync.sqlite.gz");
     let q = |sql: &str| -> f64 { db.query_row(sql, [], |r| r.get::<_, f64>(0)).expect(sql) };
     let ioctl = q(
         "SELECT total(o.end - o.start) FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId \
