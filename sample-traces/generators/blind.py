@@ -28,7 +28,7 @@ SRC = open(__file__).read().splitlines()
 
 
 def planted_lines(tag):
-    return [i + 1 for i, line in enumerate(SRC) if line.rstrip().endswith(f"# PLANTED {tag}")]
+    return [i + 1 for i, line in enumerate(SRC) if line.rstrip().endswith(f"# PLANTED {PLANTED_AS.get(tag, tag)}")]
 
 
 def step_times(fn, n=8, warm=2):
@@ -2571,7 +2571,7 @@ def ragged_unpad_loop():
 # finding (hot_operator) on code it was not written against, and a use of unique it must leave
 # alone (deduplication with return_inverse is not a count).
 
-def token_frequency_unique():
+def token_frequency_unique(name="token_frequency_unique", bincount=False):
     """A repetition penalty whose token counts come from torch.unique(return_counts=True) each decode step."""
     B, T, V, d, steps = 64, 2048, 50257, 2048, 8
     tokens = torch.randint(0, V, (B, T), device=dev)
@@ -2587,24 +2587,24 @@ def token_frequency_unique():
                 ids, counts = torch.unique(tokens, return_counts=True)  # PLANTED token_frequency_unique
                 freq = torch.zeros(V, device=dev).index_put_((ids,), counts.float())
             else:
-                freq = torch.zeros(V, device=dev).index_add_(0, tokens.flatten(),
-                                                             torch.ones(tokens.numel(), device=dev))
+                freq = (torch.bincount(tokens.flatten(), minlength=V).float() if bincount else torch.zeros(
+                    V, device=dev).index_add_(0, tokens.flatten(), torch.ones(tokens.numel(), device=dev)))
             logits = logits - 0.1 * freq
         return logits, h
 
     with torch.no_grad():
-        blind("token_frequency_unique", {
+        blind(name, {
             "set": 14,
             "expected": {"family": "sort used to count (torch.unique with return_counts)", "sync": True,
                          "ops_any": ["aten::unique", "aten::_unique2", "aten::sort"]},
             "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "memory-bound"],
             "notes": f"{steps} decode steps, each counting the {B}x{T} context's token ids over a {V:,}-token "
                      "vocabulary with torch.unique(return_counts=True) for a frequency penalty",
-            "twin": "torch.zeros(V).index_add_(0, tokens.flatten(), ones): the counts in one scatter pass",
+            "twin": TWIN_BINCOUNT["token_frequency_unique"] if bincount else "torch.zeros(V).index_add_(0, tokens.flatten(), ones): the counts in one scatter pass",
         }, lambda: step(True), lambda: step(False))
 
 
-def class_hist_unique_int32():
+def class_hist_unique_int32(name="class_hist_unique_int32", bincount=False):
     """Per-head class histograms of int32 predictions with torch.unique(return_counts=True)."""
     heads, n, C, d = 4, 1 << 21, 100, 4096
     preds = [torch.randint(0, C, (n,), device=dev, dtype=torch.int32) for _ in range(heads)]
@@ -2618,19 +2618,19 @@ def class_hist_unique_int32():
             if uniq:
                 _, c = torch.unique(p, return_counts=True)  # PLANTED class_hist_unique_int32
             else:
-                c = torch.zeros(C, dtype=torch.long, device=dev).index_add_(0, p.long(), torch.ones(n, dtype=torch.long, device=dev))
+                c = torch.bincount(p, minlength=C) if bincount else torch.zeros(C, dtype=torch.long, device=dev).index_add_(0, p.long(), torch.ones(n, dtype=torch.long, device=dev))
             out.append(c.max())
         return torch.stack(out), h
 
     with torch.no_grad():
-        blind("class_hist_unique_int32", {
+        blind(name, {
             "set": 14,
             "expected": {"family": "sort used to count (torch.unique with return_counts)", "sync": True,
                          "ops_any": ["aten::unique", "aten::_unique2", "aten::sort"]},
             "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "memory-bound"],
             "notes": f"{heads} heads' int32 predictions ({n:,} each, {C} classes) counted per step with "
                      "torch.unique(return_counts=True), between bf16 products",
-            "twin": "torch.zeros(C).index_add_ over the predictions (one scatter pass, no sort, no sync)",
+            "twin": TWIN_BINCOUNT["class_hist_unique_int32"] if bincount else "torch.zeros(C).index_add_ over the predictions (one scatter pass, no sort, no sync)",
         }, lambda: step(True), lambda: step(False))
 
 
@@ -2661,68 +2661,25 @@ def unique_dedupe_lookup():
 
 # Set 14's class histogram measured its index_add_ twin slower than the sort: 2M increments onto
 # 100 bins contend on the same few addresses. These two time torch.bincount (per-block histograms,
-# one read of the max on the host) as the twin instead, on the same mistakes.
+# one read of the max on the host) as the twin instead, on the same mistakes: the same code and
+# planted line (PLANTED_AS).
+
+TWIN_BINCOUNT = {
+    "token_frequency_unique": "torch.bincount(tokens.flatten(), minlength=V): one pass (it reads the max on the host, as unique reads its size)",
+    "class_hist_unique_int32": "torch.bincount(p, minlength=C): one pass with per-block histograms (it reads the max on the host, as unique reads its size)",
+}
+PLANTED_AS = {"class_hist_unique_bincount": "class_hist_unique_int32",
+              "token_frequency_unique_bincount": "token_frequency_unique"}
+
 
 def class_hist_unique_bincount():
     """class_hist_unique_int32's mistake against a torch.bincount twin."""
-    heads, n, C, d = 4, 1 << 21, 100, 4096
-    preds = [torch.randint(0, C, (n,), device=dev, dtype=torch.int32) for _ in range(heads)]
-    w = torch.randn(d, d, device=dev, dtype=BF16) * 0.02
-    h0 = torch.randn(2048, d, device=dev, dtype=BF16)
-
-    def step(uniq):
-        h, out = h0, []
-        for p in preds:
-            h = torch.relu(h @ w)
-            if uniq:
-                _, c = torch.unique(p, return_counts=True)  # PLANTED class_hist_unique_bincount
-            else:
-                c = torch.bincount(p, minlength=C)
-            out.append(c.max())
-        return torch.stack(out), h
-
-    with torch.no_grad():
-        blind("class_hist_unique_bincount", {
-            "set": 14,
-            "expected": {"family": "sort used to count (torch.unique with return_counts)", "sync": True,
-                         "ops_any": ["aten::unique", "aten::_unique2", "aten::sort"]},
-            "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "memory-bound"],
-            "notes": f"{heads} heads' int32 predictions ({n:,} each, {C} classes) counted per step with "
-                     "torch.unique(return_counts=True), between bf16 products",
-            "twin": "torch.bincount(p, minlength=C): one pass with per-block histograms (it reads the max on the host, as unique reads its size)",
-        }, lambda: step(True), lambda: step(False))
+    class_hist_unique_int32("class_hist_unique_bincount", bincount=True)
 
 
 def token_frequency_unique_bincount():
     """token_frequency_unique's mistake against a torch.bincount twin."""
-    B, T, V, d, steps = 64, 2048, 50257, 2048, 8
-    tokens = torch.randint(0, V, (B, T), device=dev)
-    w = torch.randn(d, d, device=dev, dtype=BF16) * 0.02
-    h0 = torch.randn(B, d, device=dev, dtype=BF16)
-    logits0 = torch.randn(B, V, device=dev)
-
-    def step(uniq):
-        h, logits = h0, logits0.clone()
-        for _ in range(steps):
-            h = torch.tanh(h @ w)
-            if uniq:
-                ids, counts = torch.unique(tokens, return_counts=True)  # PLANTED token_frequency_unique_bincount
-                freq = torch.zeros(V, device=dev).index_put_((ids,), counts.float())
-            else:
-                freq = torch.bincount(tokens.flatten(), minlength=V).float()
-            logits = logits - 0.1 * freq
-        return logits, h
-
-    with torch.no_grad():
-        blind("token_frequency_unique_bincount", {
-            "set": 14,
-            "expected": {"family": "sort used to count (torch.unique with return_counts)", "sync": True,
-                         "ops_any": ["aten::unique", "aten::_unique2", "aten::sort"]},
-            "wrong_causes": ["launch-bound / CUDA graphs", "compute-bound", "memory-bound"],
-            "notes": f"{steps} decode steps, each counting the {B}x{T} context's token ids over a {V:,}-token "
-                     "vocabulary with torch.unique(return_counts=True) for a frequency penalty",
-            "twin": "torch.bincount(tokens.flatten(), minlength=V): one pass (it reads the max on the host, as unique reads its size)",
-        }, lambda: step(True), lambda: step(False))
+    token_frequency_unique("token_frequency_unique_bincount", bincount=True)
 
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
              sort_for_topk, onehot_ce, sdpa_mask_fallback,
