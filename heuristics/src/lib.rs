@@ -15,6 +15,7 @@ pub mod context;
 pub mod copy_rate;
 pub mod counters;
 pub mod diff;
+pub mod exposure;
 pub mod failures;
 pub mod finding;
 pub mod hardware;

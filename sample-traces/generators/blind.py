@@ -2661,12 +2661,12 @@ def unique_dedupe_lookup():
 
 # Set 14's class histogram measured its index_add_ twin slower than the sort: 2M increments onto
 # 100 bins contend on the same few addresses. These two time torch.bincount (per-block histograms,
-# one read of the max on the host) as the twin instead, on the same mistakes: the same code and
+# after reading the min and the max on the host: two waits a call, the capture shows) as the twin instead, on the same mistakes: the same code and
 # planted line (PLANTED_AS).
 
 TWIN_BINCOUNT = {
-    "token_frequency_unique": "torch.bincount(tokens.flatten(), minlength=V): one pass (it reads the max on the host, as unique reads its size)",
-    "class_hist_unique_int32": "torch.bincount(p, minlength=C): one pass with per-block histograms (it reads the max on the host, as unique reads its size)",
+    "token_frequency_unique": "torch.bincount(tokens.flatten(), minlength=V): one counting pass (after reading the min and max on the host: two waits, where unique has one)",
+    "class_hist_unique_int32": "torch.bincount(p, minlength=C): one counting pass with per-block histograms (after reading the min and max on the host: two waits, where unique has one)",
 }
 PLANTED_AS = {"class_hist_unique_bincount": "class_hist_unique_int32",
               "token_frequency_unique_bincount": "token_frequency_unique"}

@@ -33,7 +33,7 @@ pub fn advice(kind: CauseKind, leaf: &str, workload: Workload, pytorch: bool) ->
     match kind {
         CauseKind::HostSync => {
             let what = if l.contains("aten::bincount") {
-                "`torch.bincount` on the GPU reads the input's largest value on the host to size its result: where the number of bins is known, count with `index_add_`/`scatter_add_` into `torch.zeros(n)`, which never waits"
+                "`torch.bincount` on the GPU reads the input's smallest and largest values on the host (to reject negatives and size its result): where the number of bins is known, count with `index_add_`/`scatter_add_` into `torch.zeros(n)`, which never waits"
             } else if l.contains("aten::is_nonzero") {
                 "`if t:`, `bool(t)`, `assert t` or `while t` on a GPU tensor reads its value, which waits for the GPU: keep the decision on the GPU (`torch.where`, a multiply by the mask), check every N steps, or use `torch._assert_async`"
             } else if l.contains("aten::item") || l.contains("aten::_local_scalar_dense") {

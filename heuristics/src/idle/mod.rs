@@ -412,9 +412,17 @@ impl DeviceIdle {
     }
 }
 
+/// Whether gap `g` opens the window: it begins within a hundredth of its own length of the
+/// window's start, and the host had not seen the queue empty (a sync that returned just before
+/// the gap proves nothing was queued then: a field capture's 616 s of host work after a checked
+/// cudaMemcpy, 0.5 s into the window, was no first call and no work queued before the capture).
+fn opens_window(w: &crate::window::Window, g: &Gap) -> bool {
+    g.start <= w.start + (g.end - g.start) / 100 && g.drained_by.is_none()
+}
+
 /// Where a gap lies, in words: "at the start of the window" or "at +12.30 ms" / "at -3.00 ms".
 pub fn gap_position(w: &crate::window::Window, g: &Gap) -> String {
-    if g.start <= w.start + (g.end - g.start) / 100 {
+    if opens_window(w, g) {
         return "at the start of the window".into();
     }
     let ms = w.offset_ms(g.start);
@@ -428,7 +436,7 @@ pub fn gap_position(w: &crate::window::Window, g: &Gap) -> String {
 /// What a one-off stall most likely is, from its measured cause and where it lies, in words
 /// that end with what to do.
 pub fn stall_meaning(w: &crate::window::Window, g: &Gap, pytorch: bool) -> &'static str {
-    let at_start = g.start <= w.start + (g.end - g.start) / 100;
+    let at_start = opens_window(w, g);
     match g.kind {
         CauseKind::GpuWait | CauseKind::ModuleLoad | CauseKind::Untraced | CauseKind::Unknown
             if at_start && !pytorch =>

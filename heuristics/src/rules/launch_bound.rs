@@ -513,14 +513,36 @@ impl Rule for LaunchBound {
             // Short of half the waits, operators that synchronise on most calls still decide
             // what a graph of the step can hold: it must stop at each of them, so they come
             // before the graph advice.
-            if !sync_bound && !syncing.is_empty() && cx.pytorch() {
+            // A step that synchronises several times cannot be replayed as one graph: the
+            // graph advice is then the second half of the sync's (remove them, then replay),
+            // never a line of its own that promises one launch for every kernel. One sync a
+            // step (a decode loop's end-of-sequence check, a logged loss) leaves the step
+            // between two syncs to capture whole: the graph advice stands, the sync after it.
+            let mut sync_calls: Vec<u32> = dev
+                .drained()
+                .map(|s| s.drained_by)
+                .chain(dev.read_back().map(|s| s.read_by))
+                .collect();
+            sync_calls.sort_unstable();
+            sync_calls.dedup();
+            let many_syncs = sync_calls.len() >= 2 * steps;
+            let step_syncs = !sync_bound
+                && cx.pytorch()
+                && (!syncing.is_empty() || (drained_ns + read_back_ns > 0 && many_syncs));
+            if step_syncs && !syncing.is_empty() {
                 f.advice.push(format!(
-                    "A CUDA graph cannot capture a synchronisation, and {} {} with the host on most calls ({} of these waits are before {} kernels): remove {} before replaying the step as a graph, or capture only the work between the syncs.",
+                    "A CUDA graph cannot capture a synchronisation, and {} {} with the host on most calls ({} of these waits are before {} kernels): remove {} before replaying the step as a graph (torch.compile(mode=\"reduce-overhead\"), or torch.cuda.CUDAGraph around a static-shape step), or capture only the work between the syncs.",
                     syncing.join("; "),
                     if syncing.len() == 1 { "synchronises" } else { "synchronise" },
                     fmt_ns(syncing_ns),
                     if syncing.len() == 1 { "its" } else { "their" },
                     if syncing.len() == 1 { "that sync" } else { "those syncs" },
+                ));
+            } else if step_syncs {
+                f.advice.push(format!(
+                    "The host waits for the GPU {} times a step ({} of these waits follow syncs, see sync_stalls), and a CUDA graph cannot contain a sync: remove those reads before replaying the step as a graph (torch.compile(mode=\"reduce-overhead\"), or torch.cuda.CUDAGraph around a static-shape step), or capture only the work between them.",
+                    sync_calls.len() / steps,
+                    fmt_ns(drained_ns + read_back_ns)
                 ));
             }
             // A graph cannot capture the syncs that hold most of it: no graph advice then.
@@ -536,14 +558,16 @@ impl Rule for LaunchBound {
             ] } else if !cx.pytorch() { vec![
                 GRAPH_ADVICE_CUDA.into(),
                 "Or give each kernel more work: fuse small kernels, process more elements per launch.".into(),
+            ] } else if step_syncs { vec![
+                "Or give each kernel more work: a larger batch, or torch.compile to fuse the elementwise chains into fewer kernels.".into(),
             ] } else { vec![
                 GRAPH_ADVICE.into(),
                 "Or give each kernel more work: a larger batch, or torch.compile to fuse the elementwise chains into fewer kernels.".into(),
             ] });
-            // The step's syncs (sync_stalls') are where a graph of it must break.
-            if !sync_bound && syncing.is_empty() && drained_ns + read_back_ns > 0 && cx.pytorch() {
+            // A step's single sync (sync_stalls') is where a graph of it must stop.
+            if !sync_bound && !step_syncs && drained_ns + read_back_ns > 0 && cx.pytorch() {
                 f.advice.push(format!(
-                    "The step also waits on the host ({} around syncs, see sync_stalls): a graph cannot contain a sync, so remove those reads first or capture only the work between them.",
+                    "The step also waits on the host ({} around syncs, see sync_stalls): a graph cannot contain a sync, so capture the work between them.",
                     fmt_ns(drained_ns + read_back_ns)
                 ));
             }

@@ -5,8 +5,10 @@
 //! `sgemm`, `ffma`, `simt` for CUDA cores; `tensorop`, `s1688`, `tf32`, `bf16`, `nvjet` for
 //! tensor cores), so the rule needs no counters. FP32 on CUDA cores is reported when it costs
 //! at least 1% of the window on compute capability 7.0+ (read from the trace, or from the
-//! architecture the kernels were built for); the impact is that time less what the same math
-//! needs at the GPU's TF32 (FP16 before 8.0) rate, by the datasheet ratio of the two peaks.
+//! architecture the kernels were built for); the GPU time saved is that time less what the
+//! same math needs at the GPU's TF32 (FP16 before 8.0) rate, by the datasheet ratio of the two
+//! peaks, and the impact is the part of it the run gets back (`exposure.rs`): none of a
+//! kernel's saving where the GPU next waited for the host.
 //! Misaligned half-precision GEMMs fall back to kernels that cannot use the fastest tensor-core
 //! paths (`align1` in their names); their impact is the time beyond 70% of the roof. Matrix
 //! operators with float64 inputs (recorded input types) run at the FP64 peak, a fraction of
@@ -67,12 +69,16 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
     let mut last: (u32, Option<&str>) = (NONE, None);
     let mut built = BTreeMap::<u32, i64>::new();
     let mut n = 0u64;
+    // Each CUDA-core kernel (index, duration): what a faster one gives back is priced per
+    // kernel (exposure.rs).
+    let mut simt_ops: Vec<(u32, i64)> = Vec::new();
     for (i, op) in w.kernels(t, d) {
         let class = cx.kernel_class(op.name);
         match class.unit {
             Some(MathUnit::TensorCore) => tc += op.dur(),
             Some(MathUnit::CudaCoreFp32) => {
                 simt += op.dur();
+                simt_ops.push((i as u32, op.dur()));
                 n += 1;
                 if let Some(sm) = class.built_for {
                     *built.entry(sm).or_default() += op.dur();
@@ -124,7 +130,14 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
         Math::Fp16
     };
     let ratio = peaks.map_or(UNKNOWN_RATIO, |p| p.fp32 / p.tflops(target));
-    let impact = (simt as f64 * (1.0 - ratio)) as i64;
+    // The GPU time the faster math saves, and the part of it the run gets back: where the
+    // next operation was launched only after a kernel ended, the saving becomes idle time.
+    let saved = (simt as f64 * (1.0 - ratio)) as i64;
+    let exposure = crate::exposure::Exposure::of(cx, d);
+    let impact: i64 = simt_ops
+        .iter()
+        .map(|&(i, ns)| exposure.gain(i, (ns as f64 * (1.0 - ratio)) as i64))
+        .sum();
     let matrix = tc + simt;
     let gpu_text = match (gpu, cc) {
         (Some(g), Some((a, b))) => format!("{} (compute capability {a}.{b})", g.name),
@@ -161,9 +174,18 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
             Confidence::Low
         },
         format!(
-            "{n} FP32 CUDA-core kernels (sgemm/ffma/simt) on {gpu_text}; tensor cores ran {:.0}% of matrix-kernel time; {rate}; impact = that time less what {} would need at the peak ratio",
+            "{n} FP32 CUDA-core kernels (sgemm/ffma/simt) on {gpu_text}; tensor cores ran {:.0}% of matrix-kernel time; {rate}; {} would save {} of GPU time at the peak ratio{}",
             100.0 * tc as f64 / matrix as f64,
-            target.label().to_uppercase()
+            target.label().to_uppercase(),
+            fmt_ns(saved),
+            if impact * 10 < saved * 9 {
+                format!(
+                    ", of which the run gets back {} (impact): the rest falls where the GPU then waited for the host to launch its next operation, so a faster kernel only lengthens that wait",
+                    fmt_ns(impact)
+                )
+            } else {
+                " (impact)".to_string()
+            }
         ),
     );
     f.subject = Some("fp32".into());
@@ -198,6 +220,7 @@ fn fp32_on_cuda_cores(cx: &Ctx, d: i32) -> Option<Finding> {
     }
     f.metrics = metrics([
         ("fp32_cuda_core_ns", simt as f64),
+        ("gpu_time_saved_ns", saved as f64),
         ("tensor_core_ns", tc as f64),
         ("tensor_core_share", tc as f64 / matrix as f64),
         ("kernels", n as f64),
