@@ -407,11 +407,50 @@ fn outside_gpu_stretch(cx: &Ctx) -> Option<String> {
         _ => format!("the {} after its last operation holds", fmt_ns(after)),
     };
     Some(format!(
-        " This verdict covers the {} in which the GPU works, {:.1}% of the {} the capture records; {sides} host activity only (start-up, host-side work, teardown), not judged here.",
+        " This verdict covers the {} in which the GPU works, {:.1}% of the {} the capture records; {sides} host activity only (start-up, host-side work, teardown), not judged here{}.",
         fmt_ns(window),
         100.0 * window as f64 / capture as f64,
         fmt_ns(capture),
+        sampled_before(cx.trace, start, cx.window.start),
     ))
+}
+
+/// Where the CPU samples (nsys `-s cpu`) taken in `[from, to)` fell, by function, when the
+/// stretch holds enough of them: what the host did before the GPU's first operation (a field
+/// CUTLASS benchmark spent 11.8 s of its 12.35 s generating its inputs in
+/// `generate_tensor_2D`, which the verdict had left at "not judged here").
+fn sampled_before(t: &tracehound_parsers::Trace, from: i64, to: i64) -> String {
+    const MIN_SAMPLES: usize = 20;
+    let mut by: rustc_hash::FxHashMap<u32, usize> = Default::default();
+    let mut n = 0usize;
+    for s in t.cpu_samples.iter().filter(|s| s.ts >= from && s.ts < to) {
+        *by.entry(s.symbol).or_default() += 1;
+        n += 1;
+    }
+    if n < MIN_SAMPLES {
+        return String::new();
+    }
+    let mut top: Vec<(u32, usize)> = by.into_iter().collect();
+    top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let named: Vec<String> = top
+        .iter()
+        .take(3)
+        .filter(|(_, k)| *k * 10 >= n)
+        .map(|&(sym, k)| {
+            format!(
+                "{:.0}% in {}",
+                100.0 * k as f64 / n as f64,
+                crate::names::short_name(t.str(sym), 60)
+            )
+        })
+        .collect();
+    if named.is_empty() {
+        return String::new();
+    }
+    format!(
+        " ({n} CPU samples of the host before the first operation: {})",
+        named.join(", ")
+    )
 }
 
 /// A file cut short: the verdict says so and how far its records go, and draws no conclusion
