@@ -1642,3 +1642,40 @@ fn fp32_math_saved_where_the_host_holds_the_gpu_is_not_promised_as_time() {
         }
     }
 }
+
+/// A sync costs a gap at most how long the host waited in it: on TraceLens' BERT inference
+/// capture (H100) the only blocking call in the window is a 7.6 µs `cudaStreamSynchronize`
+/// inside `aten::is_nonzero`, followed by a long dispatch; the idle finding's host-sync time
+/// (the wait's overlap with the gap plus the relaunch it forced, each at most the wait) stays
+/// within twice the blocking calls' time, where it had credited the sync 58 µs of dispatch.
+#[test]
+fn a_sync_is_credited_no_more_than_it_waited() {
+    let file = "field/kineto/tracelens_hf_bert_small_h100_infer.json.gz";
+    let a = analyze(file);
+    let w = &a["summary"]["window"];
+    let (ws, we) = (
+        w["start"].as_f64().expect("start") / 1e3,
+        w["end"].as_f64().expect("end") / 1e3,
+    );
+    let waited_us: f64 = trace_events(file)
+        .iter()
+        .filter(|e| {
+            e["cat"] == "cuda_runtime"
+                && e["name"]
+                    .as_str()
+                    .is_some_and(|n| n.contains("Synchronize"))
+                && e["ts"].as_f64().is_some_and(|t| t >= ws && t < we)
+        })
+        .map(|e| e["dur"].as_f64().expect("dur"))
+        .sum();
+    assert!(
+        waited_us > 0.0 && waited_us < 20.0,
+        "{waited_us} µs of syncs"
+    );
+    let f = finding_of(&a, "idle_gaps").expect("idle_gaps");
+    let credited_us = f["metrics"]["host_sync_ns"].as_f64().expect("host_sync_ns") / 1e3;
+    assert!(
+        credited_us > 0.0 && credited_us <= 2.0 * waited_us,
+        "host sync {credited_us:.1} µs against {waited_us:.1} µs waited"
+    );
+}
