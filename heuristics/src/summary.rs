@@ -416,7 +416,8 @@ fn outside_gpu_stretch(cx: &Ctx) -> Option<String> {
 }
 
 /// Where the CPU samples (nsys `-s cpu`) taken in `[from, to)` fell, by function, when the
-/// stretch holds enough of them: what the host did before the GPU's first operation (a field
+/// stretch holds enough of them and one function a quarter or more: what the host did before
+/// the GPU's first operation (a field
 /// CUTLASS benchmark spent 11.8 s of its 12.35 s generating its inputs in
 /// `generate_tensor_2D`, which the verdict had left at "not judged here").
 fn sampled_before(t: &tracehound_parsers::Trace, from: i64, to: i64) -> String {
@@ -430,8 +431,17 @@ fn sampled_before(t: &tracehound_parsers::Trace, from: i64, to: i64) -> String {
     if n < MIN_SAMPLES {
         return String::new();
     }
-    let mut top: Vec<(u32, usize)> = by.into_iter().collect();
+    // Unresolved addresses name nothing.
+    let mut top: Vec<(u32, usize)> = by
+        .into_iter()
+        .filter(|&(sym, _)| !t.str(sym).starts_with("0x"))
+        .collect();
     top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    // Samples spread thin (start-up's library loading, a little of everything) say nothing
+    // about what held the host: one function must hold a quarter of them.
+    if top.first().is_none_or(|&(_, k)| k * 4 < n) {
+        return String::new();
+    }
     let named: Vec<String> = top
         .iter()
         .take(3)

@@ -254,20 +254,25 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     // them (their host-synchronisation time: the wait itself and the relaunch it forced, up
     // to how long the host waited) is a third or more of the idle time: removing it lets the
     // GPU run ahead of the host. A 6 µs `.item()` before half a second of compilation is not.
-    let mut drains: FxHashMap<&str, i64> = FxHashMap::default();
+    // Its advice is for a sync in a loop: one that drained the queue once (a program's single
+    // cudaDeviceSynchronize before its results are read) is no loop to take it out of.
+    let mut drains: FxHashMap<&str, (i64, u32)> = FxHashMap::default();
     for g in idle.costly_gaps() {
         if let Some(d) = &g.drained_by {
-            *drains.entry(d.as_str()).or_default() += g
+            let e = drains.entry(d.as_str()).or_default();
+            e.0 += g
                 .parts
                 .iter()
                 .filter(|p| p.kind == CauseKind::HostSync)
                 .map(|p| p.ns)
                 .sum::<i64>();
+            e.1 += 1;
         }
     }
-    if let Some((d, ns)) = drains
+    if let Some((d, (ns, _))) = drains
         .into_iter()
-        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(a.0)))
+        .filter(|(_, (_, n))| *n >= 2)
+        .max_by(|a, b| a.1.0.cmp(&b.1.0).then(b.0.cmp(a.0)))
         && ns * 3 >= gap_ns
     {
         let a = advice(CauseKind::HostSync, d, cx.workload(), cx.pytorch());
