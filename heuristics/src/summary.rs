@@ -417,9 +417,9 @@ fn outside_gpu_stretch(cx: &Ctx) -> Option<String> {
 
 /// Where the CPU samples (nsys `-s cpu`) taken in `[from, to)` fell, by function, when the
 /// stretch holds enough of them and one function a quarter or more: what the host did before
-/// the GPU's first operation (a field
-/// CUTLASS benchmark spent 11.8 s of its 12.35 s generating its inputs in
-/// `generate_tensor_2D`, which the verdict had left at "not judged here").
+/// the GPU's first operation (a field CUTLASS benchmark spent 11.8 s of its 12.35 s generating
+/// its inputs, in `std::generate_canonical` and `uniform_real_distribution` by its samples,
+/// which the verdict had left at "not judged here").
 fn sampled_before(t: &tracehound_parsers::Trace, from: i64, to: i64) -> String {
     const MIN_SAMPLES: usize = 20;
     let mut by: rustc_hash::FxHashMap<u32, usize> = Default::default();
@@ -943,11 +943,15 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
         )
         && 2 * ns >= gap_ns
     {
-        // Compilation holding half the idle time in at most one step of the window is a
-        // warm-up captured, not the loop: a field capture
-        // of one torch.compile'd convolution (79% compiling, 19% first calls) was called
-        // host-bound. Compilation in several steps is recompilation, the loop's own cost.
-        if k == CauseKind::Compile {
+        // Compilation holding half the idle time in at most one step of the window, none of
+        // it a recompilation, is a warm-up captured, not the loop: a field capture of one
+        // torch.compile'd convolution (79% compiling, 19% first calls) was called host-bound.
+        // Compilation in several steps, or recompiling, is the loop's own cost.
+        let recompiles = cx
+            .compilations()
+            .iter()
+            .any(|c| c.is_recompile() && c.start < cx.window.end && c.end > cx.window.start);
+        if k == CauseKind::Compile && !recompiles {
             let compile_steps = cx
                 .window
                 .steps_overlapping(cx.trace)

@@ -63,7 +63,8 @@ fn metric(field: &str) -> (&str, &str) {
 }
 
 /// A timestamp written as Unix time, in ns: seconds (10 digits before any decimal point, from
-/// 2001 to 2286) or milliseconds (13 digits).
+/// 2001 to 2262, the last year nanoseconds in an i64 reach) or milliseconds (13 digits); None
+/// past that.
 fn epoch_number_ns(t: &str) -> Option<i64> {
     let (whole, frac) = t.split_once('.').unwrap_or((t, ""));
     if !whole.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
@@ -76,9 +77,12 @@ fn epoch_number_ns(t: &str) -> Option<i64> {
         let v: i64 = frac[..digits].parse().unwrap_or(0);
         v * unit_ns / 10i64.pow(digits as u32)
     };
+    // Checked: ten or thirteen digits past year 2262 (a damaged file's) overflow i64 ns.
     match whole.len() {
-        10 if n >= 1_000_000_000 => Some(n * 1_000_000_000 + frac_ns(1_000_000_000)),
-        13 => Some(n * 1_000_000 + frac_ns(1_000_000)),
+        10 if n >= 1_000_000_000 => n
+            .checked_mul(1_000_000_000)?
+            .checked_add(frac_ns(1_000_000_000)),
+        13 => n.checked_mul(1_000_000)?.checked_add(frac_ns(1_000_000)),
         _ => None,
     }
 }
@@ -274,5 +278,9 @@ mod tests {
             Some(1_764_189_075_123_000_000)
         );
         assert_eq!(epoch_number_ns("42"), None);
+        // Past 2262 nanoseconds overflow an i64 (a bit flipped in a field log's timestamp
+        // made one and panicked the reader).
+        assert_eq!(epoch_number_ns("9999999999.5"), None);
+        assert_eq!(epoch_number_ns("9999999999999"), None);
     }
 }
