@@ -963,11 +963,10 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
                     })
                 })
                 .count();
-            let first_calls: i64 = kinds
+            let first_calls = kinds
                 .iter()
-                .filter(|(k, _)| *k == CauseKind::ModuleLoad)
-                .map(|&(_, ns)| ns)
-                .sum();
+                .find(|k| k.0 == CauseKind::ModuleLoad)
+                .map_or(0, |k| k.1);
             let once = ns + first_calls;
             if compile_steps <= 1 {
                 return (

@@ -510,14 +510,13 @@ impl Rule for LaunchBound {
                     fmt_ns(tiny_ns / steps as i64)
                 ));
             }
-            // Short of half the waits, operators that synchronise on most calls still decide
-            // what a graph of the step can hold: it must stop at each of them, so they come
-            // before the graph advice.
-            // A step that synchronises several times cannot be replayed as one graph: the
-            // graph advice is then the second half of the sync's (remove them, then replay),
-            // never a line of its own that promises one launch for every kernel. One sync a
-            // step (a decode loop's end-of-sequence check, a logged loss) leaves the step
-            // between two syncs to capture whole: the graph advice stands, the sync after it.
+            // Short of half the waits, syncs still decide what a graph of the step can hold:
+            // where operators that synchronise on most calls hold waits, or the step
+            // synchronises several times, it cannot be replayed as one graph, and the graph
+            // advice is the second half of the sync's (remove them, then replay), never a line
+            // of its own that promises one launch for every kernel. One sync a step (a decode
+            // loop's end-of-sequence check, a logged loss) leaves the step between two syncs
+            // to capture whole: the graph advice stands, the sync after it.
             let mut sync_calls: Vec<u32> = dev
                 .drained()
                 .map(|s| s.drained_by)
