@@ -110,6 +110,18 @@ fn shape_dtype(t: &Trace, copy: u32) -> (String, Option<(String, String)>) {
     (shape, conv)
 }
 
+/// The element count of a recorded shape (`[4096, 2048]`, `[]` for a scalar); None when the
+/// text is no shape.
+fn elements(shape: &str) -> Option<u64> {
+    let inner = shape.trim().strip_prefix('[')?.strip_suffix(']')?.trim();
+    if inner.is_empty() {
+        return Some(1);
+    }
+    inner.split(',').try_fold(1u64, |n, d| {
+        d.trim().parse::<u64>().ok().map(|d| n.saturating_mul(d))
+    })
+}
+
 /// A copy record's identity: input dims, input types and name of the copy operator, and the
 /// name of the outermost copy operator around it (string ids).
 type CopyKey = (u32, u32, u32, u32);
@@ -261,7 +273,15 @@ impl Rule for CopyHotspots {
                 let (shape, conv) = shape_dtype(t, copy);
                 let label = match &conv {
                     Some((src, dst)) if src != dst => format!("{shape} {src} → {dst}"),
-                    Some((src, _)) => format!("{shape} {src} (same dtype: layout copy)"),
+                    // The record holds no strides: a same-dtype copy may be a layout change
+                    // (.contiguous()), a clone or a slice written in place, and a one-element
+                    // one is a constant (`aten::lift_fresh`'s scalars were "layout copies").
+                    Some((src, _)) if elements(&shape).is_some_and(|n| n <= 1) => {
+                        format!("{shape} {src} (same dtype: a scalar)")
+                    }
+                    Some((src, _)) => {
+                        format!("{shape} {src} (same dtype: a copy on the device, no conversion)")
+                    }
                     None => format!("{shape} via {}", t.str(root_name)),
                 };
                 (label, shape, conv)
@@ -559,3 +579,18 @@ mod rule_tests {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::elements;
+
+    #[test]
+    fn recorded_shapes_count_their_elements() {
+        assert_eq!(elements("[]"), Some(1));
+        assert_eq!(elements("[1]"), Some(1));
+        assert_eq!(elements("[4096, 2048]"), Some(4096 * 2048));
+        assert_eq!(elements("[0]"), Some(0));
+        assert_eq!(elements("?"), None);
+        assert_eq!(elements("[a, 2]"), None);
+    }
+}
