@@ -364,7 +364,31 @@ fn the_straggler_rank_and_its_victims_wait() {
     let s = &doc["summary"];
     assert_eq!(s["bound"], "communication-bound", "{}", s["verdict"]);
     let w = &s["window"];
-    let window_ms = (w["end"].as_f64().unwrap() - w["start"].as_f64().unwrap()) / 1e6;
+    let (start_ns, end_ns) = (w["start"].as_f64().unwrap(), w["end"].as_f64().unwrap());
+    // The verdict's shares leave out the profiler's start-up: the hole from the window's start
+    // to the first GPU operation, from the trace's own events.
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(
+            std::fs::File::open(job("h200_ddp_straggler").join("rank0.pt.trace.json.gz")).unwrap(),
+        ),
+        &mut text,
+    )
+    .unwrap();
+    let events: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let first_gpu_ns = events["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| {
+            ["kernel", "gpu_memcpy", "gpu_memset"].contains(&e["cat"].as_str().unwrap_or(""))
+        })
+        .map(|e| e["ts"].as_f64().unwrap() * 1e3)
+        .filter(|&t| t >= start_ns)
+        .fold(f64::MAX, f64::min);
+    let hole_ms = (first_gpu_ns - start_ns) / 1e6;
+    assert!(hole_ms > 0.0 && hole_ms < 5.0, "{hole_ms} ms");
+    let window_ms = (end_ns - start_ns) / 1e6 - hole_ms;
     let share = format!(
         "{:.0}% of the window is collective communication",
         100.0 * py / window_ms

@@ -1172,17 +1172,19 @@ fn a_diff_says_an_unpriced_finding_is_not_priced() {
     );
 }
 
-/// A first call anywhere in the window that is far slower than the operator's later calls is
-/// set-up paid once, not host work of the loop. In `h200_bf16_odd_dims` (5 profiled steps,
-/// no module loading recorded) the first `MeanBackward0` of the capture spends 2 ms before its
-/// launch, its later calls about a tenth of a millisecond: the gap is named a first call (its
-/// cause `module_loading`), its time is that call's, and the advice is not to move host work
-/// off the training thread. The durations are read here from the events.
+/// A first call far slower than the operator's later calls, that slow because the profiler
+/// held its thread: in `h200_bf16_odd_dims` (5 profiled steps) the first `MeanBackward0` of
+/// the capture spends 2.3 ms, 2.0 ms of it inside CUPTI's request for a new activity buffer
+/// (Kineto's `overhead` event), its later calls about a tenth of a millisecond. The GPU's idle
+/// time there is the profiler's own work, left out of the impact and said so, neither a first
+/// call of the program nor host work to move off the training thread. The durations are read
+/// here from the events.
 #[test]
-fn a_slow_first_call_in_the_window_is_set_up_paid_once() {
+fn a_first_call_slowed_by_the_profiler_s_buffer_request_is_the_profiler_s() {
     let file = "kineto/h200_bf16_odd_dims.pt.trace.json.gz";
     let name = "autograd::engine::evaluate_function: MeanBackward0";
-    let mut calls: Vec<(f64, f64)> = trace_events(file)
+    let events = trace_events(file);
+    let mut calls: Vec<(f64, f64)> = events
         .iter()
         .filter(|e| e["ph"] == "X" && e["cat"] == "cpu_op" && e["name"] == name)
         .map(|e| {
@@ -1194,7 +1196,7 @@ fn a_slow_first_call_in_the_window_is_set_up_paid_once() {
         .collect();
     calls.sort_by(|a, b| a.0.total_cmp(&b.0));
     assert!(calls.len() >= 3, "{} calls", calls.len());
-    let first_us = calls[0].1;
+    let (first_ts, first_us) = calls[0];
     let mut later: Vec<f64> = calls[1..].iter().map(|c| c.1).collect();
     later.sort_by(f64::total_cmp);
     let median = later[later.len() / 2];
@@ -1202,33 +1204,33 @@ fn a_slow_first_call_in_the_window_is_set_up_paid_once() {
         first_us >= 1000.0 && first_us >= 8.0 * median,
         "first call {first_us} µs, later median {median} µs"
     );
+    let inside: f64 = events
+        .iter()
+        .filter(|e| e["cat"] == "overhead" && e["name"] == "Activity Buffer Request")
+        .map(|e| {
+            let ts = e["ts"].as_f64().expect("ts");
+            let end = ts + e["dur"].as_f64().expect("dur");
+            (end.min(first_ts + first_us) - ts.max(first_ts)).max(0.0)
+        })
+        .sum();
+    assert!(inside >= 0.75 * first_us, "{inside} of {first_us} µs");
     let doc = analyze(file);
     let idle = finding_of(&doc, "idle_gaps").expect("an idle_gaps finding");
     let rows = idle["breakdown"].as_array().expect("rows");
-    let row = rows
-        .iter()
-        .find(|r| {
-            r["label"]
-                .as_str()
-                .unwrap_or_default()
-                .contains(&format!("first call of {name} (its later calls 8x faster"))
-        })
-        .expect("a row for the first call");
-    assert_eq!(row["cause"], "module_loading", "{row}");
-    let row_us = row["time_ns"].as_f64().expect("time") / 1e3;
-    assert!(
-        row_us <= first_us && row_us >= 0.5 * first_us,
-        "{row_us} of {first_us} µs"
-    );
     assert!(
         !rows.iter().any(|r| r["label"]
             .as_str()
             .unwrap_or_default()
-            .contains(&format!("{name} (host work)"))),
+            .contains(&format!("first call of {name}"))),
         "{idle}"
     );
+    let evidence = idle["evidence"].as_str().expect("evidence");
+    assert!(
+        evidence.contains("left out, not the program's steady state")
+            && evidence.contains("the profiler's own buffer work"),
+        "{evidence}"
+    );
     let advice = idle["advice"].to_string();
-    assert!(advice.contains("set-up paid once"), "{advice}");
     assert!(!advice.contains("DataLoader workers"), "{advice}");
 }
 
@@ -1677,5 +1679,207 @@ fn a_sync_is_credited_no_more_than_it_waited() {
     assert!(
         credited_us > 0.0 && credited_us <= 2.0 * waited_us,
         "host sync {credited_us:.1} µs against {waited_us:.1} µs waited"
+    );
+}
+
+/// (start, end), µs, of every kernel, copy and memset of a Kineto trace's events.
+fn gpu_intervals(ev: &[Value]) -> Vec<(f64, f64)> {
+    let t = |e: &Value, k: &str| e[k].as_f64().expect("ts/dur");
+    ev.iter()
+        .filter(|e| {
+            e["ph"] == "X"
+                && ["kernel", "gpu_memcpy", "gpu_memset"].contains(&e["cat"].as_str().unwrap_or(""))
+        })
+        .map(|e| (t(e, "ts"), t(e, "ts") + t(e, "dur")))
+        .collect()
+}
+
+/// A Kineto capture's window as tracehound takes it (the profiler's steps, host and GPU side),
+/// its GPU busy time (the union of kernels, copies and memsets in it), and the hole before the
+/// first GPU operation, all in µs, from the trace's events.
+fn steps_busy_and_hole(file: &str) -> (f64, f64, f64) {
+    let ev = trace_events(file);
+    let steps: Vec<&Value> = ev
+        .iter()
+        .filter(|e| {
+            e["ph"] == "X"
+                && e["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("ProfilerStep#"))
+        })
+        .collect();
+    let t = |e: &Value, k: &str| e[k].as_f64().expect("ts/dur");
+    let w0 = steps.iter().map(|e| t(e, "ts")).fold(f64::MAX, f64::min);
+    let w1 = steps
+        .iter()
+        .map(|e| t(e, "ts") + t(e, "dur"))
+        .fold(f64::MIN, f64::max);
+    let gpu: Vec<(f64, f64)> = gpu_intervals(&ev)
+        .into_iter()
+        .filter(|&(s, e)| s < w1 && e > w0)
+        .map(|(s, e)| (s.max(w0), e.min(w1)))
+        .collect();
+    let first = gpu.iter().map(|g| g.0).fold(f64::MAX, f64::min);
+    (w1 - w0, union_len(gpu), first - w0)
+}
+
+#[test]
+fn the_profiler_s_start_up_is_left_out_of_the_verdict() {
+    // Four 0.6 ms steps, the GPU busy through each, in a window the profiler's start-up opens
+    // with 2.9 ms: the whole window is under half busy, the steady state is GPU-bound.
+    let file = "kineto/h100_blind_median_large_vector_nostack.pt.trace.json.gz";
+    let (window, busy, hole) = steps_busy_and_hole(file);
+    assert!(busy / window < 0.5, "{busy} of {window} µs busy");
+    let steady = busy / (window - hole);
+    assert!(steady >= 0.7, "steady busy {steady}");
+    let a = analyze(file);
+    let busy_share = a["summary"]["devices"][0]["busy_share"]
+        .as_f64()
+        .expect("busy");
+    assert!((busy_share - busy / window).abs() < 0.005, "{busy_share}");
+    let v = a["summary"]["verdict"].as_str().expect("verdict");
+    assert!(
+        v.starts_with(&format!(
+            "GPU-bound: GPU 0 is busy {:.0}% of the window",
+            100.0 * steady
+        )),
+        "{v}"
+    );
+    assert!(
+        v.contains(&format!(
+            "leave out the profiler's start-up ({:.1} ms)",
+            hole / 1e3
+        )),
+        "{v}"
+    );
+}
+
+#[test]
+fn launch_waits_the_profiler_can_explain_are_not_called_the_program_s_bound() {
+    // A training step that prints its loss: 39% busy under the profiler, 86% outside it (the
+    // truth file's step timed without the profiler against the GPU time the trace records).
+    let file = "kineto/h100_blind_print_loss_nostack.pt.trace.json.gz";
+    let (window, busy, hole) = steps_busy_and_hole(file);
+    let ratio = (window - hole) / busy;
+    assert!(ratio > 1.5 && ratio < 4.0, "{ratio}");
+    let t = truth("h100_blind_print_loss_nostack.kineto.truth.json");
+    let mut steps: Vec<f64> = t["cost"]["mistake_step_ms"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|x| x.as_f64().expect("ms"))
+        .collect();
+    steps.sort_by(f64::total_cmp);
+    let unprofiled_ms = steps[steps.len() / 2];
+    let gpu_step_ms = busy / 4.0 / 1e3;
+    assert!(
+        gpu_step_ms / unprofiled_ms > 0.7,
+        "{gpu_step_ms} of {unprofiled_ms} ms"
+    );
+    let a = analyze(file);
+    let f = finding_of(&a, "launch_bound").expect("launch_bound");
+    assert_eq!(f["severity"], "medium");
+    let evidence = f["evidence"].as_str().expect("evidence");
+    assert!(
+        evidence.contains(&format!("the host took {ratio:.1}× the GPU's busy time")),
+        "{evidence}"
+    );
+    let advice: Vec<&str> = f["advice"]
+        .as_array()
+        .expect("advice")
+        .iter()
+        .map(|x| x.as_str().expect("text"))
+        .collect();
+    let timing = advice
+        .iter()
+        .position(|x| x.starts_with("Time a synchronised step outside the profiler first"))
+        .expect("a timing first");
+    assert!(
+        advice[timing].contains(&format!("takes {gpu_step_ms:.1} ms a step")),
+        "{}",
+        advice[timing]
+    );
+    assert!(
+        !advice.iter().any(|x| x.starts_with("Replay the step")),
+        "{advice:?}"
+    );
+    let v = a["summary"]["verdict"].as_str().expect("verdict");
+    assert!(v.contains("Under the profiler"), "{v}");
+
+    // A per-step loop of LSTM cells: the host takes over 6× the GPU's time, more than the
+    // profiler explains, and the twin that batches the loop saves time outside it.
+    let file = "kineto/h200_blind_lstm_cell_loop_nostack.pt.trace.json.gz";
+    let (window, busy, hole) = steps_busy_and_hole(file);
+    assert!((window - hole) / busy > 4.0);
+    let t = truth("h200_blind_lstm_cell_loop_nostack.kineto.truth.json");
+    assert!(t["cost"]["planted_ms_per_step"].as_f64().expect("ms") > 5.0);
+    let a = analyze(file);
+    let f = finding_of(&a, "launch_bound").expect("launch_bound");
+    assert_eq!(f["severity"], "high");
+    assert!(
+        !f["evidence"]
+            .as_str()
+            .expect("evidence")
+            .contains("the host took")
+    );
+    let v = a["summary"]["verdict"].as_str().expect("verdict");
+    assert!(
+        v.starts_with("launch/host bound") && !v.contains("Under the profiler"),
+        "{v}"
+    );
+}
+
+#[test]
+fn the_profiler_s_buffer_requests_are_not_the_program_s_idle_time() {
+    // A with_stack capture: CUPTI requests a new activity buffer 2.2 ms long in the middle of
+    // the second step (Kineto's `overhead` event), holding the launching thread while the GPU
+    // idles. Read as the program's, it was a 2.8 ms "first call of MeanBackward0".
+    let file = "kineto/h100_blind_print_loss.pt.trace.json.gz";
+    let ev = trace_events(file);
+    let t = |e: &Value, k: &str| e[k].as_f64().expect("ts/dur");
+    let gpu = gpu_intervals(&ev);
+    let first = gpu.iter().map(|g| g.0).fold(f64::MAX, f64::min);
+    let request = ev
+        .iter()
+        .find(|e| {
+            e["cat"] == "overhead" && e["name"] == "Activity Buffer Request" && t(e, "ts") > first
+        })
+        .expect("a buffer request after the first GPU operation");
+    let (a, b) = (t(request, "ts"), t(request, "ts") + t(request, "dur"));
+    assert!(gpu.iter().all(|g| g.1 <= a || g.0 >= b), "the GPU idles");
+    let before = gpu
+        .iter()
+        .map(|g| g.1)
+        .filter(|&e| e <= a)
+        .fold(f64::MIN, f64::max);
+    let after = gpu
+        .iter()
+        .map(|g| g.0)
+        .filter(|&s| s >= b)
+        .fold(f64::MAX, f64::min);
+    let gap = after - before;
+    assert!(2.0 * (b - a) >= gap, "{gap} µs gap, {} µs request", b - a);
+    let doc = analyze(file);
+    let f = finding_of(&doc, "idle_gaps").expect("idle_gaps");
+    let evidence = f["evidence"].as_str().expect("evidence");
+    assert!(
+        evidence.contains(&format!(
+            "the profiler's own buffer work ({:.1} ms)",
+            gap / 1e3
+        )),
+        "{evidence}"
+    );
+    let largest_us = f["metrics"]["largest_gap_ns"].as_f64().expect("largest") / 1e3;
+    assert!(largest_us < b - a, "{largest_us} µs");
+    assert!(
+        !f["instances"]
+            .as_array()
+            .expect("instances")
+            .iter()
+            .any(|i| i["what"]
+                .as_str()
+                .is_some_and(|w| w.contains("MeanBackward0"))),
+        "{}",
+        f["instances"]
     );
 }

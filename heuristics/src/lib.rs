@@ -27,6 +27,7 @@ pub mod names;
 pub mod onehot;
 pub mod optimizer;
 pub mod phases;
+pub mod profiled;
 pub mod roofline;
 pub mod rules;
 pub mod scope;

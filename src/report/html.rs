@@ -100,6 +100,7 @@ pub fn cause_color(k: CauseKind) -> &'static str {
         CauseKind::GpuWait => "#ffb703",
         CauseKind::Unknown => "#cccccc",
         CauseKind::ProfilerStartup => "#e0e0e0",
+        CauseKind::ProfilerWork => "#ebebeb",
         CauseKind::GraphCapture => "#d9d9d9",
         CauseKind::Compile => "#b5179e",
         CauseKind::GarbageCollection => "#4a4e69",

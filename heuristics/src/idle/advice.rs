@@ -131,6 +131,7 @@ pub fn advice(kind: CauseKind, leaf: &str, workload: Workload, pytorch: bool) ->
         CauseKind::GpuWait => "Work was queued but the GPU still waited: with several streams or collectives, check cross-stream event waits, collectives on other streams, and whether a previous stream blocks this one; on one stream the wait is outside the trace (another process on the GPU, a Windows WDDM driver batching launches, work queued before the capture began).".to_string(),
         CauseKind::Unknown => "The launching thread is not in the trace: profile with ProfilerActivity.CPU so gaps can be attributed.".to_string(),
         CauseKind::ProfilerStartup => "Not a cost of the program: Kineto starts recording a moment into the first profiled step.".to_string(),
+        CauseKind::ProfilerWork => "Not a cost of the program: the profiler held the launching thread while CUPTI requested or flushed its activity buffers; a capture of fewer steps, or of fewer events (no with_stack, no record_shapes), needs fewer buffers.".to_string(),
         CauseKind::Compile => {
             if l.contains("autotun") || l.contains("benchmark") {
                 format!("{leaf}: Inductor benchmarks kernel configurations for every new shape it compiles. Fix the shapes (pad or bucket to a few sizes) so it tunes once, or keep the autotuning results between runs (TORCHINDUCTOR_FX_GRAPH_CACHE=1, the default cache dir kept).")

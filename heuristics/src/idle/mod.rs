@@ -117,6 +117,10 @@ pub enum CauseKind {
     /// The hole Kineto leaves at the start of the first profiled step while the profiler
     /// starts (1-4 ms on every capture we have): not the program's cost, so not in the impact.
     ProfilerStartup,
+    /// The profiler's own work held the launching thread (CUPTI requesting or flushing its
+    /// activity buffers, 0.3-4 ms each in our captures, the GPU idle throughout): not the
+    /// program's cost, so not in the impact.
+    ProfilerWork,
     /// The host was capturing a CUDA/HIP graph: launches are recorded, not run, once, at
     /// warm-up; not the steady state's cost, so not in the impact.
     GraphCapture,
@@ -133,7 +137,7 @@ pub enum CauseKind {
 
 impl CauseKind {
     /// Every category, in order.
-    pub const ALL: [CauseKind; 18] = [
+    pub const ALL: [CauseKind; 19] = [
         CauseKind::HostSync,
         CauseKind::Allocator,
         CauseKind::ModuleLoad,
@@ -148,6 +152,7 @@ impl CauseKind {
         CauseKind::GpuWait,
         CauseKind::Unknown,
         CauseKind::ProfilerStartup,
+        CauseKind::ProfilerWork,
         CauseKind::GraphCapture,
         CauseKind::Compile,
         CauseKind::GarbageCollection,
@@ -176,6 +181,7 @@ impl CauseKind {
             CauseKind::GpuWait => "GPU-side waits",
             CauseKind::Unknown => "unknown host activity",
             CauseKind::ProfilerStartup => "profiler start-up",
+            CauseKind::ProfilerWork => "the profiler's own work",
             CauseKind::GraphCapture => "CUDA-graph capture",
             CauseKind::Compile => "torch.compile compilation",
             CauseKind::GarbageCollection => "garbage collection",
@@ -183,10 +189,13 @@ impl CauseKind {
         }
     }
 
-    /// Whether gaps of this kind are a one-time phase (profiler start-up, graph capture)
-    /// rather than the program's steady-state cost.
+    /// Whether gaps of this kind are not the program's steady-state cost: a one-time phase
+    /// (profiler start-up, graph capture) or the profiler's own work.
     pub fn is_warm_up(self) -> bool {
-        matches!(self, CauseKind::ProfilerStartup | CauseKind::GraphCapture)
+        matches!(
+            self,
+            CauseKind::ProfilerStartup | CauseKind::ProfilerWork | CauseKind::GraphCapture
+        )
     }
 
     /// Stable snake_case id, for JSON metrics and tests.
@@ -206,6 +215,7 @@ impl CauseKind {
             CauseKind::GpuWait => "gpu_wait",
             CauseKind::Unknown => "unknown",
             CauseKind::ProfilerStartup => "profiler_startup",
+            CauseKind::ProfilerWork => "profiler_work",
             CauseKind::GraphCapture => "graph_capture",
             CauseKind::Compile => "compile",
             CauseKind::GarbageCollection => "garbage_collection",
@@ -330,6 +340,39 @@ impl DeviceIdle {
             .filter(|g| !g.kind.is_warm_up())
             .map(|g| g.end - g.start)
             .sum()
+    }
+
+    /// Idle time in one-time phases that are not the program's steady state (the profiler's
+    /// start-up hole, graph capture), ns.
+    pub fn warm_up_ns(&self) -> i64 {
+        self.gaps
+            .iter()
+            .filter(|g| g.kind.is_warm_up())
+            .map(|g| g.end - g.start)
+            .sum()
+    }
+
+    /// The idle time left out as not the program's steady state, by kind, in words ("the
+    /// profiler's start-up (2.9 ms) and the profiler's own buffer work (2.2 ms)"); None
+    /// without any.
+    pub fn warm_up_words(&self) -> Option<String> {
+        let parts: Vec<String> = [
+            (CauseKind::ProfilerStartup, "the profiler's start-up"),
+            (CauseKind::ProfilerWork, "the profiler's own buffer work"),
+            (CauseKind::GraphCapture, "CUDA-graph capture"),
+        ]
+        .into_iter()
+        .filter_map(|(k, what)| {
+            let ns: i64 = self
+                .gaps
+                .iter()
+                .filter(|g| g.kind == k)
+                .map(|g| g.end - g.start)
+                .sum();
+            (ns > 0).then(|| format!("{what} ({})", crate::finding::fmt_ns(ns)))
+        })
+        .collect();
+        (!parts.is_empty()).then(|| parts.join(" and "))
     }
 
     /// Gaps that cost the program time (all but the profiler's start-up hole).
@@ -562,6 +605,21 @@ pub fn analyse_device(cx: &Scope, device: i32) -> DeviceIdle {
                     ..gap
                 });
             }
+            // A later gap mostly inside the profiler's own work (a CUPTI buffer request holding the
+            // launching thread): the capture's cost, not the program's.
+            let work = profiler_work_in(&trace.meta.capture.profiler_work, s, e);
+            if 2 * work >= e - s {
+                return finish_gap(Gap {
+                    parts: vec![Part {
+                        kind: CauseKind::ProfilerWork,
+                        leaf: "the profiler requesting or flushing its activity buffers (CUPTI)"
+                            .into(),
+                        frame: None,
+                        ns: e - s,
+                    }],
+                    ..gap
+                });
+            }
             gap
         })
         .collect();
@@ -588,6 +646,22 @@ pub fn analyse_device(cx: &Scope, device: i32) -> DeviceIdle {
         short_count,
         median_kernel_ns,
     }
+}
+
+/// How much of `[s, e)` the profiler's own work covers, ns (`work` in time order, as the
+/// capture lists it).
+fn profiler_work_in(work: &[(i64, i64)], s: i64, e: i64) -> i64 {
+    let from = work.partition_point(|w| w.0 < s).saturating_sub(1);
+    let mut covered = 0;
+    let mut reached = s;
+    for &(a, b) in work[from..].iter().take_while(|w| w.0 < e) {
+        let (a, b) = (a.max(reached), b.min(e));
+        if b > a {
+            covered += b - a;
+            reached = b;
+        }
+    }
+    covered
 }
 
 /// Sums parts of the same category, leaf and frame; largest first. The parts' texts come

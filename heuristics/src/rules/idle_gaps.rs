@@ -385,13 +385,16 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
         },
         device: Some(idle.device),
         evidence: format!(
-            "busy {:.1}% of {}; causes: {}; largest gap {}; plus {} in {} shorter gaps{}",
+            "busy {:.1}% of {}; causes: {}; largest gap {}; plus {} in {} shorter gaps{}{}",
             100.0 * w.share(idle.busy_ns),
             fmt_ns(w.len()),
             causes.join(", "),
             fmt_ns(largest),
             fmt_ns(idle.short_idle_ns),
             idle.short_count,
+            idle.warm_up_words()
+                .map(|w| format!("; left out, not the program's steady state: {w}"))
+                .unwrap_or_default(),
             match sm.and_then(|s| crate::counters::mean(
                 crate::counters::in_window(cx.trace, s, w)
                     .iter()

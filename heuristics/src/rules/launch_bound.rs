@@ -292,6 +292,17 @@ impl Rule for LaunchBound {
                     crate::starved::profiler_note(cx)
                 ),
             );
+            // Waits that the profiler's own recording can explain are stated as measured, not
+            // as the program's bound: no more than medium, and the graph advice after a timing.
+            let hedge = crate::profiled::within_profiler_slowdown(cx, d);
+            if let Some((ratio, _)) = hedge {
+                f.evidence.push_str(&format!(
+                    "; the host took {ratio:.1}× the GPU's busy time to issue this window, within what the profiler's recording alone can add ({}): whether the GPU waits outside the profiler is not in this capture",
+                    crate::profiled::PROFILER_MEASURED
+                ));
+                f.severity = f.severity.min(crate::finding::Severity::Medium);
+                f.confidence = Confidence::Medium;
+            }
             let mut groups: BTreeMap<String, (u64, i64)> = BTreeMap::new();
             for (&name, &(n, ns, _)) in &by_name {
                 let label = name_or(t, name, "(no operator)");
@@ -560,7 +571,13 @@ impl Rule for LaunchBound {
             ] } else if step_syncs { vec![
                 "Or give each kernel more work: a larger batch, or torch.compile to fuse the elementwise chains into fewer kernels.".into(),
             ] } else { vec![
-                GRAPH_ADVICE.into(),
+                match hedge {
+                    Some((_, busy_ns)) => format!(
+                        "Time a synchronised step outside the profiler first (torch.cuda.synchronize(), then time.perf_counter() around the step): the GPU's work takes {} a step here, and only where the step takes longer than that without the profiler does the host hold the GPU back; then replay the step as a CUDA graph (torch.compile(mode=\"reduce-overhead\"), or torch.cuda.CUDAGraph around a static-shape step), so one launch queues every kernel.",
+                        fmt_ns(busy_ns / steps as i64)
+                    ),
+                    None => GRAPH_ADVICE.into(),
+                },
                 "Or give each kernel more work: a larger batch, or torch.compile to fuse the elementwise chains into fewer kernels.".into(),
             ] });
             // A step's single sync (sync_stalls') is where a graph of it must stop.

@@ -309,6 +309,11 @@ pub struct Capture {
     /// Recording starts a moment into the first profiled step: a window of steps opens with a
     /// hole that the profiler, not the program, leaves.
     pub startup_hole: bool,
+    /// Where the profiler's own work held a host thread, (start, end) in ns, in time order:
+    /// CUPTI requesting or flushing its activity buffers (Kineto's `overhead` events), which
+    /// the program outside the profiler never pays.
+    #[serde(skip)]
+    pub profiler_work: Vec<(i64, i64)>,
     /// For a capture without CPU-side data: what it lacks and how to record it, in the
     /// capturing tool's terms (`the trace has no CPU operators: profile with ...`). Empty when
     /// the reader has no words for it.
@@ -419,6 +424,7 @@ impl Capture {
                 .collect(),
             counter_period: None,
             startup_hole: false,
+            profiler_work: Vec::new(),
             no_cpu_data: String::new(),
             no_gpu_data: String::new(),
             pytorch_profiler: false,

@@ -9,8 +9,22 @@ pub(super) enum Cat {
     Gpu(GpuOpKind),
     Host(HostKind),
     Memory,
+    /// The profiler's own work on a host thread (CUPTI's activity buffers).
+    ProfilerWork,
     Skip,
 }
+
+/// The `overhead` events that are the profiler's own work, as CUPTI names its overhead kinds
+/// (requesting and flushing activity buffers, its instrumentation and resources): the host
+/// thread is held by the profiler, which the program outside it never pays. The category's
+/// other events (`Command Buffer Full`, `Lazy Function Loading`, `Runtime Triggered Module
+/// Loading`) are the driver's, paid with or without the profiler.
+const PROFILER_WORK: &[&str] = &[
+    "Activity Buffer Request",
+    "Buffer Flush",
+    "Instrumentation",
+    "Resource",
+];
 
 pub(super) fn category(cat: &str, name: &str, ph: &str) -> Cat {
     match cat {
@@ -28,6 +42,7 @@ pub(super) fn category(cat: &str, name: &str, ph: &str) -> Cat {
         "user_annotation" => Cat::Host(HostKind::Annotation),
         "gpu_user_annotation" => Cat::Host(HostKind::GpuAnnotation),
         _ if ph == "i" && (name == "[memory]" || name == "[OutOfMemory]") => Cat::Memory,
+        "overhead" if ph == "X" && PROFILER_WORK.contains(&name) => Cat::ProfilerWork,
         _ => Cat::Skip,
     }
 }
@@ -96,6 +111,8 @@ pub(super) struct Builder {
     pub(super) matrix_op: Vec<u8>,
     /// Texts interned lately (names, shapes, types), looked up before the string table.
     pub(super) recent: RecentTexts,
+    /// (start, end), ns, of the profiler's own work on host threads ([`PROFILER_WORK`]).
+    pub(super) profiler_work: Vec<(i64, i64)>,
 }
 
 /// Slots of [`RecentTexts`] (a power of two).
@@ -175,6 +192,7 @@ impl Builder {
             keeps_concrete: Vec::new(),
             matrix_op: Vec::new(),
             recent: RecentTexts::default(),
+            profiler_work: Vec::new(),
         }
     }
 
@@ -254,6 +272,7 @@ impl Builder {
         self.legacy_categories |= c.legacy_categories;
         self.with_geometry += c.with_geometry;
         self.thread_names.append(&mut c.thread_names);
+        self.profiler_work.append(&mut c.profiler_work);
         for (k, v) in c.skipped.drain() {
             *self.skipped.entry(k).or_default() += v;
         }
@@ -308,6 +327,11 @@ impl Builder {
             (Cat::Memory, _) => self.add_memory(ev),
             (Cat::Gpu(k), "X") => self.add_gpu(k, ev),
             (Cat::Host(k), "X") => self.add_host(k, ev),
+            (Cat::ProfilerWork, _) => {
+                if let Some(span) = self.times(ev) {
+                    self.profiler_work.push(span);
+                }
+            }
             (_, "M") => {
                 if name == "thread_name"
                     && let Some(a) = &ev.args
@@ -535,6 +559,8 @@ impl Builder {
         }
         let geometry = self.with_geometry > 0;
         let thread_names = self.thread_names;
+        let mut profiler_work = self.profiler_work;
+        profiler_work.sort_unstable();
         Parsed {
             trace: self.trace,
             declare: Box::new(move |trace, capture| {
@@ -549,6 +575,7 @@ impl Builder {
                 capture.startup_hole = true;
                 capture.no_cpu_data = "the trace has no CPU operators: profile with ProfilerActivity.CPU and with_stack=True".into();
                 capture.pytorch_profiler = true;
+                capture.profiler_work = profiler_work;
             }),
         }
     }
