@@ -651,10 +651,10 @@ pub fn analyse_device(cx: &Scope, device: i32) -> DeviceIdle {
 /// How much of `[s, e)` the profiler's own work covers, ns (`work` in time order, as the
 /// capture lists it).
 fn profiler_work_in(work: &[(i64, i64)], s: i64, e: i64) -> i64 {
-    let from = work.partition_point(|w| w.0 < s).saturating_sub(1);
+    // From the first: an early request may outlast later ones (a capture holds a handful).
     let mut covered = 0;
     let mut reached = s;
-    for &(a, b) in work[from..].iter().take_while(|w| w.0 < e) {
+    for &(a, b) in work.iter().take_while(|w| w.0 < e) {
         let (a, b) = (a.max(reached), b.min(e));
         if b > a {
             covered += b - a;
@@ -754,4 +754,25 @@ fn finish_gap(mut gap: Gap) -> Gap {
         }
     }
     gap
+}
+
+#[cfg(test)]
+mod tests {
+    use super::profiler_work_in;
+
+    #[test]
+    fn profiler_work_is_counted_once_where_it_covers_a_gap() {
+        let work = [(0, 10), (20, 40), (30, 50), (60, 70)];
+        // Before, inside, across, and after the recorded work.
+        assert_eq!(profiler_work_in(&work, -10, 0), 0);
+        assert_eq!(profiler_work_in(&work, 2, 8), 6);
+        assert_eq!(profiler_work_in(&work, 5, 25), 5 + 5);
+        // Two requests that overlap each other count their union.
+        assert_eq!(profiler_work_in(&work, 15, 55), 30);
+        assert_eq!(profiler_work_in(&work, 45, 65), 5 + 5);
+        assert_eq!(profiler_work_in(&work, 70, 90), 0);
+        assert_eq!(profiler_work_in(&[], 0, 100), 0);
+        // A long request that began before a shorter one still covers past it.
+        assert_eq!(profiler_work_in(&[(0, 100), (10, 20)], 50, 60), 10);
+    }
 }

@@ -14,16 +14,18 @@ pub(super) enum Cat {
     Skip,
 }
 
-/// The `overhead` events that are the profiler's own work, as CUPTI names its overhead kinds
-/// (requesting and flushing activity buffers, its instrumentation and resources): the host
-/// thread is held by the profiler, which the program outside it never pays. The category's
-/// other events (`Command Buffer Full`, `Lazy Function Loading`, `Runtime Triggered Module
-/// Loading`) are the driver's, paid with or without the profiler.
+/// The `overhead` events that are the profiler's own work, as Kineto names CUPTI's overhead
+/// kinds (requesting and flushing activity buffers, its instrumentation, resources and
+/// unified-memory tracing set-up): the host thread is held by the profiler, which the program
+/// outside it never pays. The category's other kinds (`Command Buffer Full`, `Lazy Function
+/// Loading`, `Runtime Triggered Module Loading`, `Driver Compiler`) are the driver's, paid with
+/// or without the profiler.
 const PROFILER_WORK: &[&str] = &[
     "Activity Buffer Request",
     "Buffer Flush",
     "Instrumentation",
     "Resource",
+    "UVM Activity Init",
 ];
 
 pub(super) fn category(cat: &str, name: &str, ph: &str) -> Cat {
