@@ -1883,3 +1883,45 @@ fn the_profiler_s_buffer_requests_are_not_the_program_s_idle_time() {
         f["instances"]
     );
 }
+
+#[test]
+fn a_capture_without_gpu_records_says_where_its_annotated_host_time_goes() {
+    // A TensorRT program captured with NVTX and without CUDA tracing: no GPU record at all, but
+    // 21,998 NVTX ranges. The outermost ones (no other range of the same thread around them) by
+    // total time, read here with SQL from the export.
+    let Some(path) = held("nsys/centerformer_poolformer_titanrtx_nvtx_only.sqlite") else {
+        return;
+    };
+    let db = read_only(&path);
+    let mut q = db
+        .prepare(
+            "WITH n AS (SELECT rowid AS r, globalTid AS g, start AS s, end AS e,
+                    coalesce(text, (SELECT value FROM StringIds WHERE id = textId)) AS t
+                FROM NVTX_EVENTS WHERE end IS NOT NULL AND eventType = 59)
+             SELECT a.t, count(*), sum(a.e - a.s) FROM n a
+             WHERE NOT EXISTS (SELECT 1 FROM n b WHERE b.g = a.g AND b.s <= a.s AND b.e >= a.e
+                 AND b.r <> a.r AND (b.s < a.s OR b.e > a.e OR b.r < a.r))
+             GROUP BY a.t ORDER BY 3 DESC LIMIT 3",
+        )
+        .expect("query");
+    let top: Vec<(String, i64, i64)> = q
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .expect("rows")
+        .map(|r| r.expect("row"))
+        .collect();
+    assert_eq!(top.len(), 3);
+    let doc = analyze_json(&path, &[]);
+    assert_eq!(doc["summary"]["bound"], "no GPU activity");
+    let v = doc["summary"]["verdict"].as_str().expect("verdict");
+    let listed: Vec<String> = top
+        .iter()
+        .map(|(name, n, ns)| format!("`{name}` {:.2} s ×{n}", *ns as f64 / 1e9))
+        .collect();
+    assert!(
+        v.contains(&format!(
+            "the outermost by total time (summed over their calls): {}.",
+            listed.join(", ")
+        )),
+        "{v}\n{listed:?}"
+    );
+}

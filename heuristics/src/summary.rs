@@ -758,6 +758,48 @@ fn verdict(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
     }
 }
 
+/// What a capture without GPU records still says about the host: its annotation ranges (NVTX,
+/// `record_function`), the outermost ones by total time (a TensorRT capture's 21,998 NVTX
+/// ranges, without CUDA tracing, said nothing before: its `3D_backbone` holds 3.0 s of 7.5).
+/// None without annotations.
+fn annotated_host_time(t: &tracehound_parsers::Trace) -> Option<String> {
+    let annotation = |i: u32| t.host_spans[i as usize].kind == HostKind::Annotation;
+    let mut by_name: rustc_hash::FxHashMap<u32, (u64, i64)> = Default::default();
+    let mut ranges = 0u64;
+    for (i, s) in t.host_spans.iter().enumerate() {
+        if s.kind != HostKind::Annotation {
+            continue;
+        }
+        ranges += 1;
+        if t.ancestors(i as u32).any(annotation) {
+            continue;
+        }
+        let e = by_name.entry(s.name).or_default();
+        e.0 += 1;
+        e.1 += s.dur();
+    }
+    if ranges == 0 {
+        return None;
+    }
+    let mut top: Vec<(u32, (u64, i64))> = by_name.into_iter().collect();
+    top.sort_by(|a, b| b.1.1.cmp(&a.1.1).then_with(|| t.str(a.0).cmp(t.str(b.0))));
+    let (first, last) = (
+        t.host_spans.iter().map(|s| s.start).min()?,
+        t.host_spans.iter().map(|s| s.end).max()?,
+    );
+    let listed: Vec<String> = top
+        .iter()
+        .take(3)
+        .map(|(name, (n, ns))| format!("`{}` {} ×{n}", t.str(*name), fmt_ns(*ns)))
+        .collect();
+    Some(format!(
+        " Its host threads hold {ranges} annotation range{} (NVTX, record_function) over {}; the outermost by total time (summed over their calls): {}.",
+        if ranges == 1 { "" } else { "s" },
+        fmt_ns(last - first),
+        listed.join(", ")
+    ))
+}
+
 /// The device a verdict is about: the busiest (the lowest index among equals).
 fn busiest(devices: &[DeviceSummary]) -> Option<&DeviceSummary> {
     devices.iter().max_by(|a, b| {
@@ -809,13 +851,16 @@ fn verdict_of(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
             );
         }
         let why = &cx.trace.meta.capture.no_gpu_data;
+        let ranges = annotated_host_time(cx.trace).unwrap_or_default();
         return (
             Bound::NoGpuActivity,
             if why.is_empty() {
-                "No GPU activity recorded: the capture holds no kernel, copy or kernel-launch records, so it says nothing about the GPU (the profiler recorded the CPU only, or GPU tracing was off: ProfilerActivity.CUDA, nsys profile -t cuda).".into()
+                format!(
+                    "No GPU activity recorded: the capture holds no kernel, copy or kernel-launch records, so it says nothing about the GPU (the profiler recorded the CPU only, or GPU tracing was off: ProfilerActivity.CUDA, nsys profile -t cuda).{ranges}"
+                )
             } else {
                 format!(
-                    "No GPU activity recorded: the capture holds no kernel, copy or kernel-launch records, so it says nothing about the GPU: {why}."
+                    "No GPU activity recorded: the capture holds no kernel, copy or kernel-launch records, so it says nothing about the GPU: {why}.{ranges}"
                 )
             },
         );
