@@ -16,7 +16,8 @@ pub(crate) const PROFILER_MEASURED: &str =
     "host-bound steps took 1.5–3.3× as long under it as without it in captures timed both ways";
 
 /// How many times device `d`'s busy time the host took to issue the window's work (the
-/// window, less the one-time profiler start-up and graph capture, over the busy time), where
+/// window, less the profiler's start-up, its own buffer work and graph capture, over the busy
+/// time), where
 /// that is within what the profiler's recording alone can add ([`PROFILER_SLOWDOWN`]): the
 /// waits are measured, but whether the host bounds the program outside the profiler is not in
 /// the capture (a training step printed its loss, 39% busy under the profiler and 86% outside

@@ -1159,8 +1159,8 @@ fn verdict_of(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
 }
 
 /// The main device's summary with its busy share taken over the window less the idle time
-/// of one-time phases that are not the program's (the profiler's start-up hole, graph
-/// capture); unchanged where there is none.
+/// that is not the program's steady state (the profiler's start-up hole, its own buffer work,
+/// graph capture); unchanged where there is none.
 fn steady_state(cx: &Ctx, main: &DeviceSummary) -> DeviceSummary {
     let warm = cx
         .idle()

@@ -118,7 +118,7 @@ pub enum CauseKind {
     /// starts (1-4 ms on every capture we have): not the program's cost, so not in the impact.
     ProfilerStartup,
     /// The profiler's own work held the launching thread (CUPTI requesting or flushing its
-    /// activity buffers, 0.3-4 ms each in our captures, the GPU idle throughout): not the
+    /// activity buffers, 0.3-5 ms each in our captures, the GPU idle throughout): not the
     /// program's cost, so not in the impact.
     ProfilerWork,
     /// The host was capturing a CUDA/HIP graph: launches are recorded, not run, once, at
@@ -342,8 +342,8 @@ impl DeviceIdle {
             .sum()
     }
 
-    /// Idle time in one-time phases that are not the program's steady state (the profiler's
-    /// start-up hole, graph capture), ns.
+    /// Idle time that is not the program's steady state (the profiler's start-up hole, its own
+    /// buffer work, graph capture), ns.
     pub fn warm_up_ns(&self) -> i64 {
         self.gaps
             .iter()
