@@ -12,8 +12,16 @@ use crate::context::Ctx;
 pub(crate) const PROFILER_SLOWDOWN: f64 = 4.0;
 
 /// What [`PROFILER_SLOWDOWN`] rests on, in the findings' words.
-pub(crate) const PROFILER_MEASURED: &str =
+const PROFILER_MEASURED: &str =
     "host-bound steps took 1.5–3.3× as long under it as without it in captures timed both ways";
+
+/// A lag of `ratio` ([`within_profiler_slowdown`]) in words, as launch_bound and the verdict
+/// both say it.
+pub(crate) fn lag_words(ratio: f64) -> String {
+    format!(
+        "the host took {ratio:.1}× the GPU's busy time to issue this window, within what the profiler's recording alone can add ({PROFILER_MEASURED})"
+    )
+}
 
 /// How many times device `d`'s busy time the host took to issue the window's work (the
 /// window, less the profiler's start-up, its own buffer work and graph capture, over the busy

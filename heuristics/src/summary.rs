@@ -1141,8 +1141,8 @@ fn verdict_of(cx: &Ctx, devices: &[DeviceSummary]) -> (Bound, String) {
             if top.is_none_or(|k| matches!(k, CauseKind::LaunchOverhead | CauseKind::Untraced)) =>
         {
             format!(
-                " Under the profiler: the host took {ratio:.1}× the GPU's busy time to issue this window, within what the profiler's recording alone can add ({}), so outside it the GPU may keep up; time a step without the profiler before optimising launches.",
-                crate::profiled::PROFILER_MEASURED
+                " Under the profiler: {}, so outside it the GPU may keep up; time a step without the profiler before optimising launches.",
+                crate::profiled::lag_words(ratio)
             )
         }
         _ => String::new(),

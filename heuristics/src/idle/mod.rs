@@ -574,51 +574,26 @@ pub fn analyse_device(cx: &Scope, device: i32) -> DeviceIdle {
         .map_init(attribute::Memo::default, |memo, &(s, e)| {
             let gap = attr.classify(device, s, e, memo);
             // A gap mostly inside a graph capture: the host records launches, none run.
-            let captured = captures.overlap(s, e);
-            if 2 * captured >= e - s {
-                return finish_gap(Gap {
-                    parts: vec![Part {
-                        kind: CauseKind::GraphCapture,
-                        leaf: format!(
-                            "capturing a CUDA/HIP graph ({} launches recorded, not run)",
-                            captures.launches
-                        )
-                        .into(),
-                        frame: None,
-                        ns: e - s,
-                    }],
-                    ..gap
-                });
+            if 2 * captures.overlap(s, e) >= e - s {
+                let leaf = format!(
+                    "capturing a CUDA/HIP graph ({} launches recorded, not run)",
+                    captures.launches
+                );
+                return held_whole(gap, CauseKind::GraphCapture, leaf.into());
             }
             if s == w.start
                 && e - s <= PROFILER_STARTUP_NS
                 && matches!(w.source, WindowSource::Steps { .. })
                 && trace.meta.capture.startup_hole
             {
-                return finish_gap(Gap {
-                    parts: vec![Part {
-                        kind: CauseKind::ProfilerStartup,
-                        leaf: "the profiler starting at the first profiled step".into(),
-                        frame: None,
-                        ns: e - s,
-                    }],
-                    ..gap
-                });
+                let leaf = "the profiler starting at the first profiled step";
+                return held_whole(gap, CauseKind::ProfilerStartup, leaf.into());
             }
             // A later gap mostly inside the profiler's own work (a CUPTI buffer request holding the
             // launching thread): the capture's cost, not the program's.
-            let work = profiler_work_in(&trace.meta.capture.profiler_work, s, e);
-            if 2 * work >= e - s {
-                return finish_gap(Gap {
-                    parts: vec![Part {
-                        kind: CauseKind::ProfilerWork,
-                        leaf: "the profiler requesting or flushing its activity buffers (CUPTI)"
-                            .into(),
-                        frame: None,
-                        ns: e - s,
-                    }],
-                    ..gap
-                });
+            if 2 * profiler_work_in(&trace.meta.capture.profiler_work, s, e) >= e - s {
+                let leaf = "the profiler requesting or flushing its activity buffers (CUPTI)";
+                return held_whole(gap, CauseKind::ProfilerWork, leaf.into());
             }
             gap
         })
@@ -646,6 +621,21 @@ pub fn analyse_device(cx: &Scope, device: i32) -> DeviceIdle {
         short_count,
         median_kernel_ns,
     }
+}
+
+/// Gap `gap` given whole to one cause, whatever the host did in it: a phase that is not the
+/// program's steady state (graph capture, the profiler's start-up or its own work).
+fn held_whole(gap: Gap, kind: CauseKind, leaf: SharedText) -> Gap {
+    let ns = gap.end - gap.start;
+    finish_gap(Gap {
+        parts: vec![Part {
+            kind,
+            leaf,
+            frame: None,
+            ns,
+        }],
+        ..gap
+    })
 }
 
 /// How much of `[s, e)` the profiler's own work covers, ns (`work` in time order, as the

@@ -297,8 +297,8 @@ impl Rule for LaunchBound {
             let hedge = crate::profiled::within_profiler_slowdown(cx, d);
             if let Some((ratio, _)) = hedge {
                 f.evidence.push_str(&format!(
-                    "; the host took {ratio:.1}× the GPU's busy time to issue this window, within what the profiler's recording alone can add ({}): whether the GPU waits outside the profiler is not in this capture",
-                    crate::profiled::PROFILER_MEASURED
+                    "; {}: whether the GPU waits outside the profiler is not in this capture",
+                    crate::profiled::lag_words(ratio)
                 ));
                 f.severity = f.severity.min(crate::finding::Severity::Medium);
                 f.confidence = Confidence::Medium;
