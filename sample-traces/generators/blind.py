@@ -2681,6 +2681,101 @@ def token_frequency_unique_bincount():
     """token_frequency_unique's mistake against a torch.bincount twin."""
     token_frequency_unique("token_frequency_unique_bincount", bincount=True)
 
+
+# Set 15 (2026-12-06): Python numbers made device tensors in three more places users report, for
+# the constant_uploads finding, which was written against aux_loss_weights_cuda and
+# tensor_scalar_per_step only: a masked fill with a device zero, a decode loop's temperature, and a
+# GPU-bound stack of large products whose per-layer constant drains the queue.
+
+def where_zero_tensor():
+    """torch.where(h > 0, h, torch.tensor(0.0, device="cuda")) in each layer of an MLP."""
+    L, N, d = 32, 1024, 1024
+    ws = [torch.randn(d, d, device=dev, dtype=BF16) * 0.03 for _ in range(L)]
+    x0 = torch.randn(N, d, device=dev, dtype=BF16)
+
+    def forward(const):
+        h = x0
+        for w in ws:
+            h = h @ w
+            if const:
+                h = torch.where(h > 0, h, torch.tensor(0.0, device=dev, dtype=BF16))  # PLANTED where_zero_tensor
+            else:
+                h = torch.where(h > 0, h, 0.0)
+        return h
+
+    with torch.no_grad():
+        blind("where_zero_tensor", {
+            "set": 15,
+            "expected": {"family": "a host-to-device copy per call for a constant (torch.tensor on the device)",
+                         "ops_any": ["aten::to", "aten::_to_copy", "aten::copy_", "aten::lift_fresh"]},
+            "wrong_causes": ["compute-bound", "memory-bound", "small shapes"],
+            "notes": f"{L} layers h = relu-by-hand(h @ w), h [{N}, {d}] bf16, the zero made a device tensor with "
+                     "torch.tensor(0.0, device='cuda') every layer: a pageable 2-byte copy and a stream wait each",
+            "twin": "torch.where(h > 0, h, 0.0): the Python number as the third argument",
+        }, lambda: forward(True), lambda: forward(False))
+
+
+def temperature_decode():
+    """A decode loop dividing the logits by torch.tensor(temperature, device="cuda") every token."""
+    B, d, V, T = 16, 2048, 32000, 64
+    emb = torch.randn(V, d, device=dev, dtype=BF16) * 0.02
+    w1 = torch.randn(d, d, device=dev, dtype=BF16) * 0.02
+    head = torch.randn(d, V, device=dev, dtype=BF16) * 0.02
+    tok0 = torch.randint(0, V, (B,), device=dev)
+    temperature = 0.7
+
+    def generate(const):
+        tok = tok0
+        for _ in range(T):
+            h = torch.tanh(emb[tok] @ w1)
+            logits = (h @ head).float()
+            if const:
+                logits = logits / torch.tensor(temperature, device=dev)  # PLANTED temperature_decode
+            else:
+                logits = logits / temperature
+            tok = torch.argmax(torch.softmax(logits, dim=-1), dim=-1)
+        return tok
+
+    with torch.no_grad():
+        blind("temperature_decode", {
+            "set": 15,
+            "expected": {"family": "a host-to-device copy per call for a constant (torch.tensor on the device)",
+                         "ops_any": ["aten::to", "aten::_to_copy", "aten::copy_", "aten::lift_fresh"]},
+            "wrong_causes": ["compute-bound", "memory-bound", "small shapes"],
+            "notes": f"greedy decode of {T} tokens, batch {B}, width {d}, vocabulary {V} (bf16, logits in fp32); "
+                     "each token divides the logits by torch.tensor(temperature, device='cuda'): a pageable 4-byte "
+                     "copy and a stream wait per token",
+            "twin": "logits / temperature with the Python float",
+        }, lambda: generate(True), lambda: generate(False))
+
+
+def scale_tensor_gpu_bound():
+    """Large bf16 products each scaled by torch.tensor(c, device="cuda"): the GPU is the bound."""
+    L, N, d = 16, 8192, 4096
+    ws = [torch.randn(d, d, device=dev, dtype=BF16) * 0.01 for _ in range(L)]
+    x0 = torch.randn(N, d, device=dev, dtype=BF16)
+    scale = [1.0 - 0.01 * i for i in range(L)]
+
+    def forward(const):
+        x = x0
+        for w, c in zip(ws, scale):
+            if const:
+                x = (x @ w) * torch.tensor(c, device=dev, dtype=BF16)  # PLANTED scale_tensor_gpu_bound
+            else:
+                x = (x @ w) * c
+        return x
+
+    with torch.no_grad():
+        blind("scale_tensor_gpu_bound", {
+            "set": 15,
+            "expected": {"family": "a host-to-device copy per call for a constant (torch.tensor on the device)",
+                         "ops_any": ["aten::to", "aten::_to_copy", "aten::copy_", "aten::lift_fresh"]},
+            "wrong_causes": ["launch-bound", "memory-bound", "small shapes"],
+            "notes": f"{L} products [{N}, {d}] x [{d}, {d}] bf16 (the GPU is the bound), each result scaled by "
+                     "torch.tensor(c, device='cuda'): every copy waits for the stream, draining the queue",
+            "twin": "the Python float c",
+        }, lambda: forward(True), lambda: forward(False))
+
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
              sort_for_topk, onehot_ce, sdpa_mask_fallback,
              pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate,
@@ -2702,7 +2797,8 @@ SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_back
              inverse_right_multiply, median_large_vector, kthvalue_few_rows, aux_loss_weights_cuda,
              ragged_unpad_loop,
              token_frequency_unique, class_hist_unique_int32, unique_dedupe_lookup,
-             class_hist_unique_bincount, token_frequency_unique_bincount]
+             class_hist_unique_bincount, token_frequency_unique_bincount,
+             where_zero_tensor, temperature_decode, scale_tensor_gpu_bound]
 
 # Public reports of each mistake (found after the capture with the search tool, and added to the
 # truth files then): what users hit, or the framework's own account of the slow path.
@@ -3018,6 +3114,18 @@ REPORTS = {
     "unique_dedupe_lookup": [
         "https://github.com/pytorch/pytorch/issues/15804",
         "https://github.com/pytorch/pytorch/pull/31144"
+    ],
+    "where_zero_tensor": [
+        "https://github.com/pytorch/pytorch/pull/40336",
+        "https://github.com/NVIDIA/TransformerEngine/pull/1941"
+    ],
+    "temperature_decode": [
+        "https://github.com/pytorch/pytorch/issues/190217",
+        "https://github.com/pytorch/pytorch/issues/120996"
+    ],
+    "scale_tensor_gpu_bound": [
+        "https://github.com/pytorch/pytorch/issues/190217",
+        "https://github.com/NVIDIA/TransformerEngine/pull/1941"
     ]
 }
 
