@@ -45,6 +45,8 @@ pub struct Ctx<'a> {
     recomputation: std::sync::OnceLock<crate::checkpointing::Recomputation>,
     /// Loops over tensor lists, for tensor_loop and launch_bound.
     tensor_loops: std::sync::OnceLock<crate::tensor_loops::TensorLoops>,
+    /// Python numbers copied to the device, for constant_uploads and launch_bound.
+    uploads: std::sync::OnceLock<crate::uploads::Uploads>,
     /// One-hot matrix products, for hot_operator and copy_hotspots.
     onehot: std::sync::OnceLock<Vec<crate::onehot::OneHotProduct>>,
     onehot_priced: std::sync::OnceLock<Vec<(i32, crate::onehot::Priced)>>,
@@ -73,6 +75,7 @@ impl<'a> Ctx<'a> {
             optimizer: std::sync::OnceLock::new(),
             recomputation: std::sync::OnceLock::new(),
             tensor_loops: std::sync::OnceLock::new(),
+            uploads: std::sync::OnceLock::new(),
             onehot: std::sync::OnceLock::new(),
             onehot_priced: std::sync::OnceLock::new(),
         }
@@ -119,6 +122,42 @@ impl<'a> Ctx<'a> {
                 }
             }
             loops
+        })
+    }
+
+    /// The window's copies of Python numbers to the device and the waits for their launches
+    /// ([`crate::uploads::scan`]).
+    pub(crate) fn constant_uploads(&self) -> &crate::uploads::Uploads {
+        self.uploads.get_or_init(|| {
+            let mut uploads = crate::uploads::Uploads::default();
+            // PyTorch captures only: the remedy is a Python number passed as it is.
+            if !self.pytorch() {
+                return uploads;
+            }
+            // Iterations: the step markers, else the optimizer's steps (a short capture of a
+            // toy model copies its few-byte batch and labels once an iteration: data, not
+            // constants).
+            let steps = match self.window.steps_in(self.trace) {
+                0 => self
+                    .optimizer_calls()
+                    .by_label
+                    .iter()
+                    .filter(|((_, zero_grad), _)| !zero_grad)
+                    .map(|(_, c)| c.calls as usize)
+                    .max()
+                    .unwrap_or(0),
+                n => n,
+            };
+            for dev in self.starved() {
+                uploads.add_device(
+                    self,
+                    dev.device,
+                    steps,
+                    dev.launch_bound().map(|s| (s.op, s.gap_ns)),
+                    dev.drained().map(|s| (s.op, s.drained_by, s.gap_ns)),
+                );
+            }
+            uploads
         })
     }
 

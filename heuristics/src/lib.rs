@@ -38,6 +38,7 @@ pub mod summary;
 pub mod tables;
 pub mod tensor_loops;
 pub mod unified;
+pub mod uploads;
 pub mod views;
 pub mod window;
 

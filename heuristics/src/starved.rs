@@ -601,24 +601,35 @@ pub(crate) struct Handed<'a> {
     optimizer: &'a [((i64, i64), i64, i64)],
     recomputation: Option<&'a crate::checkpointing::Recomputation>,
     loops: Option<&'a crate::tensor_loops::TensorLoops>,
+    uploads: Option<&'a crate::uploads::Uploads>,
 }
 
 impl<'a> Handed<'a> {
     /// The waits inside `optimizer` ranges (optimizer_overhead's priced ranges, empty where it
-    /// does not run), before `recomputation`'s kernels and before `loops`' kernels (each `None`
-    /// where its rule does not run); built by [`crate::rules::handed`], which knows the rules.
+    /// does not run), before `recomputation`'s kernels, before `loops`' kernels and before
+    /// `uploads`' copies (each `None` where its rule does not run); built by
+    /// [`crate::rules::handed`], which knows the rules.
     pub(crate) fn new(
         trace: &'a tracehound_parsers::Trace,
         optimizer: &'a [((i64, i64), i64, i64)],
         recomputation: Option<&'a crate::checkpointing::Recomputation>,
         loops: Option<&'a crate::tensor_loops::TensorLoops>,
+        uploads: Option<&'a crate::uploads::Uploads>,
     ) -> Self {
         Handed {
             trace,
             optimizer,
             recomputation,
             loops,
+            uploads,
         }
+    }
+
+    /// Whether GPU op `op` on `device` waited because of a reported copy of a Python number to
+    /// the device, for its launch or after its sync (constant_uploads'; `None` where it does
+    /// not run).
+    pub(crate) fn to_uploads(&self, device: i32, op: u32) -> bool {
+        self.uploads.is_some_and(|u| u.owns(device, op))
     }
 
     /// Whether GPU op `op` on `device` was launched by a call of a reported loop over a
@@ -639,6 +650,9 @@ impl<'a> Handed<'a> {
 
     /// Whether GPU op `op` on `device` waited for another finding.
     pub(crate) fn any(&self, device: i32, op: u32) -> bool {
-        self.to_optimizer(op) || self.to_recomputation(device, op) || self.to_loop(device, op)
+        self.to_optimizer(op)
+            || self.to_recomputation(device, op)
+            || self.to_loop(device, op)
+            || self.to_uploads(device, op)
     }
 }

@@ -94,7 +94,7 @@ impl Rule for LaunchBound {
             // launches the next call: a graph cannot capture the reads either.
             let read_back_ns: i64 = dev.read_back().map(|s| s.gap_ns).sum();
             let (mut starved_ns, mut starved_n, mut optimizer_ns) = (0i64, 0u64, 0i64);
-            let (mut recomputed_ns, mut loop_ns) = (0i64, 0i64);
+            let (mut recomputed_ns, mut loop_ns, mut uploads_ns) = (0i64, 0i64, 0i64);
             let mut latency: Vec<i64> = Vec::new();
             let mut durs: Vec<i64> = Vec::new();
             // Copies and memsets launched onto an idle GPU wait like kernels do: a loop of
@@ -136,6 +136,12 @@ impl Rule for LaunchBound {
                 // removes the launches rather than speeding them up.
                 if handed.to_loop(d, s.op) {
                     loop_ns += s.gap_ns;
+                    continue;
+                }
+                // A Python number copied to the device: constant_uploads', whose remedy (pass
+                // the number as it is) removes the copy and its wait.
+                if handed.to_uploads(d, s.op) {
+                    uploads_ns += s.gap_ns;
                     continue;
                 }
                 latency.push(s.latency_ns);
@@ -226,7 +232,7 @@ impl Rule for LaunchBound {
                 starved_ns,
                 Confidence::High,
                 format!(
-                    "{} started after a gap < {} with an empty queue that no sync explains (a sync costs at most the time it waited); {} stretches of {STRETCH_KERNELS}+ such {}; their launch latency (runtime call to kernel start) median {}, p99 {}, {} above max(10× median, {}){}{}{}{}{}{}{}",
+                    "{} started after a gap < {} with an empty queue that no sync explains (a sync costs at most the time it waited); {} stretches of {STRETCH_KERNELS}+ such {}; their launch latency (runtime call to kernel start) median {}, p99 {}, {} above max(10× median, {}){}{}{}{}{}{}{}{}",
                     if others_n == 0 {
                         format!("{starved_n} of {} kernels", dev.kernels)
                     } else {
@@ -285,6 +291,14 @@ impl Rule for LaunchBound {
                         format!(
                             "; {} more before the per-tensor calls of a Python loop over a tensor list (see tensor_loop)",
                             fmt_ns(loop_ns)
+                        )
+                    } else {
+                        String::new()
+                    },
+                    if uploads_ns > 0 {
+                        format!(
+                            "; {} more before copies of Python numbers to the GPU (see constant_uploads)",
+                            fmt_ns(uploads_ns)
                         )
                     } else {
                         String::new()
@@ -598,6 +612,7 @@ impl Rule for LaunchBound {
                 ("optimizer_ns", optimizer_ns as f64),
                 ("recomputation_waits_ns", recomputed_ns as f64),
                 ("tensor_loop_ns", loop_ns as f64),
+                ("constant_uploads_ns", uploads_ns as f64),
                 ("stretches", stretches.len() as f64),
                 ("launch_latency_p50_ns", p50 as f64),
                 ("launch_latency_p99_ns", p99 as f64),

@@ -60,6 +60,7 @@ rules! {
     optimizer_overhead => OptimizerOverhead,
     recomputation => Recomputation,
     tensor_loop => TensorLoop,
+    constant_uploads => ConstantUploads,
     dense_embedding_grad => DenseEmbeddingGrad,
     memory_pressure => MemoryPressure,
     step_outliers => StepOutliers,
@@ -91,10 +92,11 @@ pub const LONGEST_FIRST: &[&str] = &[
     memory_pressure::ID,
 ];
 
-/// The waits for launches that another rule prices, for launch_bound and the verdict's count
-/// of launch waits to leave to it: optimizer_overhead's ranges, recomputation's kernels and
-/// tensor_loop's, each only where that rule runs (`--rules`, `--skip-rules`) and reports.
-/// Here, where the rules are listed, so that no rule reads another.
+/// The waits for launches that another rule prices, for launch_bound, sync_stalls and the
+/// verdict's count of launch waits to leave to it: optimizer_overhead's ranges, recomputation's
+/// kernels, tensor_loop's, and constant_uploads' copies with the waits after their syncs, each
+/// only where that rule runs (`--rules`, `--skip-rules`) and reports. Here, where the rules are
+/// listed, so that no rule reads another.
 pub(crate) fn handed<'a>(cx: &'a Ctx<'_>) -> crate::starved::Handed<'a> {
     crate::starved::Handed::new(
         cx.trace,
@@ -109,6 +111,9 @@ pub(crate) fn handed<'a>(cx: &'a Ctx<'_>) -> crate::starved::Handed<'a> {
         cx.config
             .runs_rule(tensor_loop::ID)
             .then(|| cx.tensor_loops()),
+        cx.config
+            .runs_rule(constant_uploads::ID)
+            .then(|| cx.constant_uploads()),
     )
 }
 

@@ -161,7 +161,15 @@ impl Rule for SyncStalls {
             let mut places: BTreeMap<String, Place> = BTreeMap::new();
             let (mut total, mut n) = (0i64, 0u64);
             let mut syncs = std::collections::BTreeSet::new();
+            let handed = super::handed(cx);
+            // The waits after the syncs of Python numbers copied to the device are
+            // constant_uploads', whose remedy (pass the number) removes the copy and its sync.
+            let mut uploads_ns = 0i64;
             for s in dev.drained() {
+                if handed.to_uploads(d, s.op) {
+                    uploads_ns += s.gap_ns;
+                    continue;
+                }
                 let call = s.drained_by;
                 let outer = t.outermost_cpu_op(call);
                 let p = places.entry(sync_label(t, call)).or_default();
@@ -313,6 +321,12 @@ impl Rule for SyncStalls {
                     fmt_ns(read_ns)
                 ));
             }
+            if uploads_ns > 0 {
+                evidence.push_str(&format!(
+                    "; {} more after the syncs of copies of Python numbers to the GPU (see constant_uploads)",
+                    fmt_ns(uploads_ns)
+                ));
+            }
             if checks > 0 {
                 evidence.push_str(&format!(
                     "; a host check is the run of comparisons and all/any reductions just before a sync that reads a boolean: their kernels ({}) only tell the host true or false, so they count with the wait",
@@ -368,6 +382,7 @@ impl Rule for SyncStalls {
                 ("check_kernel_ns", checks as f64),
                 ("drained_kernels", n as f64),
                 ("syncs", syncs.len() as f64),
+                ("constant_uploads_ns", uploads_ns as f64),
             ]);
             out.push(f);
         }
