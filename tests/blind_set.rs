@@ -2394,3 +2394,39 @@ fn python_numbers_made_device_tensors_are_named_where_the_rule_was_not_written()
         }
     }
 }
+
+// ---------------------------------------------------------------- sixteenth set (H100)
+
+/// The sixteenth set, captured after the constant_uploads finding: clamp bounds made device
+/// tensors with `.cuda()` twice a layer in training (`clamp_bounds_cuda`, 48 copies a step) are
+/// named by it, at the planted function where stacks were recorded; a loss scale made a device
+/// tensor once a step (`loss_scale_once`, one copy a step, counted here from the events) is no
+/// pattern of the step and gets no such finding, nor do the twins.
+#[test]
+fn one_upload_a_step_is_not_a_pattern_and_two_a_layer_are() {
+    for sfx in ["", "_nostack"] {
+        let scenario = format!("clamp_bounds_cuda{sfx}");
+        let t = truth_h100(&scenario);
+        let file = format!("h100_blind_{scenario}.pt.trace.json.gz");
+        let (steps, _) = profiled_steps(&file);
+        let f = constant_uploads_named(&file, 48 * steps);
+        if sfx.is_empty() {
+            assert!(text(&f).contains(&planted_frame(&t)), "{scenario}: {f}");
+        }
+        let file = format!("h100_blind_loss_scale_once{sfx}.pt.trace.json.gz");
+        let (steps, _) = profiled_steps(&file);
+        assert_eq!(tiny_uploads(&file), steps, "{file}");
+        for f in [
+            file.clone(),
+            format!("h100_blind_clamp_bounds_cuda{sfx}_twin.pt.trace.json.gz"),
+            format!("h100_blind_loss_scale_once{sfx}_twin.pt.trace.json.gz"),
+        ] {
+            assert!(
+                findings(&analyze(&f))
+                    .iter()
+                    .all(|g| g["rule"] != "constant_uploads"),
+                "{f}"
+            );
+        }
+    }
+}

@@ -2776,6 +2776,70 @@ def scale_tensor_gpu_bound():
             "twin": "the Python float c",
         }, lambda: forward(True), lambda: forward(False))
 
+
+def clamp_bounds_cuda():
+    """Activations clamped between torch.tensor(-c).cuda() and torch.tensor(c).cuda() in training."""
+    L, N, d = 24, 2048, 1024
+    layers = nn.ModuleList([nn.Linear(d, d) for _ in range(L)]).to(dev)
+    opt = torch.optim.AdamW(layers.parameters(), lr=1e-4, fused=True)
+    x = torch.randn(N, d, device=dev)
+    c = 3.0
+
+    def train(cuda):
+        h = x
+        for layer in layers:
+            h = layer(h)
+            if cuda:
+                h = torch.clamp(h, torch.tensor(-c).cuda(), torch.tensor(c).cuda())  # PLANTED clamp_bounds_cuda
+            else:
+                h = torch.clamp(h, -c, c)
+        loss = h.square().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    blind("clamp_bounds_cuda", {
+        "set": 16,
+        "expected": {"family": "a host-to-device copy per call for a constant (a Python number made a CUDA tensor)",
+                     "ops_any": ["aten::to", "aten::_to_copy", "aten::copy_", "aten::lift_fresh"]},
+        "wrong_causes": ["compute-bound", "memory-bound", "small shapes"],
+        "notes": f"fp32 training (TF32 allowed) of {L} Linear({d}) layers, batch {N}, fused AdamW; each activation "
+                 "clamped between torch.tensor(-c).cuda() and torch.tensor(c).cuda(): two 4-byte pageable copies "
+                 "to the GPU and two stream waits a layer",
+        "twin": "torch.clamp(h, -c, c) with Python floats",
+    }, lambda: train(True), lambda: train(False))
+
+
+def loss_scale_once():
+    """One Python number a step made a device tensor (a loss scale): too few to be a pattern."""
+    L, N, d = 24, 2048, 1024
+    layers = nn.Sequential(*[nn.Linear(d, d) for _ in range(L)]).to(dev)
+    opt = torch.optim.AdamW(layers.parameters(), lr=1e-4, fused=True)
+    x = torch.randn(N, d, device=dev)
+    scale = 1024.0
+
+    def train(cuda):
+        loss = layers(x).square().mean()
+        if cuda:
+            loss = loss * torch.tensor(scale, device=dev)  # PLANTED loss_scale_once
+        else:
+            loss = loss * scale
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    torch.backends.cuda.matmul.allow_tf32 = True
+    blind("loss_scale_once", {
+        "set": 16,
+        "expected": {"family": "none: one 4-byte copy a step, below the constant_uploads finding's 8 a step",
+                     "ops_any": ["aten::to", "aten::_to_copy", "aten::copy_", "aten::lift_fresh"]},
+        "wrong_causes": ["compute-bound", "memory-bound", "small shapes"],
+        "notes": f"fp32 training (TF32 allowed) of {L} Linear({d}) layers, batch {N}, fused AdamW; the loss scaled "
+                 "by torch.tensor(scale, device='cuda') once a step: one 4-byte pageable copy and one stream wait",
+        "twin": "loss * scale with the Python float",
+    }, lambda: train(True), lambda: train(False))
+
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
              sort_for_topk, onehot_ce, sdpa_mask_fallback,
              pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate,
@@ -2798,7 +2862,8 @@ SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_back
              ragged_unpad_loop,
              token_frequency_unique, class_hist_unique_int32, unique_dedupe_lookup,
              class_hist_unique_bincount, token_frequency_unique_bincount,
-             where_zero_tensor, temperature_decode, scale_tensor_gpu_bound]
+             where_zero_tensor, temperature_decode, scale_tensor_gpu_bound,
+             clamp_bounds_cuda, loss_scale_once]
 
 # Public reports of each mistake (found after the capture with the search tool, and added to the
 # truth files then): what users hit, or the framework's own account of the slow path.
@@ -3126,6 +3191,14 @@ REPORTS = {
     "scale_tensor_gpu_bound": [
         "https://github.com/pytorch/pytorch/issues/190217",
         "https://github.com/NVIDIA/TransformerEngine/pull/1941"
+    ],
+    "clamp_bounds_cuda": [
+        "https://github.com/RobotLocomotion/pytorch-dense-correspondence/issues/78",
+        "https://github.com/pytorch/pytorch/issues/120996"
+    ],
+    "loss_scale_once": [
+        "https://github.com/pytorch/pytorch/issues/190217",
+        "https://github.com/pytorch/pytorch/issues/120996"
     ]
 }
 
