@@ -593,9 +593,10 @@ pub(crate) fn profiler_note(cx: &crate::scope::Scope) -> String {
 /// The waits another finding prices, which launch_bound and the verdict's count of launch
 /// waits leave to it: those launched inside a single-tensor optimizer's step or a zeroing
 /// `zero_grad` (optimizer_overhead's), those before a checkpoint's recomputed forward
-/// kernels (recomputation's) and those before a loop's per-tensor kernels (tensor_loop's),
-/// each only where that rule runs and reports, so that no wait is left to a finding nobody
-/// sees.
+/// kernels (recomputation's), those before a loop's per-tensor kernels (tensor_loop's) and
+/// those before copies of Python numbers to the device or after their syncs (constant_uploads';
+/// sync_stalls leaves it the latter), each only where that rule runs and reports, so that no
+/// wait is left to a finding nobody sees.
 pub(crate) struct Handed<'a> {
     trace: &'a tracehound_parsers::Trace,
     optimizer: &'a [((i64, i64), i64, i64)],

@@ -1,13 +1,12 @@
 //! Python numbers made device tensors inside the step: `torch.tensor(c, device="cuda")`, a
 //! scalar's `.to("cuda")`, `torch.tensor(w).cuda()` for a loss weight. Each is a copy of a few
 //! bytes from pageable host memory, launched by a framework operator (`aten::to` and its
-//! `aten::copy_`), and the CUDA runtime synchronises the stream before a pageable copy to the
-//! device: in a step whose host is the bound, the GPU waits for each of these launches. Without
-//! `non_blocking=True` PyTorch also waits for the stream after each such copy
-//! (`cudaStreamSynchronize`): in a step whose GPU is the bound, the queue drains there and the
-//! GPU waits for the next launch. A Python number passed as it is needs neither. Found once per analysis
-//! ([`crate::context::Ctx::constant_uploads`]): the constant_uploads rule prices the GPU's
-//! waits for their launches, and launch_bound leaves those waits to it where it reports.
+//! `aten::copy_`), and without `non_blocking=True` PyTorch waits for the stream after it
+//! (`cudaStreamSynchronize` inside `aten::copy_`). In a step whose host is the bound, the GPU
+//! waits for each copy's launch; in a step whose GPU is the bound, the queue drains at each
+//! sync and the GPU waits for the next launch. A Python number passed as it is needs neither.
+//! Found once per analysis ([`crate::context::Ctx::constant_uploads`]): the constant_uploads
+//! rule prices those waits, and launch_bound and sync_stalls leave them to it where it reports.
 
 use crate::scope::Scope;
 use rustc_hash::FxHashSet;
@@ -21,8 +20,8 @@ pub(crate) const MAX_BYTES: u64 = 64;
 /// (a learning rate read once): a loss weight per head, a constant per layer.
 pub(crate) const MIN_PER_STEP: usize = 8;
 
-/// Share of the window the waits must reach for the rule to report, and for launch_bound to
-/// leave them to it.
+/// Share of the window the waits must reach for the rule to report, and for launch_bound and
+/// sync_stalls to leave them to it.
 pub(crate) const MIN_SHARE: f64 = 0.01;
 
 /// One device's constant uploads.
