@@ -45,7 +45,7 @@ pub struct Ctx<'a> {
     recomputation: std::sync::OnceLock<crate::checkpointing::Recomputation>,
     /// Loops over tensor lists, for tensor_loop and launch_bound.
     tensor_loops: std::sync::OnceLock<crate::tensor_loops::TensorLoops>,
-    /// Python numbers copied to the device, for constant_uploads and launch_bound.
+    /// Python numbers copied to the device, for constant_uploads, launch_bound and sync_stalls.
     uploads: std::sync::OnceLock<crate::uploads::Uploads>,
     /// One-hot matrix products, for hot_operator and copy_hotspots.
     onehot: std::sync::OnceLock<Vec<crate::onehot::OneHotProduct>>,
@@ -125,8 +125,8 @@ impl<'a> Ctx<'a> {
         })
     }
 
-    /// The window's copies of Python numbers to the device and the waits for their launches
-    /// ([`crate::uploads::scan`]).
+    /// The window's copies of Python numbers to the device and the GPU's waits they cause
+    /// ([`crate::uploads::Uploads::add_device`]).
     pub(crate) fn constant_uploads(&self) -> &crate::uploads::Uploads {
         self.uploads.get_or_init(|| {
             let mut uploads = crate::uploads::Uploads::default();
@@ -138,14 +138,7 @@ impl<'a> Ctx<'a> {
             // toy model copies its few-byte batch and labels once an iteration: data, not
             // constants).
             let steps = match self.window.steps_in(self.trace) {
-                0 => self
-                    .optimizer_calls()
-                    .by_label
-                    .iter()
-                    .filter(|((_, zero_grad), _)| !zero_grad)
-                    .map(|(_, c)| c.calls as usize)
-                    .max()
-                    .unwrap_or(0),
+                0 => self.optimizer_calls().steps(),
                 n => n,
             };
             for dev in self.starved() {

@@ -51,6 +51,19 @@ pub(crate) struct OptimizerCalls {
     pub(crate) priced_ranges: Vec<((i64, i64), i64, i64)>,
 }
 
+impl OptimizerCalls {
+    /// The window's optimizer steps: the most calls of one optimizer's `step` (0 without any),
+    /// the iterations of a capture without step markers.
+    pub(crate) fn steps(&self) -> usize {
+        self.by_label
+            .iter()
+            .filter(|((_, zero_grad), _)| !zero_grad)
+            .map(|(_, c)| c.calls as usize)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
 /// Scans the window's optimizer ranges and the kernels their launch calls queued.
 pub(crate) fn scan(cx: &Scope) -> OptimizerCalls {
     let t = cx.trace;

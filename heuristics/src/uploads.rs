@@ -63,8 +63,9 @@ impl Uploads {
     }
 }
 
-/// Whether `g` is a copy of a few bytes to the device.
-fn is_upload(g: &tracehound_parsers::GpuOp) -> bool {
+/// Whether `g` is a copy of at most [`MAX_BYTES`] to the device: a Python number or a short
+/// list of them made a device tensor.
+pub(crate) fn is_upload(g: &tracehound_parsers::GpuOp) -> bool {
     g.kind == GpuOpKind::Memcpy && g.direction == CopyDirection::HtoD && g.bytes <= MAX_BYTES
 }
 

@@ -75,15 +75,17 @@ impl Rule for ConstantUploads {
             if launch.1 + drained.1 == 0 {
                 continue;
             }
-            let top = groups
-                .iter()
-                .max_by(|a, b| a.1.1.cmp(&b.1.1).then(b.0.cmp(a.0)))
-                .map(|(k, _)| k.clone());
-            let (op, frame) = match &top {
-                Some((op, Some(f))) => (op.as_str(), format!(" at {f}")),
-                Some((op, None)) => (op.as_str(), String::new()),
-                None => ("(no operator)", String::new()),
-            };
+            // The rows, largest first: the first names the operator and line in the title.
+            let rows = rows_with_frames(cx, groups, waits_ns);
+            let (op, frame) = rows.first().map_or(("(no operator)", String::new()), |r| {
+                (
+                    r.label.as_str(),
+                    r.python_frame
+                        .as_deref()
+                        .map(|f| format!(" at {f}"))
+                        .unwrap_or_default(),
+                )
+            });
             let a_step = dev
                 .copies
                 .checked_div(steps)
@@ -131,7 +133,7 @@ impl Rule for ConstantUploads {
                     )
                 },
             );
-            f.breakdown = rows_with_frames(cx, groups, waits_ns);
+            f.breakdown = rows;
             f.advice = vec![
                 "Pass a Python number as it is: x * c, torch.where(m, x, c) and a loss weight w * loss need no device tensor and no copy. Where a device tensor is needed, torch.full((), c, device=\"cuda\") fills it on the GPU with no copy from the host, or build such constants once, before the loop, and reuse them.".to_string(),
                 "A value that changes every step (a learning rate, a schedule's weight) can live on the GPU and be updated in place there (t.fill_(c)), or be copied once a step for all of them together (one torch.tensor([...], pin_memory=True).to(device, non_blocking=True)).".to_string(),

@@ -153,10 +153,7 @@ impl Rule for LaunchBound {
                 } else {
                     others_n += 1;
                     other_durs.push(kernel.end - kernel.start);
-                    if kernel.kind == GpuOpKind::Memcpy
-                        && kernel.direction == CopyDirection::HtoD
-                        && kernel.bytes <= TINY_COPY_BYTES
-                    {
+                    if crate::uploads::is_upload(kernel) {
                         tiny_n += 1;
                         tiny_ns += s.gap_ns;
                     }
@@ -527,11 +524,16 @@ impl Rule for LaunchBound {
             };
             f.advice.extend(loop_advice);
             // Copies of a scalar to the device, several a step, holding a tenth of the waits:
-            // Python numbers turned into device tensors in the loop.
-            if cx.pytorch() && tiny_n >= TINY_COPIES * steps && tiny_ns * 10 >= starved_ns {
+            // Python numbers turned into device tensors in the loop (left here only where
+            // constant_uploads does not take them: run without it, or under its share).
+            if cx.pytorch()
+                && tiny_n >= crate::uploads::MIN_PER_STEP * steps
+                && tiny_ns * 10 >= starved_ns
+            {
                 f.advice.push(format!(
-                    "{} copies of at most {TINY_COPY_BYTES} bytes to the GPU a step waited for their launches ({} a step): Python numbers or short lists made device tensors inside the loop (torch.tensor(c, device=\"cuda\"), a scalar's .to(\"cuda\")), each a copy from pageable memory and, with non_blocking=False, a wait for the stream. Pass a Python number as it is (x * c needs no copy); where a device tensor is needed, torch.full((), c, device=\"cuda\") fills it on the GPU with no copy, or build such constants once, before the loop.",
+                    "{} copies of at most {} bytes to the GPU a step waited for their launches ({} a step): Python numbers or short lists made device tensors inside the loop (torch.tensor(c, device=\"cuda\"), a scalar's .to(\"cuda\")), each a copy from pageable memory and, with non_blocking=False, a wait for the stream. Pass a Python number as it is (x * c needs no copy); where a device tensor is needed, torch.full((), c, device=\"cuda\") fills it on the GPU with no copy, or build such constants once, before the loop.",
                     tiny_n / steps,
+                    crate::uploads::MAX_BYTES,
                     fmt_ns(tiny_ns / steps as i64)
                 ));
             }
@@ -699,13 +701,6 @@ fn copies_in_runs(cx: &Ctx, name: u32) -> usize {
     }
     calls
 }
-
-/// A copy to the device of at most this many bytes carries a scalar or a few (a Python number
-/// made a tensor): no data worth a transfer.
-const TINY_COPY_BYTES: u64 = 64;
-
-/// Such copies a step from which they are made in the loop, not once.
-const TINY_COPIES: usize = 8;
 
 /// Copies in a row, only views between them, from which they are a loop over slices.
 const COPY_RUN: usize = 32;
