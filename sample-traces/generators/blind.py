@@ -2840,6 +2840,106 @@ def loss_scale_once():
         "twin": "loss * scale with the Python float",
     }, lambda: train(True), lambda: train(False))
 
+
+# ---------------------------------------------------------------- seventeenth set (issue 39): captured
+# before any change for them, to test what tracehound says on code no rule was written against: a
+# sampling call that reads its input's validity on the host, an FFT sized with a large prime factor,
+# and a pad copied out before every convolution that could pad by itself.
+
+def multinomial_decode():
+    """Sampling each token with torch.multinomial, whose validity check reads a reduction on the host."""
+    B, d, V, L, N = 128, 4096, 32000, 8, 32
+    layers = [torch.randn(d, d, device=dev, dtype=BF16) * 0.02 for _ in range(L)]
+    head = torch.randn(d, V, device=dev, dtype=BF16) * 0.02
+    emb = torch.randn(V, d, device=dev, dtype=BF16) * 0.02
+    tok0 = torch.randint(0, V, (B,), device=dev)
+
+    def decode(sync):
+        tok = tok0
+        for _ in range(N):
+            h = emb[tok]
+            for w in layers:
+                h = F.gelu(h @ w)
+            probs = torch.softmax((h @ head).float(), dim=-1)
+            if sync:
+                tok = torch.multinomial(probs, 1).squeeze(1)  # PLANTED multinomial_decode
+            else:
+                q = torch.empty_like(probs).exponential_(1)
+                tok = (probs / q).argmax(dim=-1)
+        return tok
+
+    with torch.no_grad():
+        blind("multinomial_decode", {
+            "set": 17,
+            "expected": {"family": "an operator's own validation: eleven small kernels launched every call",
+                         "ops_any": ["aten::multinomial", "aten::_assert_async", "aten::item"]},
+            "wrong_causes": ["compute-bound", "memory-bound", "small shapes"],
+            "notes": f"sampling decode of {N} tokens a step, batch {B}: {L} bf16 [{d}, {d}] layers and a "
+                     f"[{d}, {V}] head, then torch.multinomial(probs, 1), which validates probs every call "
+                     "(PyTorch 2.11: min, max, sum, compares, two _assert_async; before, an .item() sync)",
+            "twin": "the same draw without the check: probs / exponential noise, argmax (gpt-fast's "
+                    "multinomial_sample_one_no_sync)",
+        }, lambda: decode(True), lambda: decode(False))
+
+
+def fft_prime_length():
+    """FFT convolution at the exact output length, whose factor 503 sends cuFFT to Bluestein's algorithm."""
+    B, L, K = 8192, 12000, 4097
+    x = torch.randn(B, L, device=dev)
+    k = torch.randn(B, K, device=dev)
+
+    def mistake():
+        n = L + K - 1  # 16096 = 2^5 * 503
+        y = torch.fft.irfft(torch.fft.rfft(x, n=n) * torch.fft.rfft(k, n=n), n=n)  # PLANTED fft_prime_length
+        return y[:, :L + K - 1]
+
+    def twin():
+        n = 16384
+        y = torch.fft.irfft(torch.fft.rfft(x, n=n) * torch.fft.rfft(k, n=n), n=n)
+        return y[:, :L + K - 1]
+
+    with torch.no_grad():
+        blind("fft_prime_length", {
+            "set": 17,
+            "expected": {"family": "FFT at a length with a large prime factor (cuFFT's Bluestein path)",
+                         "ops_any": ["aten::_fft_r2c", "aten::_fft_c2r", "aten::fft_rfft", "aten::fft_irfft"]},
+            "wrong_causes": ["compute-bound", "launch-bound / CUDA graphs", "small shapes"],
+            "notes": f"FFT convolution of {B} fp32 signals of {L} samples with {K}-tap filters: rfft, multiply, "
+                     f"irfft at n = {L + K - 1} = 2^5 * 503 (the exact linear-convolution length)",
+            "twin": "the same at n = 16384 (the next power of two; the result truncated to the same length)",
+        }, mistake, twin)
+
+
+def pad_then_conv():
+    """F.pad before each 3x3 convolution instead of the convolution's own padding=1, in training."""
+    Bn, C, S, L = 64, 64, 128, 8
+    convs = nn.ModuleList([nn.Conv2d(C, C, 3) for _ in range(L)]).to(dev, dtype=BF16,
+                                                                     memory_format=torch.channels_last)
+    opt = torch.optim.SGD(convs.parameters(), lr=1e-4)
+    x = torch.randn(Bn, C, S, S, device=dev, dtype=BF16).to(memory_format=torch.channels_last)
+
+    def train(pad):
+        h = x
+        for conv in convs:
+            if pad:
+                h = F.relu(F.conv2d(F.pad(h, (1, 1, 1, 1)), conv.weight, conv.bias))  # PLANTED pad_then_conv
+            else:
+                h = F.relu(F.conv2d(h, conv.weight, conv.bias, padding=1))
+        loss = h.float().square().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    blind("pad_then_conv", {
+        "set": 17,
+        "expected": {"family": "a padded copy of every activation before a convolution that can pad itself",
+                     "ops_any": ["aten::pad", "aten::constant_pad_nd", "ConstantPadNdBackward0"]},
+        "wrong_causes": ["compute-bound", "launch-bound / CUDA graphs", "small shapes"],
+        "notes": f"bf16 channels_last training of {L} 3x3 convolutions of {C} channels on [{Bn}, {C}, {S}, {S}], "
+                 "each input zero-padded with F.pad(h, (1, 1, 1, 1)) and convolved with padding=0",
+        "twin": "the convolutions' own padding=1 on the unpadded input",
+    }, lambda: train(True), lambda: train(False))
+
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
              sort_for_topk, onehot_ce, sdpa_mask_fallback,
              pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate,
@@ -2863,7 +2963,8 @@ SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_back
              token_frequency_unique, class_hist_unique_int32, unique_dedupe_lookup,
              class_hist_unique_bincount, token_frequency_unique_bincount,
              where_zero_tensor, temperature_decode, scale_tensor_gpu_bound,
-             clamp_bounds_cuda, loss_scale_once]
+             clamp_bounds_cuda, loss_scale_once,
+             multinomial_decode, fft_prime_length, pad_then_conv]
 
 # Public reports of each mistake (found after the capture with the search tool, and added to the
 # truth files then): what users hit, or the framework's own account of the slow path.
@@ -3199,6 +3300,18 @@ REPORTS = {
     "loss_scale_once": [
         "https://github.com/pytorch/pytorch/issues/190217",
         "https://github.com/pytorch/pytorch/issues/120996"
+    ],
+    "multinomial_decode": [
+        "https://github.com/pytorch-labs/gpt-fast/blob/main/generate.py",
+        "https://github.com/rasbt/reasoning-from-scratch/pull/178"
+    ],
+    "fft_prime_length": [
+        "https://github.com/mnicely/cufft_examples/issues/6",
+        "https://github.com/numpy/numpy/issues/8639"
+    ],
+    "pad_then_conv": [
+        "https://github.com/keras-team/keras/pull/18713",
+        "https://github.com/TRI-ML/packnet-sfm/issues/247"
     ]
 }
 
