@@ -474,6 +474,7 @@ pub(crate) fn dtype_label(ty: &str) -> &'static str {
         "int" => "int32",
         "bool" => "bool",
         "unsigned char" => "uint8",
+        "c10::complex<float>" => "complex64",
         t if t.starts_with("c10::Float8") => "fp8",
         "TensorList" => "list",
         _ => "other",
@@ -608,6 +609,40 @@ const ELEMENTWISE: &[&str] = &[
     "native_dropout_backward",
     "clone",
     "contiguous",
+];
+
+/// Elementwise operators of two operands, whose `.out` overloads Kineto records with a third
+/// tensor: the output.
+const BINARY: &[&str] = &[
+    "add",
+    "sub",
+    "rsub",
+    "mul",
+    "div",
+    "true_divide",
+    "floor_divide",
+    "remainder",
+    "fmod",
+    "pow",
+    "maximum",
+    "minimum",
+    "fmax",
+    "fmin",
+    "atan2",
+    "hypot",
+    "copysign",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
 ];
 
 const COMPARE: &[&str] = &[
@@ -873,18 +908,41 @@ fn model_op(
     let mut output: Option<Shape> = None;
     let (read, write) = match f {
         Formula::Elementwise | Formula::Compare => {
+            // A binary operator's `.out` overload is recorded with its `out=` tensor after its
+            // two operands and any scalar (`aten::mul` of a wrapped 1/n, a tensor and an out
+            // tensor of its shape, inside `torch.fft.irfft`): written, not read.
+            let operands: Vec<&Shape> = (0..2).filter_map(at).filter(|s| !s.list).collect();
+            let out_arg = if !inplace
+                && !operands.is_empty()
+                && BINARY.contains(&name.strip_prefix("aten::").unwrap_or(name))
+            {
+                inputs.iter().skip(2).find_map(|i| match i {
+                    Input::Tensor(s) if !s.list && s.dims == broadcast(&operands) => Some(s),
+                    _ => None,
+                })
+            } else {
+                None
+            };
+            let plain: Vec<&Shape> = match out_arg {
+                Some(_) => operands,
+                None => tensors.iter().copied().filter(|s| !s.list).collect(),
+            };
             if inplace {
                 output = Some(first.dense());
             } else {
-                let plain: Vec<&Shape> = tensors.iter().copied().filter(|s| !s.list).collect();
                 output = Some(Shape {
                     dims: broadcast(&plain),
                     list: false,
-                    elem: if f == Formula::Compare { 1 } else { float_elem },
+                    elem: out_arg.map_or(if f == Formula::Compare { 1 } else { float_elem }, |o| {
+                        o.elem
+                    }),
                     reps: 1,
                 });
             }
-            (all_read, output.as_ref().map_or(0.0, Shape::bytes))
+            (
+                all_read - out_arg.map_or(0.0, Shape::read_bytes),
+                output.as_ref().map_or(0.0, Shape::bytes),
+            )
         }
         Formula::Reduction | Formula::ForeachReduce | Formula::ReadOnly => (all_read, 0.0),
         Formula::LikeFirst => {
@@ -987,10 +1045,12 @@ fn model_op(
         .map(|s| shape_text(s))
         .collect::<Vec<_>>()
         .join(", ");
+    // The first tensor's type: a Python number recorded as a 0-dim double is not one.
     let dtype = types
         .iter()
-        .find(|t| elem_size(t).is_some() || t.as_str() == "TensorList")
-        .map_or("other", |t| dtype_label(t));
+        .zip(&inputs)
+        .find(|(_, i)| matches!(i, Input::Tensor(_)))
+        .map_or("other", |(t, _)| dtype_label(t));
     // The condition of `where` and the mask of `masked_fill` are bool by design: those kernels
     // take them without the casting path.
     let by_design = match name.trim_end_matches('_') {
@@ -1548,6 +1608,23 @@ mod tests {
         // Comparisons write booleans.
         let m = model("aten::gt", "[[1024], []]", r#"["c10::BFloat16", "Scalar"]"#);
         assert_eq!((m.read, m.write), (2048.0, 1024.0));
+        // `torch.fft.irfft`'s normalisation, `mul.out(1/n, y, out=y)`, recorded in the
+        // seventeenth blind set's fft_prime_length capture: one [8192, 16096] float read, the
+        // out tensor written (not read as a third operand).
+        let m = model(
+            "aten::mul",
+            "[[], [8192, 16096], [8192, 16096]]",
+            r#"["double", "float", "float"]"#,
+        );
+        let full = 4.0 * 8192.0 * 16096.0;
+        assert_eq!((m.read, m.write), (full, full));
+        // Three operands of a ternary operator are all read.
+        let m = model(
+            "aten::where",
+            "[[1024], [1024], [1024]]",
+            r#"["bool", "float", "float"]"#,
+        );
+        assert_eq!(m.read, 1024.0 * 9.0);
     }
 
     #[test]
