@@ -2430,3 +2430,148 @@ fn one_upload_a_step_is_not_a_pattern_and_two_a_layer_are() {
         }
     }
 }
+
+/// GPU time, ns, of the kernels in `file` that are not PyTorch's own (`at::native`): in the
+/// FFT captures, only the FFT library's.
+fn library_kernel_ns(file: &str) -> f64 {
+    events_of(file)
+        .iter()
+        .filter(|e| {
+            e["cat"] == "kernel" && !e["name"].as_str().unwrap_or("").contains("at::native")
+        })
+        .map(|e| e["dur"].as_f64().unwrap_or(0.0) * 1e3)
+        .sum()
+}
+
+/// Kernels in `file` named for Bluestein's algorithm.
+fn bluestein_kernels(file: &str) -> usize {
+    events_of(file)
+        .iter()
+        .filter(|e| {
+            e["cat"] == "kernel"
+                && e["name"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_ascii_lowercase()
+                    .contains("bluestein")
+        })
+        .count()
+}
+
+fn no_fft_lengths(file: &str) {
+    let a = analyze(file);
+    assert!(
+        findings(&a).iter().all(|f| f["rule"] != "fft_lengths"),
+        "{file}: {a}"
+    );
+}
+
+/// An FFT convolution at n = 16096 = 2^5 × 503 (blind set 17, what `fft_lengths` was written
+/// against): cuFFT's Bluestein kernels hold most of the GPU. The first finding names the
+/// length with its factors at the planted line, counts the FFT calls and the library's kernel
+/// time as the events hold them, and prices the saving within a quarter of the twin at 16384;
+/// the twin gets no such finding, and its FFTs show near the HBM roof in the accounting.
+#[test]
+fn an_fft_at_a_length_with_a_large_prime_factor_is_named_with_its_saving() {
+    for sfx in ["", "_nostack"] {
+        let name = format!("fft_prime_length{sfx}");
+        let (t, a, steps, file) = mistake_on("h100", &name);
+        let f = &findings(&a)[0];
+        assert_eq!(f["rule"], "fft_lengths", "{name}: {f}");
+        assert!(text(f).contains("16096 (2^5 × 503)"), "{name}: {f}");
+        if sfx.is_empty() {
+            assert!(text(f).contains(&planted_frame(&t)), "{name}: {f}");
+        }
+        within(per_step_ms(f, steps), planted_ms(&t), 0.25, &name);
+        let ffts = events_of(&file)
+            .iter()
+            .filter(|e| {
+                e["cat"] == "cpu_op"
+                    && e["name"]
+                        .as_str()
+                        .is_some_and(|n| n.starts_with("aten::_fft_"))
+            })
+            .count();
+        assert_eq!(metric(f, "calls"), ffts as f64, "{name}");
+        let lib = library_kernel_ns(&file);
+        assert!(
+            (metric(f, "library_ns") / lib - 1.0).abs() < 1e-3,
+            "{name}: {} against {lib}",
+            metric(f, "library_ns")
+        );
+        let twin = format!("h100_blind_{name}_twin.pt.trace.json.gz");
+        let b = analyze(&twin);
+        assert!(findings(&b).iter().all(|f| f["rule"] != "fft_lengths"));
+        let holders = b["summary"]["accounting"][0]["holders"]
+            .as_array()
+            .expect("holders");
+        let ffts: Vec<&Value> = holders.iter().filter(|h| h["family"] == "fft").collect();
+        assert_eq!(ffts.len(), 2, "{twin}: {holders:?}");
+        for h in ffts {
+            assert!(h["roof_share"].as_f64().expect("roof") > 0.7, "{twin}: {h}");
+        }
+    }
+}
+
+/// The eighteenth set, captured after `fft_lengths` for forms it was not written against: a
+/// 2-D filter over 1021 × 1021 images is named first and priced within a quarter of the
+/// 1024 × 1024 twin; a complex transform of 3001 samples, whose Bluestein kernels cost little
+/// more than padding to 4096 (the twin saved 0.08 ms a step), and a length of 2s, 3s, 5s and
+/// 7s (15120, no Bluestein kernels in its trace) get no such finding, nor do the twins.
+#[test]
+fn fft_lengths_holds_on_forms_it_was_not_written_against() {
+    for sfx in ["", "_nostack"] {
+        let name = format!("fft2_odd_images{sfx}");
+        let (t, a, steps, _) = mistake_on("h100", &name);
+        let f = &findings(&a)[0];
+        assert_eq!(f["rule"], "fft_lengths", "{name}: {f}");
+        assert!(text(f).contains("1021 × 1021"), "{name}: {f}");
+        if sfx.is_empty() {
+            assert!(text(f).contains(&planted_frame(&t)), "{name}: {f}");
+        }
+        within(per_step_ms(f, steps), planted_ms(&t), 0.25, &name);
+        let c2c = format!("h100_blind_fft_c2c_prime{sfx}.pt.trace.json.gz");
+        assert!(bluestein_kernels(&c2c) > 0, "{c2c}");
+        assert!(planted_ms(&truth_h100(&format!("fft_c2c_prime{sfx}"))) < 0.1);
+        no_fft_lengths(&c2c);
+        let smooth = format!("h100_blind_fft_smooth_length{sfx}.pt.trace.json.gz");
+        assert_eq!(bluestein_kernels(&smooth), 0, "{smooth}");
+        no_fft_lengths(&smooth);
+        for base in ["fft2_odd_images", "fft_c2c_prime", "fft_smooth_length"] {
+            no_fft_lengths(&format!("h100_blind_{base}{sfx}_twin.pt.trace.json.gz"));
+        }
+    }
+}
+
+/// torch.multinomial in a decode (blind set 17): PyTorch 2.11 checks the probabilities with
+/// eleven kernels a call (the events hold the `aten::_assert_async` inside it); the launch
+/// waits name it among their operators, and the advice gives the draw without the checks; its
+/// twin, which draws that way, is not told so.
+#[test]
+fn multinomial_checks_are_named_with_the_draw_without_them() {
+    for sfx in ["", "_nostack"] {
+        let file = format!("h100_blind_multinomial_decode{sfx}.pt.trace.json.gz");
+        let asserts = events_of(&file)
+            .iter()
+            .filter(|e| e["cat"] == "cpu_op" && e["name"] == "aten::_assert_async")
+            .count();
+        let (steps, _) = profiled_steps(&file);
+        // Two a token, 32 tokens a step.
+        assert_eq!(asserts, 2 * 32 * steps, "{file}");
+        let a = analyze(&file);
+        let f = naming(&a, "launch_bound", &["aten::multinomial"]);
+        assert!(
+            f["advice"].as_array().expect("advice").iter().any(|x| x
+                .as_str()
+                .is_some_and(|x| x.contains(".exponential_(1)).argmax"))),
+            "{file}: {f}"
+        );
+        let twin = analyze(&format!(
+            "h100_blind_multinomial_decode{sfx}_twin.pt.trace.json.gz"
+        ));
+        assert!(
+            !text(&twin).contains("torch.multinomial checks"),
+            "{file} twin"
+        );
+    }
+}

@@ -63,13 +63,13 @@ fn every_format_from_the_extension_with_stable_ids() {
             "underfilled_kernels/gpu0"
         ]
     );
-    // JUnit: a test case per rule (30); each finding fails its rule's case.
+    // JUnit: a test case per rule (31); each finding fails its rule's case.
     let xml = std::fs::read_to_string(d.join("review.xml")).unwrap();
     assert!(xml.contains("<testsuites name=\"tracehound\""), "{xml}");
     let rules = run(&["analyze", "--help"]); // the binary runs; every rule is one test case
     assert!(rules.status.success());
     // capture_complete, then one per rule.
-    assert_eq!(xml.matches("<testcase ").count(), 31, "{xml}");
+    assert_eq!(xml.matches("<testcase ").count(), 32, "{xml}");
     assert_eq!(xml.matches("<failure ").count(), ids.len(), "{xml}");
     assert!(xml.contains("name=\"pageable_memcpy\""));
     // --fail-on high: only the high finding fails, and the exit code says so.

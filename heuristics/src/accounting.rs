@@ -55,6 +55,8 @@ pub enum OpFamily {
     Softmax,
     /// Sums, means and other reductions.
     Reduction,
+    /// FFTs (`torch.fft.*`, `torch.stft`): cuFFT's plans under `aten::_fft_*`.
+    Fft,
     /// Optimizer steps.
     Optimizer,
     /// Collectives.
@@ -81,6 +83,7 @@ impl OpFamily {
             OpFamily::Norm => "norm",
             OpFamily::Softmax => "softmax",
             OpFamily::Reduction => "reduction",
+            OpFamily::Fft => "fft",
             OpFamily::Optimizer => "optimizer",
             OpFamily::Communication => "communication",
             OpFamily::Memcpy => "memcpy",
@@ -96,6 +99,13 @@ impl OpFamily {
         let has = |s: &str| n.contains(s);
         if has("nccl") || has("c10d::") || has("all_reduce") || has("allreduce") {
             OpFamily::Communication
+        } else if has("::fft_")
+            || has("::_fft_")
+            || has("::stft")
+            || has("::istft")
+            || n.starts_with("fft")
+        {
+            OpFamily::Fft
         } else if has("attention") || has("flash") || has("sdpa") {
             OpFamily::Attention
         } else if has("conv") && !has("convert") {
@@ -247,6 +257,10 @@ pub struct Holder {
     /// tensor-core convolutions on NCHW tensors), ns.
     #[serde(skip_serializing_if = "is_zero")]
     pub layout_ns: i64,
+    /// GPU time of its FFTs that the library computed with Bluestein's algorithm (a length
+    /// with a large prime factor, [`crate::fft`]), ns.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub bluestein_ns: i64,
 }
 
 fn is_zero(x: &i64) -> bool {
@@ -357,6 +371,7 @@ struct Acc {
     square_scores: bool,
     scores_ns: i64,
     score_flops_ns: f64,
+    bluestein_ns: i64,
 }
 
 impl Acc {
@@ -515,11 +530,14 @@ pub(crate) fn accounting(
         }
         // The matrix calls' FLOPs and the sorts' bytes (the memory-bound calls' were added above).
         if let Some(p) = &peaks {
-            for &(outer, ns, work, matrix, score_flops) in &modelled_calls {
+            for &(outer, ns, work, matrix, score_flops, bluestein) in &modelled_calls {
                 let h = holder_of.get(&outer).copied().unwrap_or(NONE);
                 let Some(a) = accs.get_mut(h as usize) else {
                     continue;
                 };
+                if bluestein {
+                    a.bluestein_ns += ns;
+                }
                 a.ideal_ns += match work {
                     Work::Flops(ideal) => ideal,
                     Work::Bytes(bytes) => bytes / (p.mem_tbps * 1e3),
@@ -588,6 +606,7 @@ pub(crate) fn accounting(
                     square_scores: acc.square_scores,
                     scores_ns: acc.scores_ns,
                     score_flops_ns: acc.score_flops_ns,
+                    bluestein_ns: acc.bluestein_ns,
                     layout_ns: acc
                         .by_kernel
                         .iter()
@@ -712,14 +731,15 @@ enum Work {
     Bytes(f64),
 }
 
-/// The matrix and sort calls of device `d` whose work is modelled: (outer operator, GPU ns,
-/// work, whether it is matrix work, the time its FLOPs need at the compute peak when it is a
-/// batched product over score matrices, else 0).
+/// The matrix, sort and FFT calls of device `d` whose work is modelled: (outer operator, GPU
+/// ns, work, whether it is matrix work, the time its FLOPs need at the compute peak when it is
+/// a batched product over score matrices, else 0, whether it is an FFT computed with
+/// Bluestein's algorithm).
 fn model_calls(
     cx: &Scope,
     matrix: &[(i32, DeviceCalls)],
     d: i32,
-) -> Vec<(u32, i64, Work, bool, f64)> {
+) -> Vec<(u32, i64, Work, bool, f64, bool)> {
     let t = cx.trace;
     let Some(peaks) = peaks_of(t, d) else {
         return Vec::new();
@@ -749,6 +769,7 @@ fn model_calls(
             } else {
                 0.0
             },
+            false,
         ));
     }
     // Sorts: the bytes the sort PyTorch runs moves (`sort_bytes`); selections the bytes they
@@ -756,7 +777,20 @@ fn model_calls(
     for (span, ns, bytes) in sort_calls(cx, d) {
         let outer = t.outermost_cpu_op(span);
         if outer != NONE && ns > 0 {
-            out.push((outer, ns, Work::Bytes(bytes), false, 0.0));
+            out.push((outer, ns, Work::Bytes(bytes), false, 0.0, false));
+        }
+    }
+    // FFTs: the bytes a transform moves at least, against the library's kernels' time.
+    for c in crate::fft::calls(cx, d) {
+        if c.outer != NONE && c.lib_ns > 0 {
+            out.push((
+                c.outer,
+                c.lib_ns,
+                Work::Bytes(c.bytes()),
+                false,
+                0.0,
+                c.bluestein,
+            ));
         }
     }
     out

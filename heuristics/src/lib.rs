@@ -17,6 +17,7 @@ pub mod counters;
 pub mod diff;
 pub mod exposure;
 pub mod failures;
+pub(crate) mod fft;
 pub mod finding;
 pub mod hardware;
 pub mod idle;

@@ -2940,6 +2940,81 @@ def pad_then_conv():
         "twin": "the convolutions' own padding=1 on the unpadded input",
     }, lambda: train(True), lambda: train(False))
 
+
+# ---------------------------------------------------------------- eighteenth set (issue 39): FFT
+# lengths in forms the fft_lengths rule was not written against (a 2-D real transform, a complex
+# one), and a negative: a length of 2s, 3s, 5s and 7s that cuFFT computes without Bluestein.
+
+def fft2_odd_images():
+    """A frequency-domain filter over images of 1021 x 1021 pixels (a prime side), rfft2/irfft2."""
+    B, C, S = 32, 3, 1021
+    img = torch.randn(B, C, S, S, device=dev)
+    h_odd = torch.randn(S, S // 2 + 1, device=dev, dtype=torch.complex64)
+    h_pow2 = torch.randn(1024, 513, device=dev, dtype=torch.complex64)
+
+    def mistake():
+        return torch.fft.irfft2(torch.fft.rfft2(img) * h_odd, s=(S, S))  # PLANTED fft2_odd_images
+
+    def twin():
+        return torch.fft.irfft2(torch.fft.rfft2(img, s=(1024, 1024)) * h_pow2, s=(1024, 1024))[..., :S, :S]
+
+    with torch.no_grad():
+        blind("fft2_odd_images", {
+            "set": 18,
+            "expected": {"family": "FFT at a length with a large prime factor (cuFFT's Bluestein path), 2-D",
+                         "ops_any": ["aten::_fft_r2c", "aten::_fft_c2r", "aten::fft_rfft2", "aten::fft_irfft2"]},
+            "wrong_causes": ["compute-bound", "launch-bound / CUDA graphs", "small shapes"],
+            "notes": f"a frequency-domain filter over {B}x{C} fp32 images of {S}x{S} pixels (1021 is prime): "
+                     "rfft2, a multiply, irfft2 at the images' own size",
+            "twin": "the same filter at s=(1024, 1024), cropped back to 1021 x 1021",
+        }, mistake, twin)
+
+
+def fft_c2c_prime():
+    """A complex FFT filter over signals of 3001 samples (a prime length): fft, multiply, ifft."""
+    B, N = 16384, 3001
+    x = torch.randn(B, N, device=dev, dtype=torch.complex64)
+    h_odd = torch.randn(N, device=dev, dtype=torch.complex64)
+    h_pow2 = torch.randn(4096, device=dev, dtype=torch.complex64)
+
+    def mistake():
+        return torch.fft.ifft(torch.fft.fft(x) * h_odd)  # PLANTED fft_c2c_prime
+
+    def twin():
+        return torch.fft.ifft(torch.fft.fft(x, n=4096) * h_pow2)[..., :N]
+
+    with torch.no_grad():
+        blind("fft_c2c_prime", {
+            "set": 18,
+            "expected": {"family": "FFT at a length with a large prime factor (cuFFT's Bluestein path), complex",
+                         "ops_any": ["aten::_fft_c2c", "aten::fft_fft", "aten::fft_ifft"]},
+            "wrong_causes": ["compute-bound", "launch-bound / CUDA graphs", "small shapes"],
+            "notes": f"{B} complex64 signals of {N} samples (a prime): fft, a multiply, ifft",
+            "twin": "the same at n=4096, cropped back to 3001 samples",
+        }, mistake, twin)
+
+
+def fft_smooth_length():
+    """A negative: an FFT convolution at n = 15120 = 2^4 * 3^3 * 5 * 7, which cuFFT computes fast."""
+    B, L, K = 8192, 11024, 4097
+    x = torch.randn(B, L, device=dev)
+    k = torch.randn(B, K, device=dev)
+
+    def conv(n):
+        y = torch.fft.irfft(torch.fft.rfft(x, n=n) * torch.fft.rfft(k, n=n), n=n)  # PLANTED fft_smooth_length
+        return y[:, :L + K - 1]
+
+    with torch.no_grad():
+        blind("fft_smooth_length", {
+            "set": 18,
+            "expected": {"family": "none: a length of 2s, 3s, 5s and 7s needs no Bluestein kernels",
+                         "ops_any": ["aten::_fft_r2c", "aten::_fft_c2r"]},
+            "wrong_causes": ["compute-bound", "launch-bound / CUDA graphs", "small shapes"],
+            "notes": f"FFT convolution of {B} fp32 signals of {L} samples with {K}-tap filters at the exact "
+                     f"length n = {L + K - 1} = 2^4 * 3^3 * 5 * 7",
+            "twin": "the same at n = 16384",
+        }, lambda: conv(L + K - 1), lambda: conv(16384))
+
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
              sort_for_topk, onehot_ce, sdpa_mask_fallback,
              pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate,
@@ -2964,7 +3039,8 @@ SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_back
              class_hist_unique_bincount, token_frequency_unique_bincount,
              where_zero_tensor, temperature_decode, scale_tensor_gpu_bound,
              clamp_bounds_cuda, loss_scale_once,
-             multinomial_decode, fft_prime_length, pad_then_conv]
+             multinomial_decode, fft_prime_length, pad_then_conv,
+             fft2_odd_images, fft_c2c_prime, fft_smooth_length]
 
 # Public reports of each mistake (found after the capture with the search tool, and added to the
 # truth files then): what users hit, or the framework's own account of the slow path.
@@ -3312,6 +3388,18 @@ REPORTS = {
     "pad_then_conv": [
         "https://github.com/keras-team/keras/pull/18713",
         "https://github.com/TRI-ML/packnet-sfm/issues/247"
+    ],
+    "fft2_odd_images": [
+        "https://github.com/mnicely/cufft_examples/issues/6",
+        "https://github.com/gnudatalanguage/gdl/issues/1892"
+    ],
+    "fft_c2c_prime": [
+        "https://github.com/PX4/flight_review/pull/114",
+        "https://github.com/scipy/scipy/issues/2629"
+    ],
+    "fft_smooth_length": [
+        "https://github.com/cupy/cupy/pull/3571",
+        "https://github.com/arrayfire/arrayfire/issues/1003"
     ]
 }
 

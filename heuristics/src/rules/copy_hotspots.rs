@@ -433,6 +433,10 @@ impl Rule for CopyHotspots {
                     }
                 ))
             }
+            // F.pad before a convolution writes out what the convolution's own padding reads.
+            Some("aten::constant_pad_nd" | "aten::pad") if pads_feed_convolutions(cx) => {
+                advice.push("Most of these copies are F.pad writing a padded copy of each input to a convolution, and its backward copying the gradient back out: pass the padding to the convolution instead (nn.Conv2d(..., padding=1); padding_mode='reflect', 'replicate' or 'circular' for the other modes), which reads the border without a copy.".to_string())
+            }
             Some(c) if converts_its_own_inputs(c) => advice.push(format!(
                 "Most of these copies are made inside {c}, by the operator itself (its inputs are not in the layout or dtype it computes in): pass it inputs laid out as it needs them, or leave them if they cost little."
             )),
@@ -507,6 +511,26 @@ impl Rule for CopyHotspots {
 /// Operators known to convert their own inputs (make them contiguous, cast them) inside:
 /// PyTorch's fused attention and multi-head attention, cuDNN's convolutions. Underscore
 /// operators users call themselves (`aten::_foreach_*`, `aten::_amp_*`) are not among them.
+/// Whether most of the program's own pads (outermost `aten::pad` or `aten::constant_pad_nd`,
+/// not a pad inside another operator such as `torch.fft.rfft(x, n=...)`) are followed on their
+/// thread by a convolution.
+fn pads_feed_convolutions(cx: &Ctx) -> bool {
+    let t = cx.trace;
+    let (mut pads, mut fed) = (0u64, 0u64);
+    for ops in cx.window.outermost_ops(t) {
+        let mut after_pad = false;
+        for i in ops {
+            let name = t.str(t.host_spans[i as usize].name);
+            if after_pad && name.contains("conv") {
+                fed += 1;
+            }
+            after_pad = matches!(name, "aten::pad" | "aten::constant_pad_nd");
+            pads += u64::from(after_pad);
+        }
+    }
+    pads > 0 && 2 * fed > pads
+}
+
 fn converts_its_own_inputs(op: &str) -> bool {
     op.starts_with("aten::_")
         && ["attention", "multi_head", "cudnn", "convolution"]

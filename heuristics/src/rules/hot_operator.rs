@@ -127,6 +127,12 @@ fn holder_finding(cx: &Ctx, acct: &DeviceAccounting, h: &Holder) -> Option<Findi
     ) {
         return None;
     }
+    // FFTs the library computed with Bluestein's algorithm are priced against a fast length
+    // by the FFT-length finding ([`crate::fft`]); the time beyond HBM speed here would be the
+    // same time again.
+    if h.family == OpFamily::Fft && 2 * h.bluestein_ns >= h.gpu_ns {
+        return None;
+    }
     // A top-k is already the cheap replacement for a sort; its select passes are not a fault.
     // A compiled region is many fused operators under one name: nothing to advise on as one.
     if h.op == "aten::topk" || h.op.contains("Compiled Region") || h.op.contains("CompiledFunction")
@@ -933,6 +939,7 @@ fn advice(family: OpFamily, grows: bool, top_kernel: &str, op: &str) -> Vec<Stri
         OpFamily::Convolution if k.contains("nchwtonhwc") || k.contains("nhwctonchw") => "cuDNN transposes NCHW tensors to NHWC and back around its tensor-core kernels: put the model and its inputs in channels_last (model.to(memory_format=torch.channels_last), x.to(memory_format=torch.channels_last)).".into(),
         OpFamily::Convolution => "Convolutions in half precision run fastest in channels_last with cudnn.benchmark=True; depthwise and grouped convolutions rarely reach the roof.".into(),
         OpFamily::Matmul | OpFamily::Attention => "Matrix work: see the roofline rule's figures for these shapes.".into(),
+        OpFamily::Fft => "An FFT far from HBM speed: transform the last, contiguous dim (a transform over another dim adds strided passes), run many small transforms as one batched call, and choose lengths whose prime factors are 2, 3, 5 and 7 (cuFFT's fast kernels).".into(),
         _ => "Memory-bound work far from HBM speed usually reads strided (transposed, broadcast, sliced) inputs or runs on small tensors: make the input contiguous once where it is made, batch small calls, or fuse the chain with torch.compile.".into(),
     });
     a

@@ -40,6 +40,12 @@ pub struct LaunchBound;
 /// gaps of a GPU-bound run (kernels of tens of µs, an occasional empty queue) add up to noise.
 const MIN_SHARE: f64 = 0.03;
 
+/// torch.multinomial checks its probabilities on every call before it draws: in PyTorch 2.11
+/// a min, a max, a sum, comparisons and two `aten::_assert_async`, eleven kernels and two
+/// memsets around a draw of three (the seventeenth blind set's decode: 6.85 ms a step of 17.4
+/// outside the profiler, against the draw alone); older releases read the check on the host.
+const MULTINOMIAL_ADVICE: &str = "torch.multinomial checks its probabilities on every call (a min, a max, a sum and comparisons, about a dozen small kernels, or a read on the host in older releases) before it draws: for one sample a row, draw without the checks from the same distribution with (probs / torch.empty_like(probs).exponential_(1)).argmax(dim=-1) (gpt-fast's multinomial_sample_one_no_sync).";
+
 /// The advice to replay the step as a CUDA graph, in a program that is not PyTorch (taken back
 /// by the analysis where shapes change call over call, as [`GRAPH_ADVICE`] is).
 pub const GRAPH_ADVICE_CUDA: &str = "Capture the launch sequence once as a CUDA graph (cudaStreamBeginCapture ... cudaStreamEndCapture, cudaGraphInstantiate) and replay it with cudaGraphLaunch: one launch then queues every kernel.";
@@ -523,6 +529,16 @@ impl Rule for LaunchBound {
                 None
             };
             f.advice.extend(loop_advice);
+            // torch.multinomial among the operators that wait most: its own argument checks
+            // are most of its kernels.
+            if cx.pytorch()
+                && top
+                    .iter()
+                    .take(3)
+                    .any(|&(name, _)| name_or(t, name, "") == "aten::multinomial")
+            {
+                f.advice.push(MULTINOMIAL_ADVICE.into());
+            }
             // Copies of a scalar to the device, several a step, holding a tenth of the waits:
             // Python numbers turned into device tensors in the loop (left here only where
             // constant_uploads does not take them: run without it, or under its share).

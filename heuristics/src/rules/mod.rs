@@ -56,6 +56,7 @@ rules! {
     launch_bound => LaunchBound,
     sync_stalls => SyncStalls,
     hot_operator => HotOperator,
+    fft_lengths => FftLengths,
     underfilled_kernels => UnderfilledKernels,
     optimizer_overhead => OptimizerOverhead,
     recomputation => Recomputation,

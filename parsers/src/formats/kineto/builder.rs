@@ -212,8 +212,9 @@ impl Builder {
     /// Whether the operator named `name` (string id `id`) keeps its `Concrete Inputs`:
     /// stride, padding and masks of the operators whose work depends on them (convolution,
     /// attention), BatchNorm's training flag (a second pass over its input), topk's k,
-    /// torch.unique's `return_inverse`/`return_counts` (what its sort is for). Every operator
-    /// records its scalars, most of them of no use here.
+    /// torch.unique's `return_inverse`/`return_counts` (what its sort is for), the dims and
+    /// output length of an FFT (`aten::_fft_*`). Every operator records its scalars, most of
+    /// them of no use here.
     pub(super) fn keeps_concrete(&mut self, id: StrId, name: &str) -> bool {
         per_name(&mut self.keeps_concrete, id, || {
             name.contains("convolution")
@@ -221,6 +222,7 @@ impl Builder {
                 || name.contains("batch_norm")
                 || name == "aten::topk"
                 || name == "aten::_unique2"
+                || name.starts_with("aten::_fft_")
         })
     }
 
