@@ -155,7 +155,7 @@ impl Rule for FftLengths {
     }
 }
 
-/// Lengths with their factors: "16096 (2^5 × 503)", "1021 × 1021 (1021)".
+/// Lengths with their factors: "16096 (2^5 × 503)", "1021 × 1021 (prime, prime)".
 fn lengths_text(lengths: &[u64]) -> String {
     let dims = lengths
         .iter()
@@ -164,8 +164,22 @@ fn lengths_text(lengths: &[u64]) -> String {
         .join(" × ");
     let factors = lengths
         .iter()
-        .map(|&n| crate::fft::factors_text(n))
+        .map(|&n| match crate::fft::prime_factors(n).as_slice() {
+            [p] if *p == n => "prime".to_string(),
+            _ => crate::fft::factors_text(n),
+        })
         .collect::<Vec<_>>()
         .join(", ");
     format!("{dims} ({factors})")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lengths_text;
+
+    #[test]
+    fn lengths_are_written_with_their_factors() {
+        assert_eq!(lengths_text(&[16096]), "16096 (2^5 × 503)");
+        assert_eq!(lengths_text(&[1021, 1021]), "1021 × 1021 (prime, prime)");
+    }
 }

@@ -28,6 +28,8 @@
 //! channels_last fixes both, so those BatchNorm holders get no finding of their own.
 //! In a program that is not PyTorch, the kernel that holds half the GPU time of a GPU-bound
 //! run is named with no impact (a capture without counters cannot price it) and ranks first.
+//! FFT operators whose time is mostly Bluestein kernels are left to `fft_lengths`, which
+//! prices them against a fast length.
 
 use super::Rule;
 use crate::accounting::{DeviceAccounting, GROWTH, HOT_SHARE, Holder, OpFamily, shown_op as shown};
