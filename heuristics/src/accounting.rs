@@ -528,7 +528,8 @@ pub(crate) fn accounting(
             a.calls.push((start, ns, span));
             a.add_kernels(krun);
         }
-        // The matrix calls' FLOPs and the sorts' bytes (the memory-bound calls' were added above).
+        // The matrix calls' FLOPs, the sorts' and the FFTs' bytes (the memory-bound calls' were
+        // added above).
         if let Some(p) = &peaks {
             for &(outer, ns, work, matrix, score_flops, bluestein) in &modelled_calls {
                 let h = holder_of.get(&outer).copied().unwrap_or(NONE);

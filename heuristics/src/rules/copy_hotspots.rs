@@ -508,9 +508,6 @@ impl Rule for CopyHotspots {
     }
 }
 
-/// Operators known to convert their own inputs (make them contiguous, cast them) inside:
-/// PyTorch's fused attention and multi-head attention, cuDNN's convolutions. Underscore
-/// operators users call themselves (`aten::_foreach_*`, `aten::_amp_*`) are not among them.
 /// Whether most of the program's own pads (outermost `aten::pad` or `aten::constant_pad_nd`,
 /// not a pad inside another operator such as `torch.fft.rfft(x, n=...)`) are followed on their
 /// thread by a convolution.
@@ -531,6 +528,9 @@ fn pads_feed_convolutions(cx: &Ctx) -> bool {
     pads > 0 && 2 * fed > pads
 }
 
+/// Operators known to convert their own inputs (make them contiguous, cast them) inside:
+/// PyTorch's fused attention and multi-head attention, cuDNN's convolutions. Underscore
+/// operators users call themselves (`aten::_foreach_*`, `aten::_amp_*`) are not among them.
 fn converts_its_own_inputs(op: &str) -> bool {
     op.starts_with("aten::_")
         && ["attention", "multi_head", "cudnn", "convolution"]
