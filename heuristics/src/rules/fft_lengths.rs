@@ -85,6 +85,14 @@ impl Rule for FftLengths {
             {
                 continue;
             }
+            // The lengths that hold most of the time name the finding.
+            let Some(top) = groups
+                .iter()
+                .max_by(|a, b| a.1.1.cmp(&b.1.1).then(b.0.cmp(a.0)))
+                .map(|(k, _)| k.1.clone())
+            else {
+                continue;
+            };
             let mut rows: Vec<Row> = groups
                 .into_iter()
                 .map(|((op, lengths, frame), (n, ns))| Row {
@@ -99,19 +107,15 @@ impl Rule for FftLengths {
                 .collect();
             rows.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then(a.label.cmp(&b.label)));
             rows.truncate(cx.config.max_rows);
-            let Some(first) = calls.iter().find(|c| c.bluestein) else {
-                continue;
-            };
             let frame = rows
                 .first()
                 .and_then(|r| r.python_frame.as_deref())
                 .map(|f| format!(" at {f}"))
                 .unwrap_or_default();
             let n_calls = calls.iter().filter(|c| c.bluestein).count();
-            let to_text = first
-                .power_of_two_lengths()
+            let to_text = top
                 .iter()
-                .map(u64::to_string)
+                .map(|n| n.next_power_of_two().to_string())
                 .collect::<Vec<_>>()
                 .join(" × ");
             let per_step = crate::finding::a_step(saving, cx.window.steps_in(t))
@@ -123,7 +127,7 @@ impl Rule for FftLengths {
                 Some(d),
                 format!(
                     "FFTs of length {}{frame} run cuFFT's Bluestein kernels: {} of GPU time, where the next power of two ({}) needs about {}; choosing the length saves {}{per_step}",
-                    lengths_text(&first.lengths),
+                    lengths_text(&top),
                     fmt_ns(lib_ns),
                     to_text,
                     fmt_ns(fast_ns as i64),
