@@ -390,6 +390,7 @@ pub(crate) fn accounting(
     cx: &Scope,
     membound: &Membound,
     matrix: &[(i32, DeviceCalls)],
+    ffts: &[(i32, Vec<crate::fft::FftCall>)],
 ) -> Vec<DeviceAccounting> {
     let t = cx.trace;
     let w = &cx.window;
@@ -423,7 +424,7 @@ pub(crate) fn accounting(
         // frame read the Python stack above each call a second time).
         let modelled_calls = peaks
             .as_ref()
-            .map(|_| model_calls(cx, matrix, d))
+            .map(|_| model_calls(cx, matrix, crate::fft::calls_of(ffts, d), d))
             .unwrap_or_default();
         let mut holder_of: FxHashMap<u32, u32> =
             modelled_calls.iter().map(|c| (c.0, NONE)).collect();
@@ -739,6 +740,7 @@ enum Work {
 fn model_calls(
     cx: &Scope,
     matrix: &[(i32, DeviceCalls)],
+    ffts: &[crate::fft::FftCall],
     d: i32,
 ) -> Vec<(u32, i64, Work, bool, f64, bool)> {
     let t = cx.trace;
@@ -782,7 +784,7 @@ fn model_calls(
         }
     }
     // FFTs: the bytes a transform moves at least, against the library's kernels' time.
-    for c in crate::fft::calls(cx, d) {
+    for c in ffts {
         if c.outer != NONE && c.lib_ns > 0 {
             out.push((
                 c.outer,

@@ -33,6 +33,8 @@ pub struct Ctx<'a> {
     /// Non-matrix operators against the HBM roof per device, computed on first use: the
     /// fusion rule, the power rule, the summary's table and the verdict read them.
     membound: std::sync::OnceLock<crate::membound::Membound>,
+    /// FFT calls per device, for the accounting's FFT family and fft_lengths.
+    ffts: std::sync::OnceLock<Vec<(i32, Vec<crate::fft::FftCall>)>>,
     /// Kernels that waited on an idle GPU with nothing queued, computed on first use: the
     /// launch_bound and sync_stalls rules split them by why the queue was empty.
     starved: std::sync::OnceLock<Vec<crate::starved::DeviceStarved>>,
@@ -70,6 +72,7 @@ impl<'a> Ctx<'a> {
             stack: std::sync::OnceLock::new(),
             matrix: std::sync::OnceLock::new(),
             membound: std::sync::OnceLock::new(),
+            ffts: std::sync::OnceLock::new(),
             starved: std::sync::OnceLock::new(),
             accounting: std::sync::OnceLock::new(),
             optimizer: std::sync::OnceLock::new(),
@@ -186,10 +189,28 @@ impl<'a> Ctx<'a> {
     pub fn accounting(&self) -> &[crate::accounting::DeviceAccounting] {
         self.accounting.get_or_init(|| {
             let (membound, matrix) = (self.membound(), self.all_matrix_calls());
+            let ffts = self.all_fft_calls();
             tracehound_parsers::timing::timed("accounting", || {
-                crate::accounting::accounting(self, membound, matrix)
+                crate::accounting::accounting(self, membound, matrix, ffts)
             })
         })
+    }
+
+    /// FFT calls with recorded geometry of every device in the window ([`crate::fft`]).
+    fn all_fft_calls(&self) -> &[(i32, Vec<crate::fft::FftCall>)] {
+        self.ffts.get_or_init(|| {
+            self.trace
+                .devices()
+                .into_iter()
+                .map(|d| (d, crate::fft::calls(self, d)))
+                .filter(|(_, c)| !c.is_empty())
+                .collect()
+        })
+    }
+
+    /// FFT calls of `device` in the window.
+    pub(crate) fn fft_calls(&self, device: i32) -> &[crate::fft::FftCall] {
+        crate::fft::calls_of(self.all_fft_calls(), device)
     }
 
     /// Matrix operator calls (with recorded shapes) of every device in the window.
@@ -289,6 +310,13 @@ pub(crate) fn rows_by_time(
         groups.into_iter().map(|(l, v)| ((l, None), v)),
         total_ns,
     )
+}
+
+/// " (1.2 ms a step)" for a saving of `ns` over the window's steps, or nothing without steps.
+pub(crate) fn per_step_note(cx: &Ctx, ns: f64) -> String {
+    crate::finding::a_step(ns, cx.window.steps_in(cx.trace))
+        .map(|x| format!(" ({x})"))
+        .unwrap_or_default()
 }
 
 /// [`rows_by_time`] from `((label, Python frame), (count, time))` groups.

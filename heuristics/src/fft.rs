@@ -9,8 +9,9 @@
 //! after them: in the seventeenth blind set, a transform of 16096 = 2⁵ × 503 samples took 4.7
 //! ms where the same transform at 16384 took 0.4 ms.
 //!
-//! Read by the accounting, which models the FFT family's bytes with it, and by the
-//! fft_lengths rule, which prices the Bluestein transforms against a power-of-two length.
+//! Found once per analysis ([`crate::context::Ctx::fft_calls`]): the accounting models the
+//! FFT family's bytes with them, and the fft_lengths rule prices the Bluestein transforms
+//! against a power-of-two length.
 
 use crate::scope::Scope;
 use rustc_hash::FxHashMap;
@@ -99,11 +100,13 @@ impl FftCall {
     /// Each length raised to the next power of two: a length the library transforms in its
     /// fastest kernels, and what zero-padding a convolution or a spectrum to needs.
     pub(crate) fn power_of_two_lengths(&self) -> Vec<u64> {
-        self.lengths
-            .iter()
-            .map(|&n| n.next_power_of_two())
-            .collect()
+        power_of_two(&self.lengths)
     }
+}
+
+/// Each of `lengths` raised to the next power of two.
+pub(crate) fn power_of_two(lengths: &[u64]) -> Vec<u64> {
+    lengths.iter().map(|&n| n.next_power_of_two()).collect()
 }
 
 /// The prime factors of `n`, smallest first, with repeats.
@@ -161,6 +164,13 @@ fn int_list(s: &str) -> Vec<i64> {
         .split(',')
         .filter_map(|x| x.trim().parse().ok())
         .collect()
+}
+
+/// Device `d`'s calls from the per-device lists; empty without any.
+pub(crate) fn calls_of(all: &[(i32, Vec<FftCall>)], d: i32) -> &[FftCall] {
+    all.iter()
+        .find(|(x, _)| *x == d)
+        .map_or(&[], |(_, c)| c.as_slice())
 }
 
 /// The FFT calls with kernels on device `d` in the window whose geometry the trace records

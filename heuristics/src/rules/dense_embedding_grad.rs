@@ -24,7 +24,7 @@
 //! the saving is 1% of the window or more; traces without recorded shapes cannot show it.
 
 use super::Rule;
-use crate::context::{Ctx, new_finding, rows_with_frames};
+use crate::context::{Ctx, new_finding, per_step_note, rows_with_frames};
 use crate::finding::{Confidence, Finding, fmt_ns, metrics};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
@@ -378,11 +378,7 @@ fn finding(
         .user_frame(x.first)
         .map(|f| format!(" at {f}"))
         .unwrap_or_default();
-    let per_step = |ns: i64| {
-        crate::finding::a_step(ns as f64, w.steps_in(t))
-            .map(|x| format!(" ({x})"))
-            .unwrap_or_default()
-    };
+    let per_step = |ns: i64| per_step_note(cx, ns as f64);
     let rows_per_step = (x.indices / steps).min(rows_of(x) as f64);
     let copies = x.copies.get();
     let mut f = new_finding(

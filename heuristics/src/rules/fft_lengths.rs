@@ -18,7 +18,7 @@
 //! recorded shapes and arguments are not priced.
 
 use super::Rule;
-use crate::context::{Ctx, new_finding};
+use crate::context::{Ctx, new_finding, per_step_note};
 use crate::finding::{Confidence, Finding, Row, fmt_ns, metrics};
 use crate::roofline::ACHIEVABLE;
 use std::collections::BTreeMap;
@@ -58,11 +58,12 @@ impl Rule for FftLengths {
             let Some(peaks) = crate::membound::peaks_of(t, d) else {
                 continue;
             };
-            let calls = crate::fft::calls(cx, d);
+            let calls = cx.fft_calls(d);
             // Per (operator, lengths, frame): calls, library ns.
             let mut groups: BTreeMap<Group, (u64, i64)> = BTreeMap::new();
-            let (mut lib_ns, mut fast_ns) = (0i64, 0.0f64);
+            let (mut lib_ns, mut fast_ns, mut n_calls) = (0i64, 0.0f64, 0usize);
             for c in calls.iter().filter(|c| c.bluestein) {
+                n_calls += 1;
                 let to = c.power_of_two_lengths();
                 lib_ns += c.lib_ns;
                 fast_ns += (c.bytes_at(&to) + c.pad_bytes_at(&to))
@@ -112,15 +113,12 @@ impl Rule for FftLengths {
                 .and_then(|r| r.python_frame.as_deref())
                 .map(|f| format!(" at {f}"))
                 .unwrap_or_default();
-            let n_calls = calls.iter().filter(|c| c.bluestein).count();
-            let to_text = top
+            let to_text = crate::fft::power_of_two(&top)
                 .iter()
-                .map(|n| n.next_power_of_two().to_string())
+                .map(u64::to_string)
                 .collect::<Vec<_>>()
                 .join(" × ");
-            let per_step = crate::finding::a_step(saving, cx.window.steps_in(t))
-                .map(|x| format!(" ({x})"))
-                .unwrap_or_default();
+            let per_step = per_step_note(cx, saving);
             let mut f = new_finding(
                 cx,
                 ID,

@@ -33,7 +33,7 @@
 
 use super::Rule;
 use crate::accounting::{DeviceAccounting, GROWTH, HOT_SHARE, Holder, OpFamily, shown_op as shown};
-use crate::context::{Ctx, new_finding};
+use crate::context::{Ctx, new_finding, per_step_note};
 use crate::finding::{Confidence, Finding, Instance, Row, fmt_ns, metrics};
 use crate::roofline::{ACHIEVABLE, ACHIEVABLE_ATTENTION};
 use rustc_hash::FxHashMap;
@@ -96,13 +96,6 @@ impl Rule for HotOperator {
         }
         out
     }
-}
-
-/// " (1.2 ms a step)" for a saving of `ns` over the window's steps, or nothing without steps.
-fn per_step_note(cx: &Ctx, ns: f64) -> String {
-    crate::finding::a_step(ns, cx.window.steps_in(cx.trace))
-        .map(|x| format!(" ({x})"))
-        .unwrap_or_default()
 }
 
 fn at(frame: &Option<String>) -> String {
