@@ -1649,6 +1649,87 @@ fn a_loop_of_row_views_is_pointed_at_one_index() {
     assert!(text(f).contains("x[idx]"), "{f}");
 }
 
+/// The tenth set's `stack_row_loop` without stacks: its first profiled step took 285 ms where
+/// the other three took 37, and the GPU sat idle from the window's start through all of it.
+/// That stall opens the window and does not come back in the later steps: it is paid once, so
+/// idle_gaps leaves it out of its impact, and says so, while the title keeps every gap. The
+/// gaps (at least 100 µs between GPU operations, over the steps' host span) are measured here
+/// from the events.
+#[test]
+fn a_stall_that_opens_the_window_once_is_left_out_of_the_impact() {
+    let file = "h200_blind_stack_row_loop_nostack.pt.trace.json.gz";
+    let ev = events_of(file);
+    let mut steps: Vec<(f64, f64)> = ev
+        .iter()
+        .filter(|e| {
+            e["cat"] == "user_annotation"
+                && e["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("ProfilerStep#"))
+        })
+        .map(|e| {
+            let ts = e["ts"].as_f64().expect("ts");
+            (ts, ts + e["dur"].as_f64().expect("dur"))
+        })
+        .collect();
+    steps.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (w0, w1) = (steps[0].0, steps[steps.len() - 1].1);
+    let mut ops: Vec<(f64, f64)> = ev
+        .iter()
+        .filter(|e| {
+            matches!(
+                e["cat"].as_str(),
+                Some("kernel" | "gpu_memcpy" | "gpu_memset")
+            )
+        })
+        .map(|e| {
+            let ts = e["ts"].as_f64().expect("ts");
+            (ts, ts + e["dur"].as_f64().expect("dur"))
+        })
+        .filter(|&(a, b)| b > w0 && a < w1)
+        .collect();
+    ops.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut gaps = Vec::new();
+    let mut at = w0;
+    for (a, b) in ops {
+        if a - at >= 100.0 {
+            gaps.push(a - at);
+        }
+        at = at.max(b);
+    }
+    if w1 - at >= 100.0 {
+        gaps.push(w1 - at);
+    }
+    // The stall: the first step's extra host time, before any GPU work.
+    let first = gaps[0];
+    assert!(first > 5.0 * (steps[1].1 - steps[1].0), "{first} µs");
+    let all: f64 = gaps.iter().sum();
+    let a = analyze(file);
+    let f = naming(&a, "idle_gaps", &["stall at the start of the window"]);
+    let t = f["title"].as_str().expect("title");
+    assert!(
+        t.contains(&format!("{} gaps", gaps.len()))
+            && t.contains(&format!("cost {:.1} ms", all / 1e3)),
+        "{t}"
+    );
+    let impact = f["impact_ns"].as_f64().expect("impact") / 1e3;
+    assert!(
+        ((all - first) / impact - 1.0).abs() < 0.001,
+        "{impact} µs against {} µs",
+        all - first
+    );
+    assert!(text(f).contains("paid once"), "{f}");
+    // With stacks, the same loop has no such stall and every gap stays in the impact.
+    let b = analyze("h200_blind_stack_row_loop.pt.trace.json.gz");
+    let g = naming(&b, "idle_gaps", &["aten::select"]);
+    assert!(!text(g).contains("paid once"), "{g}");
+    assert_eq!(
+        g["impact_ns"].as_f64(),
+        g["metrics"]["gap_ns"].as_f64(),
+        "{g}"
+    );
+}
+
 /// The seventh set's `empty_cache_step` with stacks, captured without `profile_memory`: the
 /// `torch.cuda.empty_cache()` frames (one a step, counted here from the events) are named in
 /// the loop, which the rule skipped when the trace had no allocator samples; the twin has none.

@@ -476,6 +476,21 @@ pub fn gap_position(w: &crate::window::Window, g: &Gap) -> String {
     }
 }
 
+/// Whether one-off stall `g` is paid once, not by the program's steps: it opens a window of
+/// `steps` profiled steps, at least two, so the later steps show the stall does not come back
+/// (a stall is a one-off only when it does not recur, [`DeviceIdle::one_off_stall`]), and
+/// what it measured is a first call, a wait on work queued before the capture began, or host
+/// time the trace does not break down. A window of one step cannot tell a start-up from what
+/// every step pays (a server's step that waits behind another stream's event each time).
+pub fn paid_once(w: &crate::window::Window, g: &Gap, steps: usize) -> bool {
+    steps >= 2
+        && opens_window(w, g)
+        && matches!(
+            g.kind,
+            CauseKind::GpuWait | CauseKind::ModuleLoad | CauseKind::Untraced | CauseKind::Unknown
+        )
+}
+
 /// What a one-off stall most likely is, from its measured cause and where it lies, in words
 /// that end with what to do.
 pub fn stall_meaning(w: &crate::window::Window, g: &Gap, pytorch: bool) -> &'static str {

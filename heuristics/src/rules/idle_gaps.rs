@@ -297,11 +297,21 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
             )
         })
         .collect();
-    let impact = gap_ns;
-    let share = w.share(impact);
     // What dominates the idle time, when one thing does: a single stall, or first calls.
     let stall = idle.one_off_stall(cx.window.len());
     let cold = idle.cold_start_ns();
+    // A stall that opens the window and is paid once (a first call, a wait on work queued
+    // before the capture) is no step's cost: charging it to the window's steps would price a
+    // fix at what the next step never pays. Its time stays in the title and the rows.
+    let once = stall
+        .filter(|g| cold.is_none() && crate::idle::paid_once(w, g, w.steps_in(cx.trace)))
+        .map(|g| g.end - g.start);
+    let impact = gap_ns - once.unwrap_or(0);
+    let share = w.share(impact);
+    let cost = match once {
+        Some(_) => format!("{} ({} of it after that stall)", fmt_ns(gap_ns), fmt_ns(impact)),
+        None => fmt_ns(gap_ns),
+    };
     let headline = match (stall, cold) {
         (_, Some(ns)) => format!(
             ", {:.0}% of it first calls (a cold start)",
@@ -362,7 +372,7 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
                 100.0 * idle_share,
                 n_gaps,
                 fmt_ns(cx.config.gap_threshold_ns),
-                fmt_ns(gap_ns),
+                cost,
                 fmt_ns(idle.short_idle_ns)
             )
         } else {
@@ -372,7 +382,7 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
                 100.0 * idle_share,
                 n_gaps,
                 fmt_ns(cx.config.gap_threshold_ns),
-                fmt_ns(gap_ns)
+                cost
             )
         },
         severity: Severity::from_share(share),
@@ -394,7 +404,10 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
             idle.short_count,
             idle.warm_up_words()
                 .map(|w| format!("; left out, not the program's steady state: {w}"))
-                .unwrap_or_default(),
+                .unwrap_or_default()
+                + &once
+                    .map(|ns| format!("; the impact leaves out the stall that opens the window ({}): a first call or a wait on work queued before the capture is paid once, not by every step", fmt_ns(ns)))
+                    .unwrap_or_default(),
             match sm.and_then(|s| crate::counters::mean(
                 crate::counters::in_window(cx.trace, s, w)
                     .iter()
