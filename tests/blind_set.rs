@@ -2656,3 +2656,131 @@ fn multinomial_checks_are_named_with_the_draw_without_them() {
         );
     }
 }
+
+/// The nineteenth set's `ce_channels_middle`: `F.cross_entropy(logits.transpose(1, 2), labels)`
+/// over [8, 1024, 32000] logits runs PyTorch's softmax over a non-last dim, whose forward
+/// kernel's grid (read here from the kernel events) gives the H100's 132 SMs 8 blocks. The first
+/// finding names that kernel in its operator, at the line with stacks, within a quarter of the
+/// cost the twin measured, and says to keep the classes last rather than to batch more rows;
+/// the operator's own finding says the same. The twin runs no such kernel and gets no such
+/// finding.
+#[test]
+fn a_softmax_over_a_middle_dim_is_named_with_the_layout_that_fixes_it() {
+    let spatial = |file: &str| -> Vec<i64> {
+        events_of(file)
+            .iter()
+            .filter(|e| {
+                e["cat"] == "kernel"
+                    && e["name"]
+                        .as_str()
+                        .is_some_and(|n| n.contains("cunn_SpatialSoftMaxForward"))
+            })
+            .map(|e| {
+                e["args"]["grid"]
+                    .as_array()
+                    .expect("grid")
+                    .iter()
+                    .map(|x| x.as_i64().expect("grid dim"))
+                    .product()
+            })
+            .collect()
+    };
+    for sfx in ["", "_nostack"] {
+        let name = format!("ce_channels_middle{sfx}");
+        let (t, a, steps, file) = mistake_on("h100", &name);
+        let blocks = spatial(&file);
+        assert_eq!(blocks.len(), steps, "{name}");
+        assert!(blocks.iter().all(|&b| b == blocks[0]), "{name}: {blocks:?}");
+        let f = &findings(&a)[0];
+        assert_eq!(f["rule"], "underfilled_kernels", "{name}: {f}");
+        let s = text(f);
+        assert!(
+            s.contains("cunn_SpatialSoftMaxForward")
+                && s.contains("in aten::_log_softmax")
+                && s.contains(&format!("{} blocks on 132 SMs", blocks[0])),
+            "{name}: {s}"
+        );
+        if sfx.is_empty() {
+            assert!(s.contains(&planted_frame(&t)), "{name}: {s}");
+        }
+        within(per_step_ms(f, steps), planted_ms(&t), 0.25, &name);
+        assert!(
+            s.contains("F.cross_entropy(logits.reshape(-1, C)"),
+            "{name}: {s}"
+        );
+        assert!(!s.contains("batch the calls over more rows"), "{name}: {s}");
+        let h = naming(&a, "hot_operator", &["aten::cross_entropy_loss"]);
+        assert!(
+            text(h).contains("F.cross_entropy(logits.reshape(-1, C)"),
+            "{name}: {h}"
+        );
+        let twin = format!("h100_blind_{name}_twin.pt.trace.json.gz");
+        assert!(spatial(&twin).is_empty(), "{twin}");
+        let b = analyze(&twin);
+        assert!(
+            findings(&b)
+                .iter()
+                .all(|f| !text(f).contains("SpatialSoftMax")),
+            "{twin}"
+        );
+    }
+}
+
+/// The nineteenth set's `noise_randn_cpu`: the noise of a diffusion-style step drawn with
+/// `torch.randn(x.shape)` on the CPU (one `aten::randn` with no device a step, counted here)
+/// and copied to the GPU. idle_gaps names the CPU operator, at the line with stacks, within a
+/// quarter of what the twin measured, and says to draw it on the GPU; the twin draws on the GPU
+/// and no finding of it names a CPU `randn`.
+#[test]
+fn noise_drawn_on_the_cpu_is_named_with_the_device_to_draw_it_on() {
+    for sfx in ["", "_nostack"] {
+        let name = format!("noise_randn_cpu{sfx}");
+        let (t, a, steps, file) = mistake_on("h100", &name);
+        // A randn on the CPU launches nothing: no runtime call inside its span on its thread.
+        let on_cpu = |file: &str| {
+            let ev = events_of(file);
+            let span = |e: &Value| {
+                let ts = e["ts"].as_f64().expect("ts");
+                (ts, ts + e["dur"].as_f64().expect("dur"), e["tid"].clone())
+            };
+            let launches: Vec<(f64, f64, Value)> = ev
+                .iter()
+                .filter(|e| e["cat"] == "cuda_runtime")
+                .map(span)
+                .collect();
+            ev.iter()
+                .filter(|e| e["cat"] == "cpu_op" && e["name"] == "aten::randn")
+                .map(span)
+                .filter(|(a, b, tid)| {
+                    !launches
+                        .iter()
+                        .any(|(x, _, t)| t == tid && x >= a && x <= b)
+                })
+                .count()
+        };
+        assert!(on_cpu(&file) >= steps, "{name}");
+        assert_eq!(
+            on_cpu(&format!("h100_blind_{name}_twin.pt.trace.json.gz")),
+            0,
+            "{name} twin"
+        );
+        let f = naming(&a, "idle_gaps", &["aten::randn on CPU"]);
+        assert_eq!(f, &findings(&a)[0], "{name}");
+        assert!(
+            f["severity"] == "medium" || f["severity"] == "high",
+            "{name}: {f}"
+        );
+        if sfx.is_empty() {
+            assert!(text(f).contains(&planted_frame(&t)), "{name}: {f}");
+        }
+        within(per_step_ms(f, steps), planted_ms(&t), 0.25, &name);
+        assert!(text(f).contains("do it on the GPU"), "{name}: {f}");
+        let twin = analyze(&format!("h100_blind_{name}_twin.pt.trace.json.gz"));
+        assert!(
+            findings(&twin)
+                .iter()
+                .all(|f| !text(f).contains("aten::randn on CPU")),
+            "{name} twin"
+        );
+    }
+}

@@ -36,6 +36,18 @@ pub const VIEW_OPS: &[&str] = &[
     "aten::expand",
 ];
 
+/// Whether `kernel` is PyTorch's softmax over a dim that is not the last
+/// (`cunn_SpatialSoftMaxForward` / `Backward`: inner size above one, as in `cross_entropy` on
+/// `(N, C, d…)` logits or `softmax(x, dim=1)` with dims after it). Its blocks tile the dims
+/// before and after the one reduced, 1,024 inner positions to a block, so a long reduced dim
+/// between few of them gets few blocks: [8, 32000, 1024] ran on 8 of an H100's 132 SMs.
+pub(crate) fn is_spatial_softmax(kernel: &str) -> bool {
+    kernel.contains("SpatialSoftMax")
+}
+
+/// What replaces a slow softmax over a non-last dim ([`is_spatial_softmax`]).
+pub(crate) const SPATIAL_SOFTMAX_ADVICE: &str = "cunn_SpatialSoftMax is PyTorch's softmax over a dim that is not the last: cross_entropy given (N, C, d…) logits (logits.transpose(1, 2) of a (N, T, C) tensor), or softmax/log_softmax(dim=1) with dims after it. Its blocks tile the dims around the one reduced, so a long class dim between few of them runs on a few SMs. Keep the classes last where the producer puts them there: F.cross_entropy(logits.reshape(-1, C), target.reshape(-1)), softmax(dim=-1); a map with few classes in the middle (segmentation) runs well in this form.";
+
 /// CUDA / HIP calls that block the host until the GPU has drained, by the API's name
 /// ([`Trace::api_name`](tracehound_parsers::Trace::api_name): no version suffix).
 pub fn is_sync_call(n: &str) -> bool {

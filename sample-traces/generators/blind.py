@@ -3015,6 +3015,106 @@ def fft_smooth_length():
             "twin": "the same at n = 16384",
         }, lambda: conv(L + K - 1), lambda: conv(16384))
 
+
+# ---------------------------------------------------------------- nineteenth set (issue 39): three
+# mistakes users report, captured before any change for them: cross-entropy over logits turned to
+# (N, C, T), diffusion noise drawn on the CPU and copied each step, and a ReLU written as a boolean
+# mask assignment.
+
+def ce_channels_middle():
+    """F.cross_entropy(logits.transpose(1, 2), labels): the (N, C, T) form, where the softmax runs over a strided dim."""
+    B, T, d, V = 8, 1024, 1024, 32000
+    head = nn.Linear(d, V, bias=False).to(dev, BF16)
+    opt = torch.optim.SGD(head.parameters(), lr=1e-4)
+    h = torch.randn(B, T, d, device=dev, dtype=BF16)
+    labels = torch.randint(0, V, (B, T), device=dev)
+
+    def train(middle):
+        logits = head(h).float()
+        if middle:
+            loss = F.cross_entropy(logits.transpose(1, 2), labels)  # PLANTED ce_channels_middle
+        else:
+            loss = F.cross_entropy(logits.view(-1, V), labels.view(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    blind("ce_channels_middle", {
+        "set": 19,
+        "expected": {"family": "a softmax and NLL over a non-last (strided) class dim, and the copy to make it contiguous",
+                     "ops_any": ["aten::cross_entropy_loss", "aten::log_softmax", "aten::_log_softmax",
+                                 "aten::nll_loss2d", "aten::nll_loss2d_forward", "aten::contiguous", "aten::clone",
+                                 "aten::copy_", "LogSoftmaxBackward0", "NllLoss2DBackward0"]},
+        "wrong_causes": ["compute-bound", "launch-bound / CUDA graphs", "small shapes"],
+        "notes": f"LM head {d} -> {V} in bf16 over [{B}, {T}] tokens, fp32 logits; the loss takes the logits as "
+                 "(N, C, T) with logits.transpose(1, 2), the form cross_entropy documents for K-dimensional inputs",
+        "twin": "F.cross_entropy(logits.view(-1, V), labels.view(-1)): the class dim last",
+    }, lambda: train(True), lambda: train(False))
+
+
+def noise_randn_cpu():
+    """Diffusion-style training drawing its noise with torch.randn(x.shape).to(device): a CPU RNG and a pageable copy per step."""
+    Bn, C, S, W, L = 64, 4, 64, 256, 6
+    net = nn.Sequential(nn.Conv2d(C, W, 3, padding=1),
+                        *[m for _ in range(L) for m in (nn.GELU(), nn.Conv2d(W, W, 3, padding=1))],
+                        nn.GELU(), nn.Conv2d(W, C, 3, padding=1)).to(dev, BF16, memory_format=torch.channels_last)
+    opt = torch.optim.AdamW(net.parameters(), lr=1e-4, fused=True)
+    x0 = torch.randn(Bn, C, S, S, device=dev, dtype=BF16).to(memory_format=torch.channels_last)
+
+    def train(cpu):
+        if cpu:
+            noise = torch.randn(x0.shape).to(dev)  # PLANTED noise_randn_cpu
+        else:
+            noise = torch.randn(x0.shape, device=dev)
+        xt = (0.8 * x0 + 0.6 * noise).to(BF16)
+        loss = (net(xt).float() - noise).square().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    blind("noise_randn_cpu", {
+        "set": 19,
+        "expected": {"family": "a host-side random draw and a pageable host-to-device copy every step",
+                     "ops_any": ["aten::randn", "aten::normal_", "aten::to", "aten::_to_copy", "aten::copy_"]},
+        "wrong_causes": ["compute-bound", "memory-bound", "small shapes", "launch-bound / CUDA graphs"],
+        "notes": f"bf16 channels_last denoiser of {L + 2} 3x3 convolutions ({W} channels) on [{Bn}, {C}, {S}, {S}] "
+                 "latents, fused AdamW; each step draws its noise with torch.randn(x.shape) on the CPU (fp32, "
+                 f"{Bn * C * S * S:,} values) and copies it to the GPU with .to(device)",
+        "twin": "torch.randn(x.shape, device='cuda'): the draw on the GPU",
+    }, lambda: train(True), lambda: train(False))
+
+
+def bool_mask_assign():
+    """A ReLU by hand, h[h < 0] = 0, after each layer: index_put_ with a boolean mask, a nonzero and a sync each."""
+    L, N, d = 16, 4096, 2048
+    lins = nn.ModuleList([nn.Linear(d, d) for _ in range(L)]).to(dev, BF16)
+    opt = torch.optim.AdamW(lins.parameters(), lr=1e-4, fused=True)
+    x = torch.randn(N, d, device=dev, dtype=BF16)
+
+    def train(mask):
+        h = x
+        for lin in lins:
+            h = lin(h)
+            if mask:
+                h[h < 0] = 0  # PLANTED bool_mask_assign
+            else:
+                h = h.masked_fill(h < 0, 0)
+        loss = h.float().square().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    blind("bool_mask_assign", {
+        "set": 19,
+        "expected": {"family": "a boolean-mask assignment: nonzero reads the count on the host (a sync) every call",
+                     "ops_any": ["aten::index_put_", "aten::_index_put_impl_", "aten::nonzero", "aten::index"]},
+        "wrong_causes": ["compute-bound", "memory-bound", "small shapes", "launch-bound / CUDA graphs"],
+        "notes": f"bf16 training of {L} Linear({d}) layers, batch {N}, fused AdamW; after each layer h[h < 0] = 0 "
+                 "(index_put_ with a boolean mask: a nonzero, whose count the host reads, then a scatter)",
+        "twin": "h.masked_fill(h < 0, 0): the same values, no nonzero and no sync",
+    }, lambda: train(True), lambda: train(False))
+
+
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
              sort_for_topk, onehot_ce, sdpa_mask_fallback,
              pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate,
@@ -3040,7 +3140,8 @@ SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_back
              where_zero_tensor, temperature_decode, scale_tensor_gpu_bound,
              clamp_bounds_cuda, loss_scale_once,
              multinomial_decode, fft_prime_length, pad_then_conv,
-             fft2_odd_images, fft_c2c_prime, fft_smooth_length]
+             fft2_odd_images, fft_c2c_prime, fft_smooth_length,
+             ce_channels_middle, noise_randn_cpu, bool_mask_assign]
 
 # Public reports of each mistake (found after the capture with the search tool, and added to the
 # truth files then): what users hit, or the framework's own account of the slow path.
@@ -3400,6 +3501,20 @@ REPORTS = {
     "fft_smooth_length": [
         "https://github.com/cupy/cupy/pull/3571",
         "https://github.com/arrayfire/arrayfire/issues/1003"
+    ],
+    "ce_channels_middle": [
+        "https://github.com/pytorch/pytorch/issues/4893",
+        "https://github.com/huggingface/candle/pull/1057"
+    ],
+    "noise_randn_cpu": [
+        "https://github.com/nianticlabs/monodepth2/pull/413",
+        "https://github.com/atong01/conditional-flow-matching/issues/102"
+    ],
+    # bool_mask_assign, captured 2026-12-06 on torch 2.11: h[h < 0] = 0 runs as masked_fill_ (no
+    # nonzero), with one aten::item a call inside _index_put_impl_ (the truth files' truth_corrected).
+    "bool_mask_assign": [
+        "https://github.com/pytorch/pytorch/issues/57515",
+        "https://github.com/pytorch/pytorch/issues/12461"
     ]
 }
 

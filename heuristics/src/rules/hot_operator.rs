@@ -920,6 +920,10 @@ fn advice(family: OpFamily, grows: bool, top_kernel: &str, op: &str) -> Vec<Stri
     }
     let k = top_kernel.to_ascii_lowercase();
     a.push(match family {
+        // Whatever operator holds it (cross_entropy, log_softmax, its backward).
+        _ if crate::names::is_spatial_softmax(top_kernel) => {
+            crate::names::SPATIAL_SOFTMAX_ADVICE.into()
+        }
         OpFamily::Cat => "torch.cat and torch.stack copy every input into a new tensor: have the producers write into slices of one preallocated output, or let the consumer take the pieces separately.".into(),
         OpFamily::Sort => "A full sort to keep only the first entries: torch.topk(x, k) selects without sorting the rest (top-k sampling: topk, then softmax over the k values); argsort + slice is topk(...).indices.".into(),
         OpFamily::Index => "Gathers, scatters and boolean-mask indexing run far from HBM speed on random or repeated indices: use F.embedding instead of weight[ids] (its backward sums repeated rows in one pass), integer indices or torch.where instead of boolean masks, sort indices before index_select/index_add_, and compute losses with F.cross_entropy instead of F.one_hot products.".into(),
