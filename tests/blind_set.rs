@@ -2784,3 +2784,30 @@ fn noise_drawn_on_the_cpu_is_named_with_the_device_to_draw_it_on() {
         );
     }
 }
+
+/// The nineteenth set's `bool_mask_assign`, a negative: torch 2.11 runs `h[h < 0] = 0` as
+/// `masked_fill_`, with no `nonzero` and no stream sync (counted here from the events), and the
+/// step costs what its twin does outside the profiler. No finding is about a sync or names the
+/// assignment's `index_put` as its subject (launch_bound's rows may list the waits before its
+/// backward's kernels among others: the step is host-bound, twin and all).
+#[test]
+fn a_boolean_mask_assignment_with_no_sync_gets_no_sync_finding() {
+    for sfx in ["", "_nostack"] {
+        let name = format!("bool_mask_assign{sfx}");
+        let (t, a, _, file) = mistake_on("h100", &name);
+        assert!(planted_ms(&t).abs() < 0.1, "{name}");
+        let ev = events_of(&file);
+        let count = |n: &str| ev.iter().filter(|e| e["name"] == n).count();
+        assert_eq!(count("aten::nonzero"), 0, "{name}");
+        assert_eq!(count("cudaStreamSynchronize"), 0, "{name}");
+        assert!(count("aten::masked_fill_") > 0, "{name}");
+        for f in findings(&a) {
+            assert_ne!(f["rule"], "sync_stalls", "{name}: {f}");
+            let title = f["title"].as_str().expect("title");
+            assert!(
+                !title.contains("index_put") && !title.contains("synchronis"),
+                "{name}: {title}"
+            );
+        }
+    }
+}

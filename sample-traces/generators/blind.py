@@ -3510,8 +3510,8 @@ REPORTS = {
         "https://github.com/nianticlabs/monodepth2/pull/413",
         "https://github.com/atong01/conditional-flow-matching/issues/102"
     ],
-    # bool_mask_assign, captured 2026-12-06 on torch 2.11: h[h < 0] = 0 runs as masked_fill_ (no
-    # nonzero), with one aten::item a call inside _index_put_impl_ (the truth files' truth_corrected).
+    # bool_mask_assign, captured 2026-12-06 on torch 2.11: h[h < 0] = 0 runs as masked_fill_, with no
+    # nonzero and no sync (the truth files' truth_corrected).
     "bool_mask_assign": [
         "https://github.com/pytorch/pytorch/issues/57515",
         "https://github.com/pytorch/pytorch/issues/12461"
