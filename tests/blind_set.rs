@@ -2811,3 +2811,83 @@ fn a_boolean_mask_assignment_with_no_sync_gets_no_sync_finding() {
         }
     }
 }
+
+/// The twentieth set's `cudnn_deterministic_convt`, a negative on this machine: cuDNN 9.19 runs
+/// the transposed convolutions as fast with `cudnn.deterministic = True` (the twin measured the
+/// same step time). The mistake and its twin get the same medium and high findings, rule for
+/// rule, and none names determinism.
+#[test]
+fn deterministic_cudnn_at_no_cost_gets_the_twins_findings() {
+    for sfx in ["", "_nostack"] {
+        let name = format!("cudnn_deterministic_convt{sfx}");
+        let (t, a, _, _) = mistake_on("h100", &name);
+        assert!(planted_ms(&t).abs() < 0.1, "{name}");
+        let b = analyze(&format!("h100_blind_{name}_twin.pt.trace.json.gz"));
+        let rules = |x: &Value| -> Vec<String> {
+            findings(x)
+                .iter()
+                .filter(|f| f["severity"] == "medium" || f["severity"] == "high")
+                .map(|f| f["rule"].as_str().expect("rule").to_string())
+                .collect()
+        };
+        assert_eq!(rules(&a), rules(&b), "{name}");
+        assert!(
+            findings(&a).iter().all(|f| !text(f).contains("determinis")),
+            "{name}"
+        );
+    }
+}
+
+/// The twentieth set's `logits_all_positions`: the LM head over every prompt position, upcast to
+/// fp32, then one row read. `copy_hotspots` names the upcast with its shape and its GPU time as
+/// the events hold it (the kernels of `aten::_to_copy`, summed here); the product itself runs
+/// near the roof and no finding prices the rows it computes for nothing (blind-set.md).
+#[test]
+fn logits_upcast_for_every_position_is_named_with_its_shape_and_time() {
+    for sfx in ["", "_nostack"] {
+        let name = format!("logits_all_positions{sfx}");
+        let (_, a, _, file) = mistake_on("h100", &name);
+        let ev = events_of(&file);
+        // The copy kernels: those correlated with a launch inside aten::_to_copy's span.
+        let copies: Vec<(f64, f64, Value)> = ev
+            .iter()
+            .filter(|e| e["cat"] == "cpu_op" && e["name"] == "aten::_to_copy")
+            .map(|e| {
+                let ts = e["ts"].as_f64().expect("ts");
+                (ts, ts + e["dur"].as_f64().expect("dur"), e["tid"].clone())
+            })
+            .collect();
+        let launched: Vec<i64> = ev
+            .iter()
+            .filter(|e| e["cat"] == "cuda_runtime")
+            .filter(|e| {
+                let ts = e["ts"].as_f64().expect("ts");
+                copies
+                    .iter()
+                    .any(|(a, b, tid)| *tid == e["tid"] && ts >= *a && ts <= *b)
+            })
+            .filter_map(|e| e["args"]["correlation"].as_i64())
+            .collect();
+        let kernel_us: f64 = ev
+            .iter()
+            .filter(|e| e["cat"] == "kernel")
+            .filter(|e| {
+                e["args"]["correlation"]
+                    .as_i64()
+                    .is_some_and(|c| launched.contains(&c))
+            })
+            .map(|e| e["dur"].as_f64().expect("dur"))
+            .sum();
+        let f = naming(
+            &a,
+            "copy_hotspots",
+            &["[4, 2048, 128256] c10::BFloat16 → float"],
+        );
+        assert_eq!(f, &findings(&a)[0], "{name}");
+        let impact_us = f["impact_ns"].as_f64().expect("impact") / 1e3;
+        assert!(
+            (impact_us / kernel_us - 1.0).abs() < 0.01,
+            "{name}: {impact_us} µs against {kernel_us} µs"
+        );
+    }
+}

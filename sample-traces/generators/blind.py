@@ -3115,6 +3115,117 @@ def bool_mask_assign():
     }, lambda: train(True), lambda: train(False))
 
 
+# ---------------------------------------------------------------- twentieth set (issue 39): three
+# more reported mistakes, captured before any change for them: cuDNN's deterministic mode under
+# transposed 1-D convolutions, rotary tables rebuilt in every layer of a decode step, and logits
+# computed for every prompt position when generation reads the last.
+
+def cudnn_deterministic_convt():
+    """torch.backends.cudnn.deterministic = True in the training of a transposed-convolution upsampler."""
+    net = nn.Sequential(nn.ConvTranspose1d(256, 256, 33, stride=15), nn.ReLU(),
+                        nn.Conv1d(256, 256, 3, padding=1)).to(dev)
+    opt = torch.optim.SGD(net.parameters(), lr=1e-4)
+    x = torch.randn(8, 256, 2000, device=dev)
+
+    def train(det):
+        torch.backends.cudnn.deterministic = det  # PLANTED cudnn_deterministic_convt
+        loss = net(x).square().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        torch.backends.cudnn.deterministic = False
+
+    blind("cudnn_deterministic_convt", {
+        "set": 20,
+        "expected": {"family": "cuDNN restricted to deterministic algorithms: slower convolution kernels",
+                     "ops_any": ["aten::convolution", "aten::_convolution", "aten::cudnn_convolution",
+                                 "aten::cudnn_convolution_transpose", "aten::convolution_backward",
+                                 "aten::conv_transpose1d", "ConvolutionBackward0"]},
+        "wrong_causes": ["launch-bound / CUDA graphs", "small shapes"],
+        "notes": "fp32 training of ConvTranspose1d(256, 256, 33, stride=15) + ReLU + Conv1d(256, 256, 3) on "
+                 "[8, 256, 2000] (an upsampler to 30018 samples), SGD; torch.backends.cudnn.deterministic = True "
+                 "for the step",
+        "twin": "the same step with cudnn.deterministic = False",
+    }, lambda: train(True), lambda: train(False))
+
+
+def rope_per_layer():
+    """Decode that rebuilds the rotary cos/sin tables for every position in every layer, every token."""
+    L, B, H, D, P, N = 16, 8, 16, 64, 1024, 32
+    d, T = H * D, P + N
+    ws = [(torch.randn(d, 3 * d, device=dev, dtype=BF16) * 0.02, torch.randn(d, d, device=dev, dtype=BF16) * 0.02)
+          for _ in range(L)]
+    kc = [torch.randn(B, H, T, D, device=dev, dtype=BF16) for _ in range(L)]
+    vc = [torch.randn(B, H, T, D, device=dev, dtype=BF16) for _ in range(L)]
+    x0 = torch.randn(B, 1, d, device=dev, dtype=BF16)
+    inv_freq = 1.0 / (10000 ** (torch.arange(0, D, 2, device=dev).float() / D))
+
+    def tables():
+        f = torch.outer(torch.arange(T, device=dev, dtype=torch.float32), inv_freq)
+        e = torch.cat((f, f), dim=-1)
+        return e.cos().to(BF16), e.sin().to(BF16)
+
+    def rot(x, c, s):
+        x1, x2 = x.chunk(2, dim=-1)
+        return x * c + torch.cat((-x2, x1), dim=-1) * s
+
+    def decode(per_layer):
+        x = x0
+        cos, sin = tables()
+        for i in range(N):
+            pos = P + i
+            for (wqkv, wo), k_cache, v_cache in zip(ws, kc, vc):
+                if per_layer:
+                    f = torch.outer(torch.arange(T, device=dev, dtype=torch.float32), inv_freq)  # PLANTED rope_per_layer
+                    e = torch.cat((f, f), dim=-1)  # PLANTED rope_per_layer
+                    cos, sin = e.cos().to(BF16), e.sin().to(BF16)  # PLANTED rope_per_layer
+                q, k, v = (x @ wqkv).view(B, 1, 3, H, D).permute(2, 0, 3, 1, 4)
+                q, k = rot(q, cos[pos], sin[pos]), rot(k, cos[pos], sin[pos])
+                k_cache[:, :, pos:pos + 1] = k
+                v_cache[:, :, pos:pos + 1] = v
+                a = F.scaled_dot_product_attention(q, k_cache[:, :, :pos + 1], v_cache[:, :, :pos + 1])
+                x = x + a.transpose(1, 2).reshape(B, 1, d) @ wo
+        return x
+
+    with torch.no_grad():
+        blind("rope_per_layer", {
+            "set": 20,
+            "expected": {"family": "rotary tables rebuilt per layer and token: small kernels and their launches",
+                         "ops_any": ["aten::outer", "aten::arange", "aten::cat", "aten::cos", "aten::sin",
+                                     "aten::mul"]},
+            "wrong_causes": ["compute-bound", "memory-bound", "small shapes"],
+            "notes": f"greedy decode of {N} tokens after a {P}-token cache, batch {B}, {L} layers of width {d} "
+                     f"({H} heads of {D}), bf16, SDPA over the cache; in every layer of every token the rotary "
+                     f"cos/sin tables are rebuilt for all {T} positions (arange, outer, cat, cos, sin, casts)",
+            "twin": "the tables built once per decode and indexed by position",
+        }, lambda: decode(True), lambda: decode(False))
+
+
+def logits_all_positions():
+    """Prefill that computes the LM head for every prompt position and then reads only the last row."""
+    B, T, d, V = 4, 2048, 2048, 128256
+    head = torch.randn(V, d, device=dev, dtype=BF16) * 0.02
+    h = torch.randn(B, T, d, device=dev, dtype=BF16)
+
+    def prefill(all_rows):
+        if all_rows:
+            logits = (h @ head.T).float()  # PLANTED logits_all_positions
+            return logits[:, -1].argmax(-1)
+        return (h[:, -1] @ head.T).float().argmax(-1)
+
+    with torch.no_grad():
+        blind("logits_all_positions", {
+            "set": 20,
+            "expected": {"family": "a product over rows whose results are dropped (unneeded work at full speed)",
+                         "ops_any": ["aten::matmul", "aten::mm", "aten::linear", "aten::to", "aten::_to_copy",
+                                     "aten::copy_"]},
+            "wrong_causes": ["compute-bound", "launch-bound / CUDA graphs", "small shapes"],
+            "notes": f"the LM head ({d} -> {V}, bf16) over all {B} x {T} prompt positions, upcast to fp32, then the "
+                     "last position's argmax",
+            "twin": "the head over the last position only (transformers' logits_to_keep=1)",
+        }, lambda: prefill(True), lambda: prefill(False))
+
+
 SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_backward_dupes, no_kv_cache,
              sort_for_topk, onehot_ce, sdpa_mask_fallback,
              pairwise_broadcast, mha_need_weights, gqa_repeat_kv, categorical_validate,
@@ -3141,7 +3252,8 @@ SCENARIOS = [cat_kv_cache, naive_attention, moe_mask_sync, conv_nchw, index_back
              clamp_bounds_cuda, loss_scale_once,
              multinomial_decode, fft_prime_length, pad_then_conv,
              fft2_odd_images, fft_c2c_prime, fft_smooth_length,
-             ce_channels_middle, noise_randn_cpu, bool_mask_assign]
+             ce_channels_middle, noise_randn_cpu, bool_mask_assign,
+             cudnn_deterministic_convt, rope_per_layer, logits_all_positions]
 
 # Public reports of each mistake (found after the capture with the search tool, and added to the
 # truth files then): what users hit, or the framework's own account of the slow path.
@@ -3515,6 +3627,18 @@ REPORTS = {
     "bool_mask_assign": [
         "https://github.com/pytorch/pytorch/issues/57515",
         "https://github.com/pytorch/pytorch/issues/12461"
+    ],
+    "cudnn_deterministic_convt": [
+        "https://github.com/espnet/espnet/issues/3041",
+        "https://github.com/pytorch/pytorch/issues/28777"
+    ],
+    "rope_per_layer": [
+        "https://github.com/NVIDIA/Megatron-LM/issues/1646",
+        "https://github.com/huggingface/transformers/pull/19991"
+    ],
+    "logits_all_positions": [
+        "https://github.com/huggingface/transformers/pull/31292",
+        "https://github.com/huggingface/transformers/issues/30860"
     ]
 }
 
