@@ -301,8 +301,9 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
     let stall = idle.one_off_stall(cx.window.len());
     let cold = idle.cold_start_ns();
     // A stall that opens the window and is paid once (a first call, a wait on work queued
-    // before the capture) is no step's cost: charging it to the window's steps would price a
-    // fix at what the next step never pays. Its time stays in the title and the rows.
+    // before the capture, start-up the trace does not break down) is no step's cost: charging
+    // it to the window's steps would price a fix at what the next step never pays. Its time
+    // stays in the title and the rows.
     let once = stall
         .filter(|g| cold.is_none() && crate::idle::paid_once(w, g, w.steps_in(cx.trace)))
         .map(|g| g.end - g.start);
@@ -406,7 +407,7 @@ fn finding(cx: &Ctx, idle: &DeviceIdle) -> Finding {
                 .map(|w| format!("; left out, not the program's steady state: {w}"))
                 .unwrap_or_default()
                 + &once
-                    .map(|ns| format!("; the impact leaves out the stall that opens the window ({}): a first call or a wait on work queued before the capture is paid once, not by every step", fmt_ns(ns)))
+                    .map(|ns| format!("; the impact leaves out the stall that opens the window ({}): the later steps do not pay it again", fmt_ns(ns)))
                     .unwrap_or_default(),
             match sm.and_then(|s| crate::counters::mean(
                 crate::counters::in_window(cx.trace, s, w)

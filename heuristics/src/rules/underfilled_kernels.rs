@@ -250,14 +250,13 @@ impl Rule for UnderfilledKernels {
             if part_warp {
                 f.advice.push(format!("Launch blocks of at least 128 threads, a multiple of {WARP}: a block of 16 threads runs a warp with half its lanes idle, and the SM's limit on resident blocks (16-32) then caps it at a few hundred threads of its 1,536-2,048; make the tile per block larger (16×16 instead of 4×4) and keep the grid covering the same work."));
             }
-            // A softmax over a non-last dim gets few blocks from its layout, not from a small
-            // batch: the fix is the layout.
+            // Block-count advice only where some kernel has too few blocks; a softmax over a
+            // non-last dim gets few blocks from its layout, not from a small batch, so its
+            // advice is the layout.
             if crate::names::is_spatial_softmax(&f.breakdown[0].label) && cx.pytorch() {
                 f.advice
                     .push(crate::names::SPATIAL_SOFTMAX_ADVICE.to_string());
-            }
-            // Block-count advice only where some kernel has too few blocks.
-            else if groups.values().any(|g| !only_part_warp(g, sms)) {
+            } else if groups.values().any(|g| !only_part_warp(g, sms)) {
                 f.advice.extend([
                 format!("Give each launch at least {sms} blocks of work: batch the calls over more rows (one launch for a stacked tensor instead of a loop over slices)."),
                 if cx.pytorch() {
