@@ -2732,8 +2732,8 @@ fn a_softmax_over_a_middle_dim_is_named_with_the_layout_that_fixes_it() {
 /// The nineteenth set's `noise_randn_cpu`: the noise of a diffusion-style step drawn with
 /// `torch.randn(x.shape)` on the CPU (one `aten::randn` with no device a step, counted here)
 /// and copied to the GPU. idle_gaps names the CPU operator, at the line with stacks, within a
-/// quarter of what the twin measured, and says to draw it on the GPU; the twin draws on the GPU
-/// and no finding of it names a CPU `randn`.
+/// quarter of what the twin measured, and says to draw it on the GPU with the factory's own
+/// `device=`; the twin draws on the GPU and no finding of it names a CPU `randn`.
 #[test]
 fn noise_drawn_on_the_cpu_is_named_with_the_device_to_draw_it_on() {
     for sfx in ["", "_nostack"] {
@@ -2777,7 +2777,12 @@ fn noise_drawn_on_the_cpu_is_named_with_the_device_to_draw_it_on() {
             assert!(text(f).contains(&planted_frame(&t)), "{name}: {f}");
         }
         within(per_step_ms(f, steps), planted_ms(&t), 0.25, &name);
-        assert!(text(f).contains("do it on the GPU"), "{name}: {f}");
+        let advice = f["advice"].to_string();
+        assert!(
+            advice.contains("aten::randn on CPU makes a tensor on the CPU")
+                && advice.contains(r#"torch.randn(shape, device=\"cuda\")"#),
+            "{name}: {advice}"
+        );
         let twin = analyze(&format!("h100_blind_{name}_twin.pt.trace.json.gz"));
         assert!(
             findings(&twin)

@@ -77,6 +77,11 @@ pub fn advice(kind: CauseKind, leaf: &str, workload: Workload, pytorch: bool) ->
             "{leaf}: cuDNN autotuning (`torch.backends.cudnn.benchmark=True`) runs again for every new input shape. Keep shapes fixed (pad or bucket sizes, `drop_last=True`) or set `cudnn.benchmark=False` when shapes vary."
         ),
         CauseKind::LaunchOverhead => LAUNCH_OVERHEAD.to_string(),
+        // A tensor factory on the CPU (torch.randn(shape) before .to("cuda")): its own
+        // device argument makes it on the GPU, with no host work and no copy.
+        CauseKind::CpuOp if is_factory(leaf) => format!(
+            "{leaf} makes a tensor on the CPU while the GPU waits: where it then goes to the GPU, make it there with the factory's device argument (torch.randn(shape, device=\"cuda\"), torch.randperm(n, device=\"cuda\")), or once outside the loop. A draw kept on the CPU to follow a CPU seed can use a CUDA generator seeded the same (torch.Generator(device=\"cuda\").manual_seed(seed))."
+        ),
         CauseKind::CpuOp => {
             if training {
                 format!(
@@ -198,4 +203,24 @@ fn upper_first(s: &str) -> String {
     c.next()
         .map(|f| f.to_uppercase().chain(c).collect())
         .unwrap_or_default()
+}
+
+/// Whether `leaf` (`aten::randn on CPU`) is a tensor factory run on the CPU: an operator that
+/// makes a tensor from nothing but its arguments, so its `device=` makes it on the GPU instead.
+fn is_factory(leaf: &str) -> bool {
+    const FACTORIES: &[&str] = &[
+        "aten::randn",
+        "aten::rand",
+        "aten::randint",
+        "aten::randperm",
+        "aten::normal",
+        "aten::zeros",
+        "aten::ones",
+        "aten::full",
+        "aten::arange",
+        "aten::linspace",
+        "aten::eye",
+    ];
+    leaf.strip_suffix(" on CPU")
+        .is_some_and(|op| FACTORIES.contains(&op))
 }
