@@ -79,25 +79,11 @@ fn profiled_steps(file: &str) -> (usize, f64) {
         .read_to_string(&mut text)
         .expect("gzip");
     let doc: Value = serde_json::from_str(&text).expect("trace JSON");
-    let ranges = |cat: &str| -> Vec<(f64, f64)> {
-        doc["traceEvents"]
-            .as_array()
-            .expect("events")
-            .iter()
-            .filter(|e| {
-                e["ph"] == "X"
-                    && e["cat"] == cat
-                    && e["name"]
-                        .as_str()
-                        .is_some_and(|n| n.starts_with("ProfilerStep#"))
-            })
-            .map(|e| {
-                let ts = e["ts"].as_f64().expect("ts");
-                (ts, ts + e["dur"].as_f64().expect("dur"))
-            })
-            .collect()
-    };
-    let (host, gpu) = (ranges("user_annotation"), ranges("gpu_user_annotation"));
+    let events = doc["traceEvents"].as_array().expect("events");
+    let (host, gpu) = (
+        step_ranges(events, "user_annotation"),
+        step_ranges(events, "gpu_user_annotation"),
+    );
     let r = if gpu.len() == host.len() {
         gpu
     } else {
@@ -106,6 +92,33 @@ fn profiled_steps(file: &str) -> (usize, f64) {
     let a = r.iter().map(|x| x.0).fold(f64::MAX, f64::min);
     let b = r.iter().map(|x| x.1).fold(f64::MIN, f64::max);
     (host.len(), (b - a) / 1e3 / r.len() as f64)
+}
+
+/// The `ProfilerStep#` ranges of category `cat` (`user_annotation` on the host,
+/// `gpu_user_annotation` on the GPU) among `events`, µs, in start order.
+fn step_ranges(events: &[Value], cat: &str) -> Vec<(f64, f64)> {
+    let mut r: Vec<(f64, f64)> = events
+        .iter()
+        .filter(|e| {
+            e["ph"] == "X"
+                && e["cat"] == cat
+                && e["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("ProfilerStep#"))
+        })
+        .map(|e| {
+            let (a, b, _) = thread_span(e);
+            (a, b)
+        })
+        .collect();
+    r.sort_by(|a, b| a.0.total_cmp(&b.0));
+    r
+}
+
+/// An event's start and end, µs, and its thread: spans nest only on one thread.
+fn thread_span(e: &Value) -> (f64, f64, Value) {
+    let ts = e["ts"].as_f64().expect("ts");
+    (ts, ts + e["dur"].as_f64().expect("dur"), e["tid"].clone())
 }
 
 fn findings(a: &Value) -> &Vec<Value> {
@@ -1014,10 +1027,6 @@ fn activation_checkpointing_is_named_with_what_the_recomputation_costs() {
     let file = "h100_blind_checkpoint_all_nostack.pt.trace.json.gz";
     let ev = events_of(file);
     let cpu: Vec<&Value> = ev.iter().filter(|e| e["cat"] == "cpu_op").collect();
-    let span = |e: &Value| {
-        let ts = e["ts"].as_f64().expect("ts");
-        (ts, ts + e["dur"].as_f64().expect("dur"), e["tid"].clone())
-    };
     let inside =
         |a: (f64, f64, Value), b: (f64, f64, Value)| a.2 == b.2 && b.0 <= a.0 && a.1 <= b.1;
     let launches: Vec<_> = ev
@@ -1028,7 +1037,7 @@ fn activation_checkpointing_is_named_with_what_the_recomputation_costs() {
                     .as_str()
                     .is_some_and(|n| n.contains("LaunchKernel"))
         })
-        .map(span)
+        .map(thread_span)
         .collect();
     let backward: Vec<_> = cpu
         .iter()
@@ -1037,12 +1046,12 @@ fn activation_checkpointing_is_named_with_what_the_recomputation_costs() {
                 .as_str()
                 .is_some_and(|n| n.starts_with("autograd::engine::evaluate_function"))
         })
-        .map(|e| span(e))
+        .map(|e| thread_span(e))
         .collect();
     let forward: Vec<_> = cpu
         .iter()
         .filter(|e| FORWARD.contains(&e["name"].as_str().unwrap_or_default()))
-        .map(|e| span(e))
+        .map(|e| thread_span(e))
         .collect();
     let recomputed = forward
         .iter()
@@ -1659,20 +1668,7 @@ fn a_loop_of_row_views_is_pointed_at_one_index() {
 fn a_stall_that_opens_the_window_once_is_left_out_of_the_impact() {
     let file = "h200_blind_stack_row_loop_nostack.pt.trace.json.gz";
     let ev = events_of(file);
-    let mut steps: Vec<(f64, f64)> = ev
-        .iter()
-        .filter(|e| {
-            e["cat"] == "user_annotation"
-                && e["name"]
-                    .as_str()
-                    .is_some_and(|n| n.starts_with("ProfilerStep#"))
-        })
-        .map(|e| {
-            let ts = e["ts"].as_f64().expect("ts");
-            (ts, ts + e["dur"].as_f64().expect("dur"))
-        })
-        .collect();
-    steps.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let steps = step_ranges(&ev, "user_annotation");
     let (w0, w1) = (steps[0].0, steps[steps.len() - 1].1);
     let mut ops: Vec<(f64, f64)> = ev
         .iter()
@@ -1683,8 +1679,8 @@ fn a_stall_that_opens_the_window_once_is_left_out_of_the_impact() {
             )
         })
         .map(|e| {
-            let ts = e["ts"].as_f64().expect("ts");
-            (ts, ts + e["dur"].as_f64().expect("dur"))
+            let (a, b, _) = thread_span(e);
+            (a, b)
         })
         .filter(|&(a, b)| b > w0 && a < w1)
         .collect();
@@ -2742,18 +2738,14 @@ fn noise_drawn_on_the_cpu_is_named_with_the_device_to_draw_it_on() {
         // A randn on the CPU launches nothing: no runtime call inside its span on its thread.
         let on_cpu = |file: &str| {
             let ev = events_of(file);
-            let span = |e: &Value| {
-                let ts = e["ts"].as_f64().expect("ts");
-                (ts, ts + e["dur"].as_f64().expect("dur"), e["tid"].clone())
-            };
             let launches: Vec<(f64, f64, Value)> = ev
                 .iter()
                 .filter(|e| e["cat"] == "cuda_runtime")
-                .map(span)
+                .map(thread_span)
                 .collect();
             ev.iter()
                 .filter(|e| e["cat"] == "cpu_op" && e["name"] == "aten::randn")
-                .map(span)
+                .map(thread_span)
                 .filter(|(a, b, tid)| {
                     !launches
                         .iter()
@@ -2860,10 +2852,7 @@ fn logits_upcast_for_every_position_is_named_with_its_shape_and_time() {
         let copies: Vec<(f64, f64, Value)> = ev
             .iter()
             .filter(|e| e["cat"] == "cpu_op" && e["name"] == "aten::_to_copy")
-            .map(|e| {
-                let ts = e["ts"].as_f64().expect("ts");
-                (ts, ts + e["dur"].as_f64().expect("dur"), e["tid"].clone())
-            })
+            .map(thread_span)
             .collect();
         let launched: Vec<i64> = ev
             .iter()
